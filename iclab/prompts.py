@@ -1,0 +1,56 @@
+"""Prompt formats: how an Episode becomes the token matrix a model reads.
+
+Models never see Task objects, only a :class:`Prompt`. Tokens are stored as rows,
+``tokens[b, t]`` is token t of prompt b (the papers write them as columns of E).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+
+from .tasks.base import Episode
+
+
+class Prompt(NamedTuple):
+    """Model input and target.
+
+    Attributes:
+        tokens: ``(B, T, D)`` token rows.
+        targets: what the model's predictions are compared with (``(B, Q)`` for paired prompts).
+        n_context: the first ``n_context`` tokens are the context; the rest are queries.
+    """
+
+    tokens: torch.Tensor
+    targets: torch.Tensor
+    n_context: int
+
+
+@dataclass(frozen=True)
+class PairedFormat:
+    """Paired columns: context token z_i = [x_i; c; y_i], query token [x_q; c; 0].
+
+    Row order (a contract): the d input rows, then the optional descriptor rows c, then the
+    label row last. ``descriptor`` names an entry of ``episode.truth`` (e.g. ``"mu"``) that is
+    appended to every token, or is None for the plain format [x; y].
+    """
+
+    descriptor: str | None = None
+
+    def token_dim(self, episode: Episode) -> int:
+        """D, the number of rows of a token for this episode."""
+        extra = 0 if self.descriptor is None else episode.truth[self.descriptor].shape[-1]
+        return episode.dim + extra + 1
+
+    def encode(self, episode: Episode) -> Prompt:
+        """Build the ``(B, N + Q, D)`` tokens; the queries' label rows are zero."""
+        x = torch.cat([episode.xs, episode.x_query], dim=1)
+        y = torch.cat([episode.ys, torch.zeros_like(episode.y_query)], dim=1)
+        rows = [x]
+        if self.descriptor is not None:
+            c = episode.truth[self.descriptor]
+            rows.append(c[:, None, :].expand(-1, x.shape[1], -1))
+        rows.append(y[..., None])
+        return Prompt(torch.cat(rows, dim=-1), episode.y_query, episode.n_context)

@@ -1,0 +1,48 @@
+"""Figure helpers shared by the experiments (matplotlib, headless)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def new_figure(n_panels: int = 1, width: float = 4.5, height: float = 3.4, rows: int = 1):
+    """A figure with ``rows × n_panels`` axes (returned as a flat array)."""
+    fig, axes = plt.subplots(rows, n_panels, figsize=(width * n_panels, height * rows), squeeze=False)
+    return fig, axes.ravel()
+
+
+def save(fig, path: Path) -> Path:
+    """Save as PNG and close."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def training_curve(ax, history: pd.DataFrame, label: str, metric: str = "train_loss", color=None):
+    """Mean over seeds with a min–max band, from long-format rows (seed, step, metric, value)."""
+    rows = history[history.metric == metric]
+    table = rows.pivot_table(index="step", columns="seed", values="value")
+    steps = table.index.to_numpy()
+    line = ax.plot(steps, table.mean(axis=1), label=label, color=color)[0]
+    ax.fill_between(steps, table.min(axis=1), table.max(axis=1), color=line.get_color(), alpha=0.2)
+    ax.set_xlabel("step")
+    return line
+
+
+def heatmap(ax, matrix, title: str, limit: float | None = None):
+    """A diverging heatmap centred at 0, with the matrix entries' scale in a colour bar."""
+    matrix = np.asarray(matrix, dtype=float)
+    limit = limit or max(float(np.abs(matrix).max()), 1e-12)
+    image = ax.imshow(matrix, cmap="RdBu_r", vmin=-limit, vmax=limit)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)

@@ -1,0 +1,180 @@
+"""Linear regression in context: y = wᵀx + ε with configurable priors on x and w.
+
+Input priors know their own moments, so the theory can evaluate closed forms exactly
+(:mod:`iclab.theory.linear`) and fall back to Monte Carlo only when no closed form exists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import torch
+
+from ..config import ConfigError
+from .base import Episode
+
+
+def _as_matrix(cov: Sequence | torch.Tensor | None, d: int) -> torch.Tensor:
+    """Covariance from ``None`` (identity), a vector of eigenvalues (diagonal) or a matrix."""
+    if cov is None:
+        return torch.eye(d, dtype=torch.float64)
+    cov = torch.as_tensor(cov, dtype=torch.float64)
+    if cov.ndim == 1:
+        if cov.shape != (d,):
+            raise ConfigError(f"covariance eigenvalues must have length d={d}, got {cov.shape[0]}")
+        if (cov <= 0).any():
+            raise ConfigError("covariance eigenvalues must be positive")
+        return torch.diag(cov)
+    if cov.shape != (d, d):
+        raise ConfigError(f"covariance must be {d}x{d}, got {tuple(cov.shape)}")
+    if not torch.allclose(cov, cov.T) or torch.linalg.eigvalsh(cov).min() <= 0:
+        raise ConfigError("covariance must be symmetric positive definite")
+    return cov
+
+
+class GaussianInputs:
+    """x ~ N(μ, Λ). μ is fixed (``mean``), or drawn per prompt as N(0, s²I) when ``mean_scale`` s > 0.
+
+    The per-prompt mean is returned as ``truth["mu"]``; all points of a prompt share it.
+    """
+
+    def __init__(self, d: int, cov=None, mean=None, mean_scale: float = 0.0):
+        self.d = d
+        self.cov = _as_matrix(cov, d)
+        self.mean = None if mean is None else torch.as_tensor(mean, dtype=torch.float64)
+        if self.mean is not None and self.mean.shape != (d,):
+            raise ConfigError(f"mean must have length d={d}, got {tuple(self.mean.shape)}")
+        if mean_scale < 0:
+            raise ConfigError("mean_scale must be >= 0")
+        self.mean_scale = mean_scale
+        self._chol = torch.linalg.cholesky(self.cov)
+
+    @property
+    def zero_mean(self) -> bool:
+        """True when every x has mean zero (the closed forms of the theory assume it)."""
+        return self.mean_scale == 0 and (self.mean is None or not self.mean.any())
+
+    def sample(self, batch: int, n_points: int, generator: torch.Generator, dtype=torch.float32):
+        device = generator.device
+        z = torch.randn(batch, n_points, self.d, generator=generator, device=device, dtype=dtype)
+        x = z @ self._chol.to(device, dtype).T
+        mu = torch.zeros(batch, self.d, device=device, dtype=dtype)
+        if self.mean is not None:
+            mu = mu + self.mean.to(device, dtype)
+        if self.mean_scale > 0:
+            mu = mu + self.mean_scale * torch.randn(
+                batch, self.d, generator=generator, device=device, dtype=dtype
+            )
+        return x + mu[:, None, :], {"mu": mu}
+
+    def second_moment(self) -> torch.Tensor:
+        """Λ = E[x xᵀ] (zero-mean case), float64."""
+        return self.cov.clone()
+
+    def fourth_moment(self, a: torch.Tensor) -> torch.Tensor:
+        """E[x xᵀ A x xᵀ] = ΛAΛ + ΛAᵀΛ + tr(AΛ)Λ for zero-mean Gaussian x (Isserlis)."""
+        lam = self.cov
+        return lam @ a @ lam + lam @ a.T @ lam + torch.trace(a @ lam) * lam
+
+
+class UniformInputs:
+    """x ~ U(low, high)^d with independent coordinates (von Oswald et al. use U(−0.5, 0.5))."""
+
+    def __init__(self, d: int, low: float = -1.0, high: float = 1.0):
+        if not high > low:
+            raise ConfigError(f"uniform inputs need high > low, got [{low}, {high}]")
+        self.d, self.low, self.high = d, low, high
+
+    @property
+    def zero_mean(self) -> bool:
+        return self.low == -self.high
+
+    def sample(self, batch: int, n_points: int, generator: torch.Generator, dtype=torch.float32):
+        device = generator.device
+        u = torch.rand(batch, n_points, self.d, generator=generator, device=device, dtype=dtype)
+        return self.low + (self.high - self.low) * u, {}
+
+    def second_moment(self) -> torch.Tensor:
+        """Λ = v·I with v = (high − low)²/12 (symmetric case)."""
+        return (self.high - self.low) ** 2 / 12 * torch.eye(self.d, dtype=torch.float64)
+
+    def fourth_moment(self, a: torch.Tensor) -> torch.Tensor:
+        """E[x xᵀ A x xᵀ] = v²(A + Aᵀ + tr(A)I) + (m₄ − 3v²)·diag(A) for i.i.d. zero-mean coordinates."""
+        half = (self.high - self.low) / 2
+        v, m4 = half**2 / 3, half**4 / 5
+        eye = torch.eye(self.d, dtype=torch.float64)
+        return v**2 * (a + a.T + torch.trace(a) * eye) + (m4 - 3 * v**2) * torch.diag(torch.diag(a))
+
+
+@dataclass
+class LinearRegression:
+    """Prompts of a random linear function: y = wᵀx + ε, ε ~ N(0, σ²).
+
+    Args:
+        inputs: the prior on x (:class:`GaussianInputs` or :class:`UniformInputs`).
+        n_context: N, in-context examples per prompt.
+        n_query: Q, queries per prompt (they never see each other).
+        w_scale: τ, w ~ N(0, τ²I) (restricted to ``w_sparsity`` random coordinates if set).
+        w_sparsity: k for a k-sparse w, or None for dense.
+        noise: σ, the label-noise standard deviation (queries are noisy too).
+    """
+
+    inputs: GaussianInputs | UniformInputs
+    n_context: int
+    n_query: int = 1
+    w_scale: float = 1.0
+    w_sparsity: int | None = None
+    noise: float = 0.0
+
+    def __post_init__(self):
+        if self.n_context < 1 or self.n_query < 1:
+            raise ConfigError(f"need n_context >= 1 and n_query >= 1, got {self.n_context}, {self.n_query}")
+        if self.w_sparsity is not None and not 1 <= self.w_sparsity <= self.d:
+            raise ConfigError(f"w_sparsity must be in 1..d={self.d}, got {self.w_sparsity}")
+        if self.noise < 0 or self.w_scale <= 0:
+            raise ConfigError("need noise >= 0 and w_scale > 0")
+
+    @property
+    def d(self) -> int:
+        return self.inputs.d
+
+    def sample_w(self, batch: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+        w = self.w_scale * torch.randn(batch, self.d, generator=generator, device=generator.device, dtype=dtype)
+        if self.w_sparsity is not None:
+            scores = torch.rand(batch, self.d, generator=generator, device=generator.device)
+            keep = scores.argsort(dim=1)[:, : self.w_sparsity]
+            w = w * torch.zeros_like(w).scatter_(1, keep, 1.0)
+        return w
+
+    def sample(self, batch: int, generator: torch.Generator, dtype=torch.float32) -> Episode:
+        """Draw ``batch`` prompts; pure given the generator (same state, same episode)."""
+        n = self.n_context
+        x, truth = self.inputs.sample(batch, n + self.n_query, generator, dtype)
+        w = self.sample_w(batch, generator, dtype)
+        y = torch.einsum("bnd,bd->bn", x, w)
+        if self.noise > 0:
+            y = y + self.noise * torch.randn(y.shape, generator=generator, device=y.device, dtype=dtype)
+        return Episode(x[:, :n], y[:, :n], x[:, n:], y[:, n:], truth={"w": w, **truth})
+
+
+def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
+    """Build a task from a config section (keys as in the experiments' ``task:`` blocks)."""
+    d = cfg["d"]
+    if not isinstance(d, int) or d < 1:
+        raise ConfigError(f"task.d must be a positive integer, got {d!r}")
+    kind = cfg.get("inputs", "gaussian")
+    if kind == "gaussian":
+        inputs = GaussianInputs(d, cfg.get("cov"), cfg.get("mean"), cfg.get("mean_scale", 0.0))
+    elif kind == "uniform":
+        inputs = UniformInputs(d, cfg.get("low", -1.0), cfg.get("high", 1.0))
+    else:
+        raise ConfigError(f"task.inputs must be 'gaussian' or 'uniform', got {kind!r}")
+    return LinearRegression(
+        inputs,
+        n_context=cfg["n_context"],
+        n_query=cfg.get("n_query", 1),
+        w_scale=cfg.get("w_scale", 1.0),
+        w_sparsity=cfg.get("w_sparsity"),
+        noise=cfg.get("noise", 0.0),
+    )

@@ -1,0 +1,325 @@
+"""One training loop for every model: several seeds at once, checkpoints, exact resume.
+
+Seeds are trained together by stacking their parameters and mapping the model over them
+with ``torch.func.vmap`` (models that cannot be vmapped train one seed after another with
+``vectorize=False``). Adam, AdamW and SGD act elementwise, so a stacked run updates each seed
+exactly as if it trained alone; gradient clipping is applied per seed. Data for seed s at
+step t depends only on (s, t), and checkpoints hold the optimizer state, so a run that is
+interrupted and resumed ends with the same weights as one that never stopped.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+from tqdm.auto import tqdm
+
+from .config import ConfigError
+from .metrics import batch_loss
+from .prompts import Prompt
+from .rng import generator
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation settings (the ``train:`` block of an experiment config).
+
+    Attributes:
+        steps: optimisation steps.
+        batch_size: prompts per step (per seed).
+        lr: peak learning rate.
+        optimizer: ``adam``, ``adamw`` or ``sgd``.
+        weight_decay: decoupled for AdamW, L2 for the others.
+        momentum: SGD momentum.
+        clip: clip each seed's gradient to this global norm (None: no clipping).
+        schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
+        warmup: linear warm-up steps.
+        train_size: prompts in a fixed training set, or None for fresh prompts every step.
+        loss: the loss convention (``mse`` or ``half_mse``).
+        log_every: record the training loss every this many steps.
+        checkpoint_every: write checkpoints every this many steps (and at the end).
+    """
+
+    steps: int = 1000
+    batch_size: int = 256
+    lr: float = 1e-3
+    optimizer: str = "adam"
+    weight_decay: float = 0.0
+    momentum: float = 0.0
+    clip: float | None = None
+    schedule: str = "constant"
+    warmup: int = 0
+    train_size: int | None = None
+    loss: str = "mse"
+    log_every: int = 10
+    checkpoint_every: int = 1000
+
+    def __post_init__(self):
+        if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
+            raise ConfigError("train.steps, batch_size, log_every and checkpoint_every must be >= 1")
+        if self.optimizer not in ("adam", "adamw", "sgd"):
+            raise ConfigError(f"train.optimizer must be adam, adamw or sgd, got {self.optimizer!r}")
+        if self.schedule not in ("constant", "cosine"):
+            raise ConfigError(f"train.schedule must be constant or cosine, got {self.schedule!r}")
+        if self.train_size is not None and self.train_size < 1:
+            raise ConfigError("train.train_size must be >= 1 or null")
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
+        """Build from a config dict, rejecting unknown keys."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(section) - known
+        if unknown:
+            raise ConfigError(f"unknown train keys: {', '.join(sorted(unknown))}")
+        return cls(**section)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate at ``step`` (0-based)."""
+        if step < self.warmup:
+            return self.lr * (step + 1) / self.warmup
+        if self.schedule == "constant":
+            return self.lr
+        progress = (step - self.warmup) / max(1, self.steps - self.warmup)
+        return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class FreshPrompts:
+    """A new batch of prompts from the task at every step (the infinite-data regime)."""
+
+    def __init__(self, task, prompt_format, batch_size: int):
+        self.task, self.format, self.batch_size = task, prompt_format, batch_size
+
+    def batch(self, seed: int, step: int, device) -> Prompt:
+        episode = self.task.sample(self.batch_size, generator(seed, "train", step, device=device))
+        return self.format.encode(episode)
+
+
+class FixedTrainingSet:
+    """A fixed set of ``size`` prompts per seed; each step takes a random minibatch (all when
+    ``batch_size >= size``, i.e. full-batch training)."""
+
+    def __init__(self, task, prompt_format, size: int, batch_size: int):
+        self.task, self.format, self.size, self.batch_size = task, prompt_format, size, batch_size
+        self._sets: dict[int, Prompt] = {}
+
+    def training_set(self, seed: int, device) -> Prompt:
+        """The seed's whole training set (drawn once from the ``(seed, "train-set")`` stream)."""
+        if seed not in self._sets:
+            episode = self.task.sample(self.size, generator(seed, "train-set", device=device))
+            self._sets[seed] = self.format.encode(episode)
+        return self._sets[seed]
+
+    def batch(self, seed: int, step: int, device) -> Prompt:
+        full = self.training_set(seed, device)
+        if self.batch_size >= self.size:
+            return full
+        g = generator(seed, "minibatch", step, device=device)
+        index = torch.randperm(self.size, generator=g, device=device)[: self.batch_size]
+        return Prompt(full.tokens[index], full.targets[index], full.n_context)
+
+
+def data_source(task, prompt_format, config: TrainConfig):
+    """The data source a config asks for: fresh prompts, or a fixed training set."""
+    if config.train_size is None:
+        return FreshPrompts(task, prompt_format, config.batch_size)
+    return FixedTrainingSet(task, prompt_format, config.train_size, config.batch_size)
+
+
+@dataclass
+class TrainResult:
+    """Trained models (one per seed, in seed order) and the logged history.
+
+    ``history`` rows are ``{"seed", "step", "metric", "value"}`` (metric ``train_loss`` plus
+    whatever the callback returned).
+    """
+
+    models: list[nn.Module]
+    history: list[dict]
+
+
+Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
+
+
+def checkpoint_path(directory: Path, name: str, seed: int) -> Path:
+    """``<directory>/<name>-seed<seed>.safetensors``."""
+    return Path(directory) / f"{name}-seed{seed}.safetensors"
+
+
+def train(
+    make_model: Callable[[torch.Generator], nn.Module],
+    data,
+    config: TrainConfig,
+    seeds: Sequence[int],
+    device: str | torch.device = "cpu",
+    checkpoint_dir: str | Path | None = None,
+    name: str = "model",
+    progress: bool = True,
+    callback: Callback | None = None,
+    vectorize: bool = True,
+) -> TrainResult:
+    """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
+    any object with ``batch(seed, step, device) -> Prompt``).
+
+    ``make_model(generator)`` builds a freshly initialised model from the seed's ``"init"``
+    stream. With ``checkpoint_dir``, training resumes from the checkpoints found there.
+    ``callback(step, models)`` runs at every logging step and may return
+    ``{metric: per-seed values}`` to record.
+    """
+    groups = [list(seeds)] if vectorize else [[s] for s in seeds]
+    models, history = [], []
+    for group in groups:
+        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name)
+        trainer.run(progress, callback)
+        models += trainer.models()
+        history += trainer.history
+    return TrainResult(models, history)
+
+
+class _SeedGroup:
+    """Several seeds of one model trained in lockstep with stacked parameters."""
+
+    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name):
+        self.data, self.config, self.seeds, self.device = data, config, seeds, device
+        self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.name = name
+        members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
+        self.template = copy.deepcopy(members[0])
+        params, self.buffers = stack_module_state(members)
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.optimizer = self._make_optimizer()
+        self.step = 0
+        self.history: list[dict] = []
+        self._resume()
+
+    def _make_optimizer(self) -> torch.optim.Optimizer:
+        c, params = self.config, list(self.params.values())
+        if c.optimizer == "adam":
+            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay)
+        if c.optimizer == "adamw":
+            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+        return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+
+    def _losses(self, prompts: list[Prompt]) -> torch.Tensor:
+        tokens = torch.stack([p.tokens for p in prompts])
+        targets = torch.stack([p.targets for p in prompts])
+        n_context = prompts[0].n_context
+
+        def one_seed(params, buffers, tokens, targets):
+            prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
+            return batch_loss(prediction, targets, self.config.loss)
+
+        return vmap(one_seed)(self.params, self.buffers, tokens, targets)
+
+    def _clip(self):
+        grads = [p.grad for p in self.params.values()]
+        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        scale = (self.config.clip / (norms + 1e-6)).clamp(max=1.0)
+        for g in grads:
+            g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))
+
+    def run(self, progress: bool, callback: Callback | None):
+        c = self.config
+        bar = tqdm(total=c.steps, initial=self.step, desc=self.name, disable=None if progress else True, leave=False)
+        while self.step < c.steps:
+            for group in self.optimizer.param_groups:
+                group["lr"] = c.lr_at(self.step)
+            prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
+            losses = self._losses(prompts)
+            self.optimizer.zero_grad(set_to_none=True)
+            losses.sum().backward()
+            if c.clip is not None:
+                self._clip()
+            self.optimizer.step()
+            self.step += 1
+            if self.step % c.log_every == 0 or self.step == c.steps:
+                self._record({"train_loss": losses.detach().cpu().tolist()})
+                if callback is not None:
+                    self._record(callback(self.step, self.models()) or {})
+                bar.set_postfix(loss=f"{losses.mean().item():.4g}")
+            if self.checkpoint_dir is not None and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+                self._save()
+            bar.update(1)
+        bar.close()
+
+    def _record(self, metrics: Mapping[str, Sequence[float]]):
+        for metric, values in metrics.items():
+            for seed, value in zip(self.seeds, values):
+                self.history.append({"seed": seed, "step": self.step, "metric": metric, "value": float(value)})
+
+    def models(self) -> list[nn.Module]:
+        """One ordinary module per seed holding the current weights."""
+        out = []
+        for k in range(len(self.seeds)):
+            model = copy.deepcopy(self.template)
+            state = {**{n: p[k].detach() for n, p in self.params.items()}, **{n: b[k] for n, b in self.buffers.items()}}
+            model.load_state_dict(state)
+            out.append(model.eval())
+        return out
+
+    # Checkpoints: model.<param>, optim.<param>.<state> and history.* tensors per seed.
+    def _save(self):
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        state = self.optimizer.state_dict()["state"]
+        for k, seed in enumerate(self.seeds):
+            tensors = {f"model.{n}": p[k].detach() for n, p in self.params.items()}
+            for index, n in enumerate(self.params):
+                for key, value in state.get(index, {}).items():
+                    tensors[f"optim.{n}.{key}"] = value if value.ndim == 0 else value[k]
+            rows = [r for r in self.history if r["seed"] == seed]
+            for metric in {r["metric"] for r in rows}:
+                picked = [r for r in rows if r["metric"] == metric]
+                tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
+                tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
+            path = checkpoint_path(self.checkpoint_dir, self.name, seed)
+            tmp = path.with_suffix(".tmp")
+            save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata={"step": str(self.step)})
+            os.replace(tmp, path)
+
+    def _resume(self):
+        if self.checkpoint_dir is None:
+            return
+        paths = [checkpoint_path(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
+        if not all(p.exists() for p in paths):
+            return
+        steps = set()
+        for p in paths:
+            with safe_open(p, "pt") as f:
+                steps.add(int(f.metadata()["step"]))
+        if len(steps) != 1:
+            raise ConfigError(f"checkpoints of {self.name} are at different steps {sorted(steps)}; cannot resume")
+        loaded = [load_file(p, device=str(self.device)) for p in paths]
+        with torch.no_grad():
+            for n, p in self.params.items():
+                p.copy_(torch.stack([t[f"model.{n}"] for t in loaded]))
+        state = {}
+        for index, n in enumerate(self.params):
+            keys = {key.split(".")[-1] for key in loaded[0] if key.startswith(f"optim.{n}.")}
+            state[index] = {
+                key: loaded[0][f"optim.{n}.{key}"] if loaded[0][f"optim.{n}.{key}"].ndim == 0
+                else torch.stack([t[f"optim.{n}.{key}"] for t in loaded])
+                for key in keys
+            }
+        saved = self.optimizer.state_dict()
+        self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+        self.step = steps.pop()
+        for seed, tensors in zip(self.seeds, loaded):
+            metrics = {key[len("history."):].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
+            for metric in metrics:
+                for step, value in zip(tensors[f"history.{metric}.step"].tolist(), tensors[f"history.{metric}.value"].tolist()):
+                    self.history.append({"seed": seed, "step": step, "metric": metric, "value": value})
+        self.history.sort(key=lambda r: (r["step"], r["seed"]))
+        log.info("resumed %s from step %d", self.name, self.step)

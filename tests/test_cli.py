@@ -1,0 +1,77 @@
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from iclab import api
+from iclab.cli import main
+
+FAST = ["--set", "train.steps=40", "--set", "eval_prompts=2000", "--seeds", "2"]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "no-such-experiment"], "unknown experiment"),
+        (["run", "lsa-linear", "--set", "train.stepz=3"], "unknown config key"),
+        (["run", "lsa-linear", "--set", "train.steps=abc"], "expects int"),
+        (["run", "lsa-linear", "--set", "covariances.anisotropic=[1.0, 2.0]"], "length d=5"),
+        (["run", "lsa-linear", "--scale", "enormous"], "unknown scale"),
+        (["run", "lsa-linear", "--seeds", "0"], "--seeds"),
+        (["report", "/nonexistent/run"], "not a run folder"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):
+    assert main(argv + ["--out", str(tmp_path / "r")] if argv[0] == "run" else argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+
+
+def test_module_entry_point_exit_status():
+    done = subprocess.run([sys.executable, "-m", "iclab", "run", "nope"], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    assert "lsa-linear" in capsys.readouterr().out
+
+
+def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "lsa-linear", "--out", str(out), *FAST]) == 0
+    for name in ("config.yaml", "metrics.parquet", "claims.json", "report.html"):
+        assert (out / name).exists(), name
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        f"lsa-{s}-seed{k}.safetensors" for s in ("anisotropic", "isotropic") for k in (0, 1)
+    ]
+    assert {p.name for p in (out / "figures").iterdir()} == {"training_curves.png", "learners.png", "weights.png"}
+    claims = json.loads((out / "claims.json").read_text())
+    assert {"id", "paper", "statement", "measured", "expected", "holds"} <= set(claims[0])
+    metrics = pd.read_parquet(out / "metrics.parquet")
+    assert list(metrics.columns[:7]) == ["setting", "model", "seed", "step", "n", "metric", "value"]
+    assert {"train_loss", "mse", "optimal_loss", "preconditioner_cosine"} <= set(metrics.metric)
+    assert "report" in capsys.readouterr().out
+    before = (out / "config.yaml").read_text()
+    assert main(["run", "lsa-linear", "--out", str(out), *FAST]) == 2
+    assert (out / "config.yaml").read_text() == before
+    assert main(["report", str(out)]) == 0
+    assert main(["resume", str(out)]) == 2  # already finished
+
+
+def test_resume_finishes_an_interrupted_run(tmp_path):
+    out = tmp_path / "run"
+    first = api.run("lsa-linear", overrides=["train.steps=40", "eval_prompts=2000"], seeds=1, out=out, progress=False)
+    # Simulate an interruption: drop the outputs written after training and resume.
+    (out / "claims.json").unlink()
+    resumed = api.resume(out, progress=False)
+    assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in first.claims]
+
+
+def test_default_run_folders_are_unique(tmp_path):
+    a = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
+    b = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
+    assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
+    assert a.path.name.startswith("lsa-linear-")

@@ -1,0 +1,84 @@
+import pytest
+import torch
+
+from iclab.config import ConfigError
+from iclab.metrics import evaluate, model_predictor
+from iclab.models import LinearSelfAttention
+from iclab.prompts import PairedFormat
+from iclab.tasks import GaussianInputs, LinearRegression
+from iclab.theory import lsa_optimum
+from iclab.train import FixedTrainingSet, TrainConfig, data_source, train
+
+TASK = LinearRegression(GaussianInputs(3), n_context=10)
+
+
+def _make(g):
+    return LinearSelfAttention(4, init_scale=0.2, generator=g)
+
+
+def test_short_training_gets_within_ten_percent_of_optimum():
+    cfg = TrainConfig(steps=600, batch_size=512, lr=0.01, schedule="cosine", warmup=20, log_every=50)
+    result = train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0, 1], progress=False)
+    optimum = lsa_optimum(TASK).loss
+    losses = evaluate({s: model_predictor(m) for s, m in enumerate(result.models)}, TASK, 20000, seed=9)
+    for mean, _ in losses.values():
+        assert mean < 1.10 * optimum
+    assert {r["metric"] for r in result.history} == {"train_loss"}
+    assert max(r["step"] for r in result.history) == 600
+
+
+def _params(models):
+    return [torch.cat([p.flatten() for p in m.parameters()]) for m in models]
+
+
+def test_vectorised_seeds_equal_seeds_trained_alone():
+    cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, clip=0.5)
+    data = data_source(TASK, PairedFormat(), cfg)
+    together = train(_make, data, cfg, seeds=[3, 4], progress=False)
+    alone = train(_make, data, cfg, seeds=[4], progress=False)
+    torch.testing.assert_close(_params(together.models)[1], _params(alone.models)[0], rtol=1e-4, atol=1e-6)
+
+
+def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
+    cfg = TrainConfig(steps=100, batch_size=64, lr=0.01, optimizer="adamw", weight_decay=0.01,
+                      log_every=10, checkpoint_every=50, schedule="cosine")
+    data = data_source(TASK, PairedFormat(), cfg)
+    full = train(_make, data, cfg, seeds=[0, 1], progress=False)
+
+    def interrupt(step, models):
+        if step == 70:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False, callback=interrupt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lsa-seed0.safetensors", "lsa-seed1.safetensors"]
+
+    seen = []
+    resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
+                    callback=lambda step, models: seen.append(step))
+    assert seen[0] == 60  # training restarted after the step-50 checkpoint
+    for a, b in zip(_params(full.models), _params(resumed.models)):
+        torch.testing.assert_close(a, b)
+    assert [r["step"] for r in resumed.history if r["seed"] == 0] == list(range(10, 101, 10))
+
+
+def test_fixed_training_set_is_reused():
+    cfg = TrainConfig(steps=5, batch_size=8, train_size=16)
+    data = data_source(TASK, PairedFormat(), cfg)
+    assert isinstance(data, FixedTrainingSet)
+    a, b = data.batch(0, 1, "cpu"), data.batch(0, 2, "cpu")
+    full = data.training_set(0, "cpu").tokens
+    for batch in (a, b):
+        assert batch.tokens.shape[0] == 8
+        assert all((row == full).all(-1).all(-1).any() for row in batch.tokens)
+    assert not torch.equal(a.tokens, b.tokens)
+
+
+def test_schedule_and_config_validation():
+    cfg = TrainConfig(steps=100, lr=1.0, schedule="cosine", warmup=10)
+    assert cfg.lr_at(0) == pytest.approx(0.1) and cfg.lr_at(9) == pytest.approx(1.0)
+    assert cfg.lr_at(10) == pytest.approx(1.0) and cfg.lr_at(100) == pytest.approx(0.0)
+    with pytest.raises(ConfigError):
+        TrainConfig.from_config({"steps": 10, "learning_rate": 0.1})
+    with pytest.raises(ConfigError):
+        TrainConfig(optimizer="lbfgs")
