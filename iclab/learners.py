@@ -7,6 +7,15 @@ prompts::
     learner.predict_episode(episode) -> (B, Q)
 
 Linear learners also expose ``weights(xs, ys) -> (B, d)``, the w they predict with.
+
+Every learner also predicts each context label from the examples before it, for all prefix
+lengths at once (what a causal transformer on interleaved prompts is compared with)::
+
+    learner.predict_prefixes(xs, ys) -> (B, N)    # [:, k] predicts y_{k+1} from the first k examples
+
+With no example (k = 0) every learner predicts 0. The base class answers with one batched
+``predict`` call per prefix length; the learners below override it with a computation
+vectorised over prefixes too (prefix sums, masked batched solves, masked distances).
 """
 
 from __future__ import annotations
@@ -30,6 +39,20 @@ class Learner:
         e = episode.to(dtype=torch.float64)
         return self.predict(e.xs, e.ys, e.x_query)
 
+    def predict_prefixes(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+        """``(B, N)``: column k predicts y_{k+1} at x_{k+1} from the first k examples (0 for k = 0).
+
+        Generic fallback: one batched :meth:`predict` per prefix length; subclasses vectorise it.
+        """
+        xs, ys = xs.double(), ys.double()
+        columns = [torch.zeros_like(ys[:, 0])]
+        columns += [self.predict(xs[:, :k], ys[:, :k], xs[:, k : k + 1])[:, 0] for k in range(1, xs.shape[1])]
+        return torch.stack(columns, dim=1)
+
+    def predict_prefixes_episode(self, episode: Episode) -> torch.Tensor:
+        """:meth:`predict_prefixes` on an episode's context, in float64."""
+        return self.predict_prefixes(episode.xs, episode.ys)
+
     def __repr__(self) -> str:
         return self.name
 
@@ -44,6 +67,40 @@ class LinearLearner(Learner):
         w = self.weights(xs.double(), ys.double())
         return torch.einsum("bqd,bd->bq", x_query.double(), w)
 
+    def prefix_weights(self, xs: torch.Tensor, ys: torch.Tensor) -> torch.Tensor | None:
+        """``(B, N, d)``: the weights fitted on the first k examples, k = 0…N − 1, or None when
+        this learner has no vectorised form (then the generic per-prefix fallback is used)."""
+        return None
+
+    def predict_prefixes(self, xs, ys):
+        xs, ys = xs.double(), ys.double()
+        w = self.prefix_weights(xs, ys)
+        if w is None:
+            return super().predict_prefixes(xs, ys)
+        return torch.einsum("bkd,bkd->bk", xs, w)
+
+
+def _sequential_kernel_predict(cov: torch.Tensor, ys: torch.Tensor) -> torch.Tensor:
+    """For y ~ N(0, C), the conditional means E[y_{k+1} | y_1…y_k] for every k at once, ``(B, N)``.
+
+    With C = LLᵀ (Cholesky) and innovations e = L⁻¹y, y_{k+1} = Σ_{j≤k+1} L_{k+1,j} e_j and
+    e_{k+1} is independent of y_1…y_k, so the conditional mean is Σ_{j≤k} L_{k+1,j} e_j: the
+    strictly lower part of L applied to e. With C = XXᵀ + λI this is ridge(λ) on every prefix
+    (the kernel form of x_{k+1}ᵀ(X_kᵀX_k + λI)⁻¹X_kᵀy_k); with λ = 0 and k < d, min-norm OLS.
+    """
+    chol = torch.linalg.cholesky(cov)
+    innovations = torch.linalg.solve_triangular(chol, ys[..., None], upper=False)
+    return (chol.tril(-1) @ innovations)[..., 0]
+
+
+def _prefix_sums(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gram matrices Σ_{i<k} x_i x_iᵀ ``(B, N, d, d)`` and moments Σ_{i<k} y_i x_i ``(B, N, d)``
+    of the first k examples, k = 0…N − 1 (exclusive prefix sums)."""
+    outer = torch.einsum("bni,bnj->bnij", xs, xs)
+    gram = torch.cumsum(outer, dim=1) - outer
+    moment = ys[..., None] * xs
+    return gram, torch.cumsum(moment, dim=1) - moment
+
 
 class LeastSquares(LinearLearner):
     """Ordinary least squares; the minimum-norm solution when N < d (via the pseudo-inverse)."""
@@ -52,6 +109,28 @@ class LeastSquares(LinearLearner):
 
     def weights(self, xs, ys):
         return (torch.linalg.pinv(xs) @ ys[..., None])[..., 0]
+
+    def predict_prefixes(self, xs, ys):
+        """Every prefix without a loop over k.
+
+        k < d (under-determined): the minimum-norm solution is the noiseless kernel predictor,
+        read off one Cholesky factor of the first points' kernel (:func:`_sequential_kernel_predict`).
+        k ≥ d: the normal equations with prefix-summed Gram matrices, one batched Cholesky solve.
+        """
+        xs, ys = xs.double(), ys.double()
+        n, d = xs.shape[1:]
+        m = min(n, d)
+        small = _sequential_kernel_predict(xs[:, :m] @ xs[:, :m].transpose(1, 2), ys[:, :m])
+        if n <= d:
+            return small
+        # Gram matrices and moments of the prefixes k = d…N − 1: the first d points, then running sums.
+        tail_x, tail_y = xs[:, d : n - 1], ys[:, d : n - 1]
+        gram = torch.cumsum(torch.cat([(xs[:, :d].transpose(1, 2) @ xs[:, :d])[:, None],
+                                       tail_x[..., :, None] * tail_x[..., None, :]], dim=1), dim=1)
+        moment = torch.cumsum(torch.cat([(ys[:, :d, None] * xs[:, :d]).sum(1, keepdim=True),
+                                         tail_y[..., None] * tail_x], dim=1), dim=1)
+        w = torch.cholesky_solve(moment[..., None], torch.linalg.cholesky(gram))[..., 0]
+        return torch.cat([small, torch.einsum("bkd,bkd->bk", xs[:, d:], w)], dim=1)
 
 
 class Ridge(LinearLearner):
@@ -68,6 +147,13 @@ class Ridge(LinearLearner):
         gram = xs.transpose(1, 2) @ xs + self.lam * torch.eye(d, dtype=xs.dtype, device=xs.device)
         return torch.linalg.solve(gram, xs.transpose(1, 2) @ ys[..., None])[..., 0]
 
+    def predict_prefixes(self, xs, ys):
+        """Every prefix from one Cholesky factor of the N×N kernel XXᵀ + λI (see
+        :func:`_sequential_kernel_predict`): ridge's x_{k+1}ᵀw_k is k_{k+1}ᵀ(K_k + λI)⁻¹y_k."""
+        xs, ys = xs.double(), ys.double()
+        kernel = xs @ xs.transpose(1, 2) + self.lam * torch.eye(xs.shape[1], dtype=xs.dtype, device=xs.device)
+        return _sequential_kernel_predict(kernel, ys)
+
 
 class BayesLinear(LinearLearner):
     """Posterior mean of w under w ~ N(0, τ²I) and label noise N(0, σ²).
@@ -83,6 +169,9 @@ class BayesLinear(LinearLearner):
 
     def weights(self, xs, ys):
         return self.inner.weights(xs, ys)
+
+    def predict_prefixes(self, xs, ys):
+        return self.inner.predict_prefixes(xs, ys)
 
 
 class GradientDescent(LinearLearner):
@@ -108,6 +197,18 @@ class GradientDescent(LinearLearner):
             w = w - self.lr * grad
         return w
 
+    def prefix_weights(self, xs, ys):
+        """The same steps for every prefix at once, with prefix-summed Gram matrices (w = 0 at k = 0)."""
+        gram, moment = _prefix_sums(xs, ys)
+        count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device).clamp(min=1)[None, :, None]
+        w = torch.zeros_like(moment)
+        for _ in range(self.steps):
+            grad = (torch.einsum("bkij,bkj->bki", gram, w) - moment) / count
+            if self.preconditioner is not None:
+                grad = grad @ self.preconditioner.to(xs.device).T
+            w = w - self.lr * grad
+        return w
+
 
 class Averaging(LinearLearner):
     """w = (1/N) Σ y_i x_i, the 'averaging' estimator of Garg et al."""
@@ -117,6 +218,11 @@ class Averaging(LinearLearner):
     def weights(self, xs, ys):
         return torch.einsum("bnd,bn->bd", xs, ys) / xs.shape[1]
 
+    def prefix_weights(self, xs, ys):
+        moment = ys[..., None] * xs
+        count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device).clamp(min=1)[None, :, None]
+        return (torch.cumsum(moment, dim=1) - moment) / count
+
 
 class ZeroPredictor(Learner):
     """Predicts 0 for every query: the trivial baseline."""
@@ -125,6 +231,9 @@ class ZeroPredictor(Learner):
 
     def predict(self, xs, ys, x_query):
         return torch.zeros(x_query.shape[:2], dtype=torch.float64, device=x_query.device)
+
+    def predict_prefixes(self, xs, ys):
+        return torch.zeros(ys.shape, dtype=torch.float64, device=ys.device)
 
 
 class NearestNeighbours(Learner):
@@ -150,3 +259,18 @@ class NearestNeighbours(Learner):
             return labels.mean(-1)
         inverse = 1.0 / near.clamp_min(1e-12)
         return (inverse * labels).sum(-1) / inverse.sum(-1)
+
+    def predict_prefixes(self, xs, ys):
+        """All prefixes from one masked distance matrix: x_{k+1}'s neighbours are among x_1…x_k."""
+        xs, ys = xs.double(), ys.double()
+        n = xs.shape[1]
+        later = torch.ones(n, n, dtype=torch.bool, device=xs.device).triu()  # example i ≥ k is not in prefix k
+        dist = torch.cdist(xs, xs).masked_fill(later, float("inf"))
+        near, index = dist.topk(min(self.k, n), dim=-1, largest=False)
+        valid = near.isfinite()
+        labels = torch.gather(ys[:, None, :].expand(-1, n, -1), 2, index)
+        if self.weighting == "uniform":
+            weight = valid.to(ys.dtype)
+        else:
+            weight = torch.where(valid, 1.0 / near.clamp_min(1e-12), 0.0)
+        return (weight * labels).sum(-1) / weight.sum(-1).clamp_min(1e-300)

@@ -12,20 +12,66 @@ from .rng import generator
 from .tasks.base import Episode
 
 
-LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5}
-"""Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.)."""
+LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "mse_over_d": 1.0}
+"""Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.);
+``mse_over_d`` is E(ŷ − y)²/d (Garg et al.; Akyürek et al.), which also divides by the input
+dimension (see :data:`PER_DIMENSION`)."""
+
+PER_DIMENSION = {"mse_over_d"}
+"""Conventions that are further divided by the input dimension d (callers pass ``d``)."""
 
 
-def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse") -> torch.Tensor:
-    """Per-prompt loss ``(B,)`` in the named convention, averaged over each prompt's targets."""
+def loss_scale(loss: str, d: int | None = None) -> float:
+    """The factor that turns a mean squared error into the named convention."""
     if loss not in LOSS_SCALES:
         raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join(LOSS_SCALES)}")
-    return LOSS_SCALES[loss] * (prediction - target).pow(2).flatten(1).mean(1)
+    if loss in PER_DIMENSION:
+        if d is None or d < 1:
+            raise ConfigError(f"loss {loss!r} needs the input dimension d")
+        return LOSS_SCALES[loss] / d
+    return LOSS_SCALES[loss]
 
 
-def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse") -> torch.Tensor:
+def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
+    """Per-prompt loss ``(B,)`` in the named convention, averaged over each prompt's targets
+    (``d`` is needed for ``mse_over_d``)."""
+    return loss_scale(loss, d) * (prediction - target).pow(2).flatten(1).mean(1)
+
+
+def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
     """The scalar training loss: :func:`prompt_losses` averaged over the batch."""
-    return prompt_losses(prediction, target, loss).mean()
+    return prompt_losses(prediction, target, loss, d).mean()
+
+
+def loss_by_prefix(
+    prediction: torch.Tensor,
+    target: torch.Tensor,
+    loss: str = "mse",
+    d: int | None = None,
+    n_boot: int = 1000,
+    band: tuple[float, float] = (0.05, 0.95),
+    seed: int = 0,
+    chunk: int = 100,
+) -> dict[str, torch.Tensor]:
+    """Loss at every prefix length with a bootstrap band across prompts.
+
+    ``prediction`` and ``target`` are ``(B, N)`` (column k: the prediction from the first k
+    examples). Returns float64 ``{"mean", "low", "high"}``, each ``(N,)``: the mean loss over
+    prompts and the ``band`` quantiles of that mean over ``n_boot`` resamplings of the prompts
+    (with replacement; drawn from the ``(seed, "bootstrap")`` stream).
+    """
+    errors = loss_scale(loss, d) * (prediction.double() - target.double()).pow(2).cpu()  # (B, N)
+    b = errors.shape[0]
+    g = generator(seed, "bootstrap")
+    means = []
+    for start in range(0, n_boot, chunk):
+        rows = min(chunk, n_boot - start)
+        # Resampling weights (how often each prompt is drawn), so a replicate is one matrix product.
+        index = torch.randint(b, (rows, b), generator=g)
+        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(1, index, torch.ones(rows, b, dtype=torch.float64))
+        means.append(counts @ errors / b)
+    quantiles = torch.quantile(torch.cat(means), torch.tensor(band, dtype=torch.float64), dim=0)
+    return {"mean": errors.mean(0), "low": quantiles[0], "high": quantiles[1]}
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -19,8 +19,10 @@ class Prompt(NamedTuple):
 
     Attributes:
         tokens: ``(B, T, D)`` token rows.
-        targets: what the model's predictions are compared with (``(B, Q)`` for paired prompts).
-        n_context: the first ``n_context`` tokens are the context; the rest are queries.
+        targets: what the model's predictions are compared with (``(B, Q)`` for paired prompts,
+            ``(B, N)`` for interleaved ones).
+        n_context: the number of context examples (paired prompts: the first ``n_context`` tokens
+            are the context, the rest are queries; interleaved: ``2·n_context`` tokens).
     """
 
     tokens: torch.Tensor
@@ -54,3 +56,31 @@ class PairedFormat:
             rows.append(c[:, None, :].expand(-1, x.shape[1], -1))
         rows.append(y[..., None])
         return Prompt(torch.cat(rows, dim=-1), episode.y_query, episode.n_context)
+
+
+@dataclass(frozen=True)
+class InterleavedFormat:
+    """Interleaved x and y tokens, read as a causal sequence (Garg et al.; Akyürek et al.).
+
+    Layout (a contract): ``2N`` tokens of size D = d + 1,
+
+        token 2i     = [x_{i+1}; 0]      (the x token of example i + 1)
+        token 2i + 1 = [0_d; y_{i+1}]    (its y token)
+
+    so the d input rows come first and the label row last, as in :class:`PairedFormat`. A causal
+    model predicts y_{i+1} at token 2i from tokens ≤ 2i, i.e. from the first i examples and
+    x_{i+1}; ``targets`` are the context labels ``ys`` ``(B, N)`` and ``n_context`` is N.
+    The episode's queries are not used: every example is a query for the prefix before it.
+    """
+
+    def token_dim(self, episode: Episode) -> int:
+        """D = d + 1."""
+        return episode.dim + 1
+
+    def encode(self, episode: Episode) -> Prompt:
+        """Build the ``(B, 2N, d + 1)`` tokens."""
+        xs, ys = episode.xs, episode.ys
+        x_tokens = torch.cat([xs, torch.zeros_like(ys)[..., None]], dim=-1)
+        y_tokens = torch.cat([torch.zeros_like(xs), ys[..., None]], dim=-1)
+        tokens = torch.stack([x_tokens, y_tokens], dim=2).flatten(1, 2)
+        return Prompt(tokens, ys, episode.n_context)

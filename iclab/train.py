@@ -222,6 +222,10 @@ class _SeedGroup:
             prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
             return batch_loss(prediction, targets, self.config.loss)
 
+        if len(self.seeds) == 1:
+            # One seed needs no vmap, and skipping it saves its per-op overhead (~20% on small models).
+            first = lambda tree: {k: v[0] for k, v in tree.items()}  # noqa: E731
+            return one_seed(first(self.params), first(self.buffers), tokens[0], targets[0])[None]
         return vmap(one_seed)(self.params, self.buffers, tokens, targets)
 
     def _clip(self):

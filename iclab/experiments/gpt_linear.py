@@ -1,0 +1,188 @@
+"""``gpt-linear``: a GPT-style transformer learns linear regression in context, tracking OLS.
+
+Garg, Tsipras, Liang & Valiant (NeurIPS 2022) and Akyürek et al. (ICLR 2023); PAPERS.md §3 and
+"peer codebase". A pre-LN causal transformer reads interleaved prompts x_1, y_1, …, x_N, y_N
+(:class:`iclab.prompts.InterleavedFormat`) of noiseless linear functions with x, w ~ N(0, I)
+and predicts every y_{k+1} from the first k examples. Its error at every prefix length k is
+compared, on the same prompts, with OLS (minimum-norm for k < d), ridge, 3-NN, averaging and
+one-step GD, in Garg et al.'s convention ``mse_over_d`` with a bootstrap 5–95% band.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .. import claims as C
+from ..config import ConfigError
+from ..curriculum import Curriculum, CurriculumPrompts
+from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
+from ..metrics import loss_by_prefix
+from ..models.transformer import GPTTransformer
+from ..prompts import InterleavedFormat
+from ..report.figures import new_figure, save, training_curve
+from ..rng import generator
+from ..tasks import linear_regression_from_config
+from ..theory import gd_step_optimum
+from ..train import TrainConfig, data_source
+from .base import Experiment, RunContext
+
+PAPER = "Garg et al. (NeurIPS 2022); Akyürek et al. (ICLR 2023)"
+
+DEFAULTS = {
+    "seed": 0,
+    "seeds": 2,
+    "task": {"d": 5, "n_context": 10, "inputs": "gaussian"},
+    # attention "math": seeds train together under vmap, which has no batching rule for SDPA on CPU.
+    "model": {"n_layers": 4, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
+    "train": {
+        "steps": 3000, "batch_size": 64, "lr": 0.001, "optimizer": "adam",
+        "schedule": "cosine", "warmup": 200, "log_every": 50, "checkpoint_every": 1000,
+    },
+    "curriculum": None,
+    "ridge_lam": 0.1,
+    "eval_prompts": 4000,
+    "bootstrap": 1000,
+    "tolerance": {"ols_gap": 0.05},
+}
+
+SCALES = {
+    "quick": {},
+    "paper": {
+        "seeds": 1,
+        "task": {"d": 20, "n_context": 41},
+        "model": {"n_layers": 12, "n_heads": 8, "width": 256},
+        "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "schedule": "constant", "warmup": 0,
+                  "log_every": 500, "checkpoint_every": 10000},
+        "curriculum": {"d_start": 5, "d_end": 20, "d_step": 1, "n_start": 11, "n_end": 41, "n_step": 2, "every": 2000},
+        "eval_prompts": 12800,
+    },
+}
+
+
+def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
+    """Fresh prompts of the full task, or the d/N curriculum when one is configured."""
+    if config["curriculum"] is None:
+        return data_source(task, prompt_format, train_cfg)
+    curriculum = Curriculum.from_config(config["curriculum"])
+    if (curriculum.d_end, curriculum.n_end) != (task.d, task.n_context):
+        raise ConfigError("curriculum.d_end and n_end must equal task.d and task.n_context")
+    make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})  # noqa: E731
+    return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
+
+
+def run(config: dict, ctx: RunContext):
+    """Train the transformer, evaluate it and the learners at every prefix length, check claims."""
+    task = linear_regression_from_config(config["task"])
+    d, n = task.d, task.n_context
+    fmt = InterleavedFormat()
+    train_cfg = TrainConfig.from_config(config["train"])
+    seeds = [config["seed"] + k for k in range(config["seeds"])]
+    m = config["model"]
+    result = ctx.train(
+        "gpt",
+        lambda g: GPTTransformer(d + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"],
+                                 max_tokens=2 * n, attention=m["attention"], generator=g),
+        _data(config, task, train_cfg, fmt), train_cfg, seeds, setting="linear",
+    )
+
+    episode = task.sample(config["eval_prompts"], generator(config["seed"], "eval")).to(dtype=torch.float64)
+    gd_lr = gd_step_optimum(task).lr
+    learners = [LeastSquares(), Ridge(config["ridge_lam"]), NearestNeighbours(3), Averaging(), GradientDescent(1, gd_lr)]
+    predictions = {l.name: l.predict_prefixes_episode(episode) for l in learners}
+    prompt = fmt.encode(episode.to(ctx.device, torch.float32))
+    with torch.no_grad():
+        for seed, model in zip(seeds, result.models):
+            predictions[f"gpt/seed{seed}"] = model(prompt.tokens, prompt.n_context).double().cpu()
+
+    curves = {}
+    for name, pred in predictions.items():
+        curves[name] = loss_by_prefix(pred, episode.ys, "mse_over_d", d, config["bootstrap"], seed=config["seed"])
+        model, _, seed = name.partition("/seed")
+        for k in range(n):
+            for stat, metric in (("mean", "mse_over_d"), ("low", "mse_over_d_p05"), ("high", "mse_over_d_p95")):
+                ctx.log(setting="linear", model=model, seed=int(seed) if seed else None, n=k,
+                        metric=metric, value=curves[name][stat][k].item())
+
+    # Squared prediction distance to OLS and to 3-NN (Akyürek et al.'s SPD, divided by d).
+    spd = {}
+    for seed in seeds:
+        for ref in ("ols", "3-nn"):
+            spd[seed, ref] = (predictions[f"gpt/seed{seed}"] - predictions[ref]).pow(2).mean(0) / d
+            for k in range(n):
+                ctx.log(setting="linear", model="gpt", seed=seed, n=k, metric=f"spd_{ref}", value=spd[seed, ref][k].item())
+
+    claims = _claims(config, seeds, curves, spd, d, n)
+    _figures(ctx, curves, seeds, d, gd_lr)
+    return claims
+
+
+def _claims(config, seeds, curves, spd, d, n):
+    mean = {name: c["mean"] for name, c in curves.items()}
+    gpt = [mean[f"gpt/seed{s}"] for s in seeds]
+    gap = max((g[d + 2:] - mean["ols"][d + 2:]).max().item() for g in gpt) if n > d + 2 else float("nan")
+    late = range(2, n)
+    beaten = [(k, s) for s, g in zip(seeds, gpt) for k in late if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
+    worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in late)
+    early = range(1, min(d, n))
+    closer = [(spd[s, "ols"][k] < spd[s, "3-nn"][k]).item() for s in seeds for k in early]
+    ratio = max((spd[s, "ols"][k] / spd[s, "3-nn"][k]).item() for s in seeds for k in early)
+    tol = config["tolerance"]["ols_gap"]
+    return [
+        C.at_most(
+            "tracks-ols", PAPER,
+            f"for k ≥ d + 2 = {d + 2} examples the transformer's mse/d is within {tol} of OLS "
+            f"(largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
+            gap, tol,
+        ),
+        C.holds_if(
+            "beats-averaging-and-3nn", PAPER,
+            "the transformer's mse/d is below both averaging's and 3-NN's at every k ≥ 2 (every seed)",
+            f"smallest margin {worst_margin:.4g}; failures (k, seed): {beaten or 'none'}",
+            "margin > 0 at every k ≥ 2", not beaten,
+        ),
+        C.holds_if(
+            "min-norm-below-d", PAPER,
+            f"for 1 ≤ k < d the transformer's predictions are closer (SPD) to min-norm OLS than to 3-NN "
+            "(every k and seed)",
+            f"largest SPD(gpt, ols)/SPD(gpt, 3-nn) = {ratio:.3g}", "< 1 at every k < d", all(closer),
+        ),
+    ]
+
+
+def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
+    import pandas as pd
+
+    fig, axes = new_figure(1, width=6.0, height=4.0)
+    ax = axes[0]
+    labels = {"ols": "OLS (min-norm)", "gd1": f"1-step GD (η={gd_lr:.2f})"}
+    for name, c in curves.items():
+        if "/seed" in name and name != f"gpt/seed{seeds[0]}":
+            continue
+        k = torch.arange(len(c["mean"]))
+        label = "transformer (seed 0)" if "/seed" in name else labels.get(name.split("(")[0], name)
+        line = ax.plot(k, c["mean"], marker="o", ms=3, lw=2.5 if "/seed" in name else 1.2, label=label)[0]
+        ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
+    ax.axvline(d, color="k", ls=":", lw=0.8, label=f"k = d = {d}")
+    ax.set_xlabel("in-context examples k")
+    ax.set_ylabel("mse / d (5–95% bootstrap band)")
+    ax.set_yscale("symlog", linthresh=1e-3)
+    ax.legend(fontsize=8)
+    save(fig, ctx.folder.figure("loss_by_prefix"))
+
+    history = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "train_loss"])
+    fig, axes = new_figure(1)
+    training_curve(axes[0], history, "transformer (mean, min–max over seeds)")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("training mse (all positions)")
+    axes[0].legend(fontsize=8)
+    save(fig, ctx.folder.figure("training_curve"))
+
+
+EXPERIMENT = Experiment(
+    name="gpt-linear",
+    paper=PAPER,
+    summary="A GPT-style transformer on interleaved prompts tracks OLS at every prefix length.",
+    defaults=DEFAULTS,
+    scales=SCALES,
+    run=run,
+)

@@ -1,0 +1,73 @@
+import pytest
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from iclab.config import ConfigError
+from iclab.models.transformer import GPTTransformer
+from iclab.prompts import InterleavedFormat
+from iclab.tasks import GaussianInputs, LinearRegression
+from iclab.rng import generator
+
+
+def _model(**kw):
+    return GPTTransformer(4, n_layers=2, n_heads=2, width=16, max_tokens=12, init_scale=0.2, generator=generator(0), **kw)
+
+
+def test_interleaved_layout():
+    episode = LinearRegression(GaussianInputs(3), n_context=4).sample(2, generator(1))
+    prompt = InterleavedFormat().encode(episode)
+    assert prompt.tokens.shape == (2, 8, 4) and prompt.n_context == 4
+    torch.testing.assert_close(prompt.tokens[:, 0::2, :3], episode.xs)
+    torch.testing.assert_close(prompt.tokens[:, 1::2, 3], episode.ys)
+    assert not prompt.tokens[:, 0::2, 3].any() and not prompt.tokens[:, 1::2, :3].any()
+    torch.testing.assert_close(prompt.targets, episode.ys)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+def test_changing_a_token_never_changes_earlier_predictions(attention):
+    model = _model(attention=attention, logit_identity=True, value_identity=True)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attn.a.fill_(0.02)
+            layer.attn.b.fill_(-0.2)
+    g = generator(5)
+    tokens = torch.randn(3, 12, 4, generator=g)
+    base, hidden = model(tokens, 6, return_hidden=True)
+    assert base.shape == (3, 6) and len(hidden) == 3 and hidden[-1].shape == (3, 12, 16)
+    for t in (3, 6, 9):
+        changed = tokens.clone()
+        changed[:, t] += torch.randn(3, 4, generator=g)
+        after = model(changed, 6)
+        # Prediction i is read at token 2i, so tokens t > 2i must not matter.
+        earlier = (t + 1) // 2
+        torch.testing.assert_close(after[:, :earlier], base[:, :earlier], rtol=0, atol=1e-6)
+        assert (after[:, earlier:] - base[:, earlier:]).abs().max() > 1e-4
+
+
+def test_a_b_terms_at_zero_leave_outputs_unchanged():
+    plain, extended = _model(), _model(logit_identity=True, value_identity=True)
+    assert {n for n, _ in extended.named_parameters()} - {n for n, _ in plain.named_parameters()} == {
+        f"layers.{l}.attn.{p}" for l in (0, 1) for p in "ab"
+    }
+    tokens = torch.randn(3, 12, 4, generator=generator(6))
+    torch.testing.assert_close(extended(tokens, 6), plain(tokens, 6), rtol=0, atol=1e-6)
+    with torch.no_grad():
+        extended.layers[0].attn.b.fill_(0.5)
+    assert (extended(tokens, 6) - plain(tokens, 6)).abs().max() > 1e-3
+
+
+def test_sdpa_and_math_attention_agree_and_vmap_over_seeds():
+    sdpa, math = _model(), _model(attention="math")
+    tokens = torch.randn(2, 3, 12, 4, generator=generator(7))
+    torch.testing.assert_close(sdpa(tokens[0], 6), math(tokens[0], 6), rtol=1e-5, atol=1e-6)
+    members = [GPTTransformer(4, 2, 2, 16, max_tokens=12, attention="math", generator=generator(s)) for s in (0, 1)]
+    params, buffers = stack_module_state(members)
+    out = vmap(lambda p, b, t: functional_call(members[0], (p, b), (t,), {"n_context": 6}))(params, buffers, tokens)
+    torch.testing.assert_close(out, torch.stack([m(t, 6) for m, t in zip(members, tokens)]), rtol=1e-5, atol=1e-6)
+
+
+def test_bad_sizes_raise_config_error():
+    with pytest.raises(ConfigError):
+        GPTTransformer(4, width=10, n_heads=3)
+    with pytest.raises(ConfigError):
+        _model()(torch.randn(1, 14, 4), 7)
