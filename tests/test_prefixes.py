@@ -81,3 +81,13 @@ def test_short_training_on_d3_beats_averaging():
     # Mean over the prefixes k = 1…7 (k = 0 is 0 for every predictor). Averaging's 1/k·Σyx is far
     # off at small k; 600 steps do not yet get past the transformer's early plateau at large k.
     assert (gpt - target)[:, 1:].pow(2).mean() < 0.8 * (averaging - target)[:, 1:].pow(2).mean()
+
+
+def test_gpt_linear_smoke(tmp_path):
+    from iclab import api
+
+    overrides = {"train.steps": 4, "eval_prompts": 200, "bootstrap": 50, "model.n_layers": 1, "model.width": 16}
+    result = api.run("gpt-linear", overrides=overrides, seeds=2, out=tmp_path / "run", progress=False)
+    assert [c["id"] for c in result.claims] == ["tracks-ols", "beats-averaging-and-3nn", "min-norm-below-d"]
+    assert {"mse_over_d", "mse_over_d_p05", "mse_over_d_p95", "spd_ols"} <= set(result.metrics.metric)
+    assert {p.name for p in (tmp_path / "run" / "figures").iterdir()} == {"loss_by_prefix.png", "training_curve.png"}

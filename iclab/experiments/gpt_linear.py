@@ -166,6 +166,7 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
     ax.set_xlabel("in-context examples k")
     ax.set_ylabel("mse / d (5–95% bootstrap band)")
     ax.set_yscale("symlog", linthresh=1e-3)
+    ax.set_ylim(bottom=0)  # OLS is exactly 0 once k ≥ d (noiseless)
     ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("loss_by_prefix"))
 
