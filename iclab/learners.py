@@ -166,7 +166,7 @@ def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs,
     and the prediction is −r_q. So step l is a GD step on the data as transformed by steps
     < l, and every x (query too) is mapped by the same T_l = Π_k (I − γ_k S_k): the prediction
     is linear in x_q. With every γ_l = 0 this is plain GD from w = 0 with steps η_l on
-    L(w) = (1/2N) Σ (wᵀx_i − y_i)². Shapes: xs (B, N, d), ys (B, N), x_query (B, Q, d), lrs and
+    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. Shapes: xs (B, N, d), ys (B, N), x_query (B, Q, d), lrs and
     gammas (L,); returns (B, Q).
     """
     n = xs.shape[1]
@@ -209,7 +209,7 @@ class GDPlusPlus(LinearLearner):
 
     @classmethod
     def fit(cls, episode: Episode, steps: int, shared: bool = True, curvature: bool = True,
-            start: tuple = (1.0, 0.0), iterations: int = 30) -> "GDPlusPlus":
+            start: tuple = (1.0, 0.0), iterations: int = 20) -> "GDPlusPlus":
         """Step sizes (and γ when ``curvature``) minimising the query MSE on ``episode``, in float64.
 
         ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
@@ -217,6 +217,7 @@ class GDPlusPlus(LinearLearner):
         scalars or per-step sequences (e.g. the best one-step η from
         :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to start a per-step one). The
         objective is a polynomial in (η, γ), so this finds the local minimum next to the start.
+        A per-step fit leaves the last γ at its start value (it does not affect the prediction).
         """
         e = episode.to(dtype=torch.float64)
         size = 1 if shared else steps

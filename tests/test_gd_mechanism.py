@@ -124,3 +124,60 @@ def test_construction_input_checks():
         gd_construction(LinearSelfAttention(D + 1), N, 1.0)  # readout sign +1
     with pytest.raises(ConfigError):
         GDPlusPlus([1.0, 2.0], [0.1])
+
+
+def test_sine_task_and_feature_model():
+    from iclab.models import FeatureLSA, mlp
+    from iclab.tasks import SineRegression
+    from iclab.train import TrainConfig, data_source, train
+
+    task = SineRegression(n_context=5, n_query=2)
+    e = task.sample(8, generator(0))
+    assert e.xs.shape == (8, 5, 1) and e.y_query.shape == (8, 2)
+    torch.testing.assert_close(e.ys, e.truth["amplitude"][:, None] * torch.sin(e.xs[..., 0] + e.truth["phase"][:, None]))
+    torch.testing.assert_close(task.sample(8, generator(0)).ys, e.ys)
+    with pytest.raises(ConfigError):
+        SineRegression(n_context=5, amplitude=(2.0, 1.0))
+
+    def make(g, train_attention):
+        lsa = LinearSelfAttention(9, normalize=False, readout_sign=-1.0, generator=g)
+        if not train_attention:
+            gd_construction(lsa, 5, 1.0)
+        return FeatureLSA(mlp(1, 16, 8, generator=g), lsa, train_attention)
+
+    fixed = make(generator(0), False)
+    assert all(not n.startswith("attention") for n, _ in fixed.named_parameters())
+    # With the attention fixed to one GD step, ŷ = (1/N) Σ y_i φ(x_i)ᵀφ(x_q).
+    p = PairedFormat().encode(e)
+    phi = fixed.features(torch.cat([e.xs, e.x_query], 1))
+    expected = torch.einsum("bn,bnk,bqk->bq", e.ys, phi[:, :5], phi[:, 5:]) / 5
+    torch.testing.assert_close(fixed(p.tokens, p.n_context), expected)
+    # Training lowers the held-out loss of both, and moves only the features of the fixed model.
+    cfg = TrainConfig(steps=60, batch_size=128, lr=3e-3, loss="half_mse", log_every=10)
+    held_out = task.sample(2000, generator(5))
+    for train_attention in (False, True):
+        make_one = lambda g: make(g, train_attention)  # noqa: E731
+        before = make_one(generator(0, "init"))
+        result = train(make_one, data_source(task, PairedFormat(), cfg), cfg, [0], progress=False)
+        loss = {m: 0.5 * (predictions(m, held_out) - held_out.y_query).pow(2).mean().item() for m in (before, result.models[0])}
+        assert loss[result.models[0]] < 0.9 * loss[before]
+        if not train_attention:
+            for a, b in zip(result.models[0].attention.layers[0].merged(), fixed.attention.layers[0].merged()):
+                torch.testing.assert_close(a, b)
+
+
+def test_experiment_smoke(tmp_path):
+    import json
+
+    from iclab.cli import main
+
+    out = tmp_path / "run"
+    fast = ["train.steps=4", "train.log_every=2", "sine.train.steps=4", "depths=[2]", "fit_prompts=256",
+            "eval_prompts=500", "compare_prompts=50"]
+    assert main(["run", "gd-mechanism", "--out", str(out), "--seeds", "1", *sum((["--set", f] for f in fast), [])]) == 0
+    claims = {c["id"] for c in json.loads((out / "claims.json").read_text())}
+    assert {"a-loss-equals-gd", "a-sensitivity-cosine", "b-matches-gd-plus-plus", "c-loss-falls-with-depth",
+            "d-far-below-zero"} <= claims
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        "training_curves.png", "weights.png", "sensitivity_cosine.png", "sine.png"}
+    assert main(["run", "gd-mechanism", "--out", str(tmp_path / "bad"), "--set", "depths=[0]"]) == 2
