@@ -7,11 +7,15 @@ learners and with the LSA weights that implement them (:func:`iclab.models.gd_co
 
 (a) one layer vs the best single GD step; (b) two recurrent layers vs 2-step GD and GD++;
 (c) per-layer models of several depths vs per-step GD++; (d) sine regression with an MLP
-feature map before one LSA layer, trained end to end vs the attention fixed to one GD step.
-Losses are half-MSE, as in the paper.
+feature map before one LSA layer (merged W_KQ, W_PV), trained end to end vs the attention
+fixed to one GD step. Losses are half-MSE, as in the paper. GD and GD++ step sizes (and γ)
+are fitted by L-BFGS on a fixed sample of ``fit_prompts`` prompts (:meth:`GDPlusPlus.fit`);
+the best one-step η is exact (:func:`iclab.theory.gd_step_optimum`).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 
@@ -40,12 +44,13 @@ DEFAULTS = {
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
     },
     "depths": [2, 4],  # per-layer models of part (c)
+    "depth_lr": 0.006,  # (c)'s peak learning rate: deeper unnormalised stacks converge slowly at train.lr
     "fit_prompts": 4096,  # fixed sample the GD / GD++ step sizes are fitted on
     "eval_prompts": 20000,
     "compare_prompts": 1000,  # prompts for prediction / sensitivity comparisons
     "sine": {
         "n_context": 10, "width": 64, "features": 16,
-        "train": {"steps": 1500, "batch_size": 256, "lr": 0.001, "optimizer": "adam", "schedule": "cosine",
+        "train": {"steps": 1500, "batch_size": 256, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
                   "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
     },
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
@@ -55,7 +60,7 @@ DEFAULTS = {
 SCALES = {
     "quick": {},
     "paper": {
-        "seeds": 5, "train": {"steps": 20000, "batch_size": 2048, "lr": 0.001}, "depths": [2, 3, 4, 5],
+        "seeds": 5, "train": {"steps": 20000, "batch_size": 2048, "lr": 0.001}, "depths": [2, 3, 4, 5], "depth_lr": 0.002,
         "eval_prompts": 100000, "fit_prompts": 32768,
         "sine": {"train": {"steps": 20000, "batch_size": 2048}},
     },
@@ -66,10 +71,6 @@ def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float):
     """make_model for the paper's LSA: separate Q, K, V, P, no 1/N, prediction −y_q."""
     return lambda g: LinearSelfAttention(dim, n_layers, "separate", normalize=False, shared=shared,
                                          readout_sign=-1.0, init_scale=scale, generator=g)
-
-
-def _half_mse(learner, episode) -> float:
-    return 0.5 * (learner.predict_episode(episode) - episode.y_query.double()).pow(2).mean().item()
 
 
 class _Setting:
@@ -85,13 +86,15 @@ class _Setting:
         self.compare_sample = self.task.sample(config["compare_prompts"], generator(config["seed"], "compare"))
         self.gd1 = gd_step_optimum(self.task)
 
-    def train(self, name: str, n_layers: int, shared: bool, reference=None):
-        """Train one LSA per seed; with ``reference``, log the sensitivity cosine to it over training."""
+    def train(self, name: str, n_layers: int, shared: bool, reference=None, lr: float | None = None):
+        """Train one LSA per seed (peak ``lr`` if given); with ``reference``, log the sensitivity
+        cosine to it over training."""
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models]}
 
+        cfg = self.train_cfg if lr is None else dataclasses.replace(self.train_cfg, lr=lr)
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"])
-        return self.ctx.train(name, make, data_source(self.task, PairedFormat(), self.train_cfg), self.train_cfg,
+        return self.ctx.train(name, make, data_source(self.task, PairedFormat(), cfg), cfg,
                               self.seeds, setting=name, callback=cosine_to_reference if reference else None)
 
     def evaluate(self, setting: str, models, learners) -> dict[str, float]:
@@ -107,11 +110,13 @@ class _Setting:
         return {k: v[0] for k, v in losses.items()}
 
     def log_fit(self, setting: str, learner: GDPlusPlus):
+        """Log a fitted learner's per-step η and γ (``n`` = step)."""
         for step, (lr, gamma) in enumerate(zip(learner.lrs.tolist(), learner.gammas.tolist())):
             self.ctx.log(setting=setting, model=learner.name, n=step + 1, metric="fitted_lr", value=lr)
             self.ctx.log(setting=setting, model=learner.name, n=step + 1, metric="fitted_gamma", value=gamma)
 
     def construction(self, learner: GDPlusPlus, shared: bool) -> LinearSelfAttention:
+        """The LSA whose weights implement ``learner`` (recurrent when ``shared``)."""
         model = _lsa_factory(self.dim, learner.steps, shared, 0.0)(None)
         return gd_construction(model, self.n, learner.lrs, learner.gammas)
 
@@ -195,7 +200,7 @@ def _per_layer(s: _Setting, one_layer_loss: float):
         shared = GDPlusPlus.fit(s.fit_sample, depth, shared=True, start=(s.gd1.lr, 0.0))
         gdpp = GDPlusPlus.fit(s.fit_sample, depth, shared=False, start=(shared.lrs, shared.gammas))
         s.log_fit(name, gdpp)
-        result = s.train(name, depth, False)
+        result = s.train(name, depth, False, lr=s.config["depth_lr"])
         losses = s.evaluate(name, result.models, [gdpp])
         trained = [losses[f"lsa/seed{k}"] for k in s.seeds]
         table[depth] = (sum(trained) / len(trained), losses[gdpp.name], max(trained))
@@ -222,7 +227,9 @@ def _sine(config: dict, ctx: RunContext):
 
     def make(train_attention):
         def build(g):
-            lsa = LinearSelfAttention(k + 1, 1, "separate", normalize=False, readout_sign=-1.0, init_scale=0.1,
+            # Merged W_KQ, W_PV: the separate factors start at a saddle (small × small) that
+            # holds the trained attention back for most of a short run.
+            lsa = LinearSelfAttention(k + 1, 1, "merged", normalize=False, readout_sign=-1.0, init_scale=0.1,
                                       generator=g)
             if not train_attention:  # η = 1 loses nothing: the features' scale is learned
                 gd_construction(lsa, task.n_context, 1.0)
