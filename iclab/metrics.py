@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Mapping
 
 import torch
 
 from .config import ConfigError
+from .learners import LinearLearner
+from .models import LinearSelfAttention
 from .prompts import PairedFormat
 from .rng import generator
 from .tasks.base import Episode
@@ -98,12 +101,12 @@ Predictor = Callable[[Episode], torch.Tensor]
 
 
 def model_predictor(model: torch.nn.Module, prompt_format=PairedFormat()) -> Predictor:
-    """Wrap a model as an episode → predictions function (no gradients, float64 output)."""
-    device = next(model.parameters()).device
+    """Wrap a model as an episode → predictions function (no gradients, in the model's dtype, float64 output)."""
+    parameter = next(model.parameters())
 
     @torch.no_grad()
     def predict(episode: Episode) -> torch.Tensor:
-        prompt = prompt_format.encode(episode.to(device, torch.float32))
+        prompt = prompt_format.encode(episode.to(parameter.device, parameter.dtype))
         return model(prompt.tokens, n_context=prompt.n_context).double()
 
     return predict
@@ -133,3 +136,77 @@ def evaluate(
         v = torch.cat(values)
         out[name] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
     return out
+
+
+# Comparing two in-context learners (von Oswald et al. 2023): predictions, sensitivities ∂ŷ/∂x_q,
+# and the interpolation of trained and constructed LSA weights.
+
+
+def predictions(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
+    """``(B, Q)`` float64 predictions of a model (``nn.Module`` reading prompt tokens) or a learner."""
+    if isinstance(source, torch.nn.Module):
+        return model_predictor(source, prompt_format)(episode)
+    return source.predict_episode(episode)
+
+
+def sensitivity(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
+    """∂ŷ/∂x_q for every query, ``(B, Q, d)`` in float64.
+
+    Exact for linear learners (their weight vector), by autograd through the query inputs for
+    models (in their own dtype) and for any other learner. Queries never see each other, so the
+    gradient of the summed predictions is each query's own sensitivity.
+    """
+    e = episode.to(dtype=torch.float64)
+    if isinstance(source, LinearLearner):
+        return source.weights(e.xs, e.ys)[:, None, :].expand_as(e.x_query).clone()
+    if isinstance(source, torch.nn.Module):
+        parameter = next(source.parameters())
+        e = episode.to(parameter.device, parameter.dtype)
+    x_query = e.x_query.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        if isinstance(source, torch.nn.Module):
+            prompt = prompt_format.encode(replace(e, x_query=x_query))
+            out = source(prompt.tokens, n_context=prompt.n_context)
+        else:
+            out = source.predict(e.xs, e.ys, x_query)
+        (grad,) = torch.autograd.grad(out.sum(), x_query)
+    return grad.double().cpu()
+
+
+def compare(a, b, episode: Episode, prompt_format=PairedFormat()) -> dict[str, float]:
+    """How alike two predictors (models or learners) are on ``episode``.
+
+    Returns ``pred_diff`` = mean |ŷ_A − ŷ_B|, ``sens_cosine`` = mean over queries of the cosine of
+    their sensitivities ∂ŷ/∂x_q, and ``sens_l2`` = mean ‖∂ŷ_A/∂x_q − ∂ŷ_B/∂x_q‖.
+    """
+    pa, pb = (predictions(s, episode, prompt_format).cpu() for s in (a, b))
+    sa, sb = (sensitivity(s, episode, prompt_format) for s in (a, b))
+    return {
+        "pred_diff": (pa - pb).abs().mean().item(),
+        "sens_cosine": torch.nn.functional.cosine_similarity(sa, sb, dim=-1).mean().item(),
+        "sens_l2": (sa - sb).norm(dim=-1).mean().item(),
+    }
+
+
+def interpolate_lsa(trained, construction, weight: float = 0.5):
+    """A merged LSA whose weights mix ``trained``'s (rescaled) with ``construction``'s, layer by layer.
+
+    Each layer's prediction-relevant product is unchanged by W_KQ → cW_KQ, W_PV → W_PV/c; c is
+    chosen (least squares, sign included) to bring the trained W_KQ to the construction's, then
+    W = (1 − weight)·W_trained + weight·W_construction for both merged matrices. Both models must
+    share depth, weight sharing, normalisation and readout.
+    """
+    if (trained.n_layers, trained.shared, trained.normalize, trained.readout_sign, trained.dim) != (
+        construction.n_layers, construction.shared, construction.normalize, construction.readout_sign, construction.dim
+    ):
+        raise ConfigError("interpolation needs two LSAs of the same shape and options")
+    mixed = LinearSelfAttention(trained.dim, trained.n_layers, "merged", trained.normalize, trained.causal,
+                                trained.shared, trained.readout_sign, init="zero")
+    mixed = mixed.to(next(trained.parameters()))  # same dtype and device
+    with torch.no_grad():
+        for out, a, b in zip(mixed.layers, trained.layers, construction.layers):
+            (kq_a, pv_a), (kq_b, pv_b) = a.merged(), b.merged()
+            c = (kq_a * kq_b).sum() / kq_a.pow(2).sum()
+            out.w_kq.copy_((1 - weight) * c * kq_a + weight * kq_b)
+            out.w_pv.copy_((1 - weight) * pv_a / c + weight * pv_b)
+    return mixed

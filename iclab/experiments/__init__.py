@@ -10,6 +10,7 @@ from .base import Experiment, RunContext
 _MODULES = {
     "lsa-linear": "iclab.experiments.lsa_linear",
     "gpt-linear": "iclab.experiments.gpt_linear",
+    "gd-mechanism": "iclab.experiments.gd_mechanism",
 }
 
 

@@ -1,5 +1,7 @@
 """Models map prompt tokens to predictions; they never see Task objects."""
 
+from .constructions import gd_construction
+from .features import FeatureLSA, mlp
 from .lsa import LinearSelfAttention, LSALayer
 
-__all__ = ["LinearSelfAttention", "LSALayer"]
+__all__ = ["FeatureLSA", "LinearSelfAttention", "LSALayer", "gd_construction", "mlp"]

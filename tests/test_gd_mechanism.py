@@ -1,0 +1,183 @@
+"""GD / GD++ constructions against their learners, comparison metrics, and the sine task."""
+
+import pytest
+import torch
+
+from iclab.config import ConfigError
+from iclab.learners import GDPlusPlus, GradientDescent, LeastSquares, Ridge
+from iclab.metrics import compare, interpolate_lsa, predictions, sensitivity
+from iclab.models import LinearSelfAttention, gd_construction
+from iclab.prompts import PairedFormat
+from iclab.rng import generator
+from iclab.tasks import LinearRegression, UniformInputs
+
+D, N = 4, 7
+
+
+def _episode(batch=64, q=3, seed=0):
+    task = LinearRegression(UniformInputs(D, -0.5, 0.5), n_context=N, n_query=q)
+    return task.sample(batch, generator(seed), torch.float64)
+
+
+def _lsa(layers, shared, parametrization="separate", normalize=False):
+    return LinearSelfAttention(D + 1, layers, parametrization, normalize=normalize, shared=shared,
+                               readout_sign=-1.0, generator=generator(1)).double()
+
+
+@pytest.mark.parametrize("parametrization", ["separate", "merged"])
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_gd_construction_equals_gd(steps, shared, parametrization):
+    e = _episode()
+    lrs = [2.5] * steps if shared else [2.5, 4.0, 1.5][:steps]
+    model = gd_construction(_lsa(steps, shared, parametrization), N, lrs)
+    expected = GDPlusPlus(lrs).predict_episode(e)
+    torch.testing.assert_close(predictions(model, e), expected, rtol=0, atol=1e-5)
+    if shared:  # and the foundation's plain GD learner
+        torch.testing.assert_close(expected, GradientDescent(steps, 2.5).predict_episode(e), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+@pytest.mark.parametrize("steps", [1, 2, 3])
+def test_gd_plus_plus_construction_equals_gd_plus_plus(steps, shared):
+    e = _episode()
+    lrs, gammas = ([3.0] * steps, [0.3] * steps) if shared else ([3.0, 5.0, 2.0][:steps], [0.3, 0.1, 0.5][:steps])
+    model = gd_construction(_lsa(steps, shared), N, lrs, gammas)
+    torch.testing.assert_close(predictions(model, e), GDPlusPlus(lrs, gammas).predict_episode(e), rtol=0, atol=1e-5)
+    # normalised models divide by N themselves
+    normalised = gd_construction(_lsa(steps, shared, normalize=True), N, lrs, gammas)
+    torch.testing.assert_close(predictions(normalised, e), predictions(model, e), rtol=0, atol=1e-5)
+
+
+def test_gd_plus_plus_by_hand():
+    """Two GD++ steps written out with explicit per-prompt loops (independent of the vectorised code)."""
+    e = _episode(batch=5, q=1)
+    lr, gamma = 3.0, 0.4
+    got = GDPlusPlus([lr, lr], [gamma, gamma]).predict_episode(e)
+    for b in range(5):
+        x, y, xq = e.xs[b].clone(), e.ys[b].clone(), e.x_query[b, 0].clone()
+        w1 = lr / N * x.T @ y                      # first GD step on the raw data
+        s = x.T @ x
+        x2, xq2 = x @ (torch.eye(D) - gamma * s).double().T, (torch.eye(D).double() - gamma * s) @ xq
+        r = y - x @ w1                             # residuals after step 1
+        pred = w1 @ xq + lr / N * (x2.T @ r) @ xq2  # step 2 on the transformed inputs
+        assert got[b, 0].item() == pytest.approx(pred.item(), abs=1e-12)
+
+
+def test_weights_and_exact_sensitivity_of_linear_learners():
+    e = _episode()
+    for learner in (GDPlusPlus([3.0, 2.0], [0.2, 0.0]), LeastSquares(), Ridge(0.3)):
+        w = learner.weights(e.xs, e.ys)
+        torch.testing.assert_close(torch.einsum("bqd,bd->bq", e.x_query, w), learner.predict_episode(e))
+        exact = sensitivity(learner, e)
+        torch.testing.assert_close(exact, w[:, None].expand_as(exact))
+    # autograd through a model equals the exact weights of the learner it implements
+    learner = GDPlusPlus([3.0, 2.0], [0.2, 0.1])
+    model = gd_construction(_lsa(2, False), N, learner.lrs, learner.gammas)
+    torch.testing.assert_close(sensitivity(model, e), sensitivity(learner, e), rtol=0, atol=1e-10)
+
+
+def test_compare_and_interpolation():
+    e = _episode()
+    gd = GDPlusPlus([2.0])
+    model = gd_construction(_lsa(1, True), N, 2.0)
+    same = compare(model, gd, e)
+    assert same["pred_diff"] < 1e-10 and same["sens_cosine"] == pytest.approx(1.0) and same["sens_l2"] < 1e-10
+    other = compare(model, GDPlusPlus([4.0]), e)
+    assert other["sens_cosine"] == pytest.approx(1.0) and other["sens_l2"] > 0.1 and other["pred_diff"] > 0.01
+    # Rescaling W_KQ by c and W_PV by 1/c changes nothing, so the interpolation gives back the construction.
+    rescaled = _lsa(1, True, "merged")
+    with torch.no_grad():
+        kq, pv = model.layers[0].merged()
+        rescaled.layers[0].w_kq.copy_(-3 * kq)
+        rescaled.layers[0].w_pv.copy_(pv / -3)
+    mixed = interpolate_lsa(rescaled, model)
+    torch.testing.assert_close(predictions(mixed, e), gd.predict_episode(e), rtol=0, atol=1e-10)
+    with pytest.raises(ConfigError):
+        interpolate_lsa(_lsa(2, True), model)
+
+
+def test_gd_fit_recovers_the_closed_form_and_beats_gd():
+    from iclab.theory import gd_step_optimum
+
+    task = LinearRegression(UniformInputs(10, -0.5, 0.5), n_context=10)
+    sample = task.sample(4096, generator(0, "fit"), torch.float64)
+    best = gd_step_optimum(task)
+    one = GDPlusPlus.fit(sample, 1, curvature=False, start=(best.lr, 0.0))
+    assert one.lrs.item() == pytest.approx(best.lr, rel=0.05)  # the sample optimum scatters around η*
+    two = GDPlusPlus.fit(sample, 2, start=(best.lr, 0.0))
+    fresh = task.sample(20000, generator(1), torch.float64)
+    half = {l: 0.5 * (l.predict_episode(fresh) - fresh.y_query).pow(2).mean().item()
+            for l in (one, two, GDPlusPlus.fit(sample, 2, curvature=False, start=(best.lr, 0.0)))}
+    losses = list(half.values())
+    assert losses[0] == pytest.approx(best.loss / 2, rel=0.03)
+    assert losses[1] < losses[2] < losses[0]  # GD++ beats 2-step GD beats one step
+    assert 0.1 < two.gammas[0].item() < 0.3
+
+
+def test_construction_input_checks():
+    with pytest.raises(ConfigError):
+        gd_construction(_lsa(2, True), N, [1.0, 2.0])
+    with pytest.raises(ConfigError):
+        gd_construction(_lsa(2, False), N, [1.0, 2.0, 3.0])
+    with pytest.raises(ConfigError):
+        gd_construction(LinearSelfAttention(D + 1), N, 1.0)  # readout sign +1
+    with pytest.raises(ConfigError):
+        GDPlusPlus([1.0, 2.0], [0.1])
+
+
+def test_sine_task_and_feature_model():
+    from iclab.models import FeatureLSA, mlp
+    from iclab.tasks import SineRegression
+    from iclab.train import TrainConfig, data_source, train
+
+    task = SineRegression(n_context=5, n_query=2)
+    e = task.sample(8, generator(0))
+    assert e.xs.shape == (8, 5, 1) and e.y_query.shape == (8, 2)
+    torch.testing.assert_close(e.ys, e.truth["amplitude"][:, None] * torch.sin(e.xs[..., 0] + e.truth["phase"][:, None]))
+    torch.testing.assert_close(task.sample(8, generator(0)).ys, e.ys)
+    with pytest.raises(ConfigError):
+        SineRegression(n_context=5, amplitude=(2.0, 1.0))
+
+    def make(g, train_attention):
+        lsa = LinearSelfAttention(9, normalize=False, readout_sign=-1.0, generator=g)
+        if not train_attention:
+            gd_construction(lsa, 5, 1.0)
+        return FeatureLSA(mlp(1, 16, 8, generator=g), lsa, train_attention)
+
+    fixed = make(generator(0), False)
+    assert all(not n.startswith("attention") for n, _ in fixed.named_parameters())
+    # With the attention fixed to one GD step, ŷ = (1/N) Σ y_i φ(x_i)ᵀφ(x_q).
+    p = PairedFormat().encode(e)
+    phi = fixed.features(torch.cat([e.xs, e.x_query], 1))
+    expected = torch.einsum("bn,bnk,bqk->bq", e.ys, phi[:, :5], phi[:, 5:]) / 5
+    torch.testing.assert_close(fixed(p.tokens, p.n_context), expected)
+    # Training lowers the held-out loss of both, and moves only the features of the fixed model.
+    cfg = TrainConfig(steps=60, batch_size=128, lr=3e-3, loss="half_mse", log_every=10)
+    held_out = task.sample(2000, generator(5))
+    for train_attention in (False, True):
+        make_one = lambda g: make(g, train_attention)  # noqa: E731
+        before = make_one(generator(0, "init"))
+        result = train(make_one, data_source(task, PairedFormat(), cfg), cfg, [0], progress=False)
+        loss = {m: 0.5 * (predictions(m, held_out) - held_out.y_query).pow(2).mean().item() for m in (before, result.models[0])}
+        assert loss[result.models[0]] < 0.9 * loss[before]
+        if not train_attention:
+            for a, b in zip(result.models[0].attention.layers[0].merged(), fixed.attention.layers[0].merged()):
+                torch.testing.assert_close(a, b)
+
+
+def test_experiment_smoke(tmp_path):
+    import json
+
+    from iclab.cli import main
+
+    out = tmp_path / "run"
+    fast = ["train.steps=4", "train.log_every=2", "sine.train.steps=4", "depths=[2]", "fit_prompts=256",
+            "eval_prompts=500", "compare_prompts=50"]
+    assert main(["run", "gd-mechanism", "--out", str(out), "--seeds", "1", *sum((["--set", f] for f in fast), [])]) == 0
+    claims = {c["id"] for c in json.loads((out / "claims.json").read_text())}
+    assert {"a-loss-equals-gd", "a-sensitivity-cosine", "b-matches-gd-plus-plus", "c-loss-falls-with-depth",
+            "d-far-below-zero"} <= claims
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        "training_curves.png", "weights.png", "sensitivity_cosine.png", "sine.png"}
+    assert main(["run", "gd-mechanism", "--out", str(tmp_path / "bad"), "--set", "depths=[0]"]) == 2
