@@ -9,6 +9,7 @@ from .base import Experiment, RunContext
 
 _MODULES = {
     "lsa-linear": "iclab.experiments.lsa_linear",
+    "task-descriptors": "iclab.experiments.task_descriptors",
 }
 
 
