@@ -75,3 +75,13 @@ def test_default_run_folders_are_unique(tmp_path):
     b = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
     assert a.path.name.startswith("lsa-linear-")
+
+
+def test_task_descriptors_smoke(tmp_path):
+    out = tmp_path / "td"
+    tiny = ["train.steps=5", "eval_prompts=500", "theory.mean_draws=500", "theory.flow_steps=50",
+            "n_contexts=[5, 10]", "deep_layers=[2]", "d_sweep=[5]"]
+    result = api.run("task-descriptors", overrides=tiny, seeds=1, out=out, progress=False)
+    assert {c["id"] for c in result.claims} >= {"one-layer-reaches-optimum", "gradient-flow-balance"}
+    assert {p.name for p in (out / "figures").iterdir()} == {
+        "loss_vs_n.png", "optimum_blocks.png", "gradient_flow.png"}

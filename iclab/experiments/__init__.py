@@ -11,6 +11,7 @@ _MODULES = {
     "lsa-linear": "iclab.experiments.lsa_linear",
     "gpt-linear": "iclab.experiments.gpt_linear",
     "gd-mechanism": "iclab.experiments.gd_mechanism",
+    "task-descriptors": "iclab.experiments.task_descriptors",
 }
 
 

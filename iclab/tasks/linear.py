@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 import torch
 
 from ..config import ConfigError
+from ..rng import generator as make_generator
 from .base import Episode
 
 
@@ -36,10 +37,14 @@ def _as_matrix(cov: Sequence | torch.Tensor | None, d: int) -> torch.Tensor:
 class GaussianInputs:
     """x ~ N(μ, Λ). μ is fixed (``mean``), or drawn per prompt as N(0, s²I) when ``mean_scale`` s > 0.
 
+    With ``n_means`` = K, the per-prompt mean is instead drawn uniformly from a fixed set of K
+    means (each N(0, s²I), drawn once from the ``(means_seed, "means")`` stream), and the
+    mean's one-hot index is returned as ``truth["mean_index_onehot"]`` (B, K).
     The per-prompt mean is returned as ``truth["mu"]``; all points of a prompt share it.
     """
 
-    def __init__(self, d: int, cov=None, mean=None, mean_scale: float = 0.0):
+    def __init__(self, d: int, cov=None, mean=None, mean_scale: float = 0.0, n_means: int | None = None,
+                 means_seed: int = 0):
         self.d = d
         self.cov = _as_matrix(cov, d)
         self.mean = None if mean is None else torch.as_tensor(mean, dtype=torch.float64)
@@ -49,6 +54,12 @@ class GaussianInputs:
             raise ConfigError("mean_scale must be >= 0")
         self.mean_scale = mean_scale
         self._chol = torch.linalg.cholesky(self.cov)
+        self.means = None  # (K, d) fixed set of means, float64
+        if n_means is not None:
+            if not isinstance(n_means, int) or n_means < 1:
+                raise ConfigError(f"n_means must be a positive integer or null, got {n_means!r}")
+            g = make_generator(means_seed, "means")
+            self.means = mean_scale * torch.randn(n_means, d, generator=g, dtype=torch.float64)
 
     @property
     def zero_mean(self) -> bool:
@@ -62,11 +73,16 @@ class GaussianInputs:
         mu = torch.zeros(batch, self.d, device=device, dtype=dtype)
         if self.mean is not None:
             mu = mu + self.mean.to(device, dtype)
-        if self.mean_scale > 0:
+        truth = {}
+        if self.means is not None:
+            index = torch.randint(len(self.means), (batch,), generator=generator, device=device)
+            mu = mu + self.means.to(device, dtype)[index]
+            truth["mean_index_onehot"] = torch.nn.functional.one_hot(index, len(self.means)).to(dtype)
+        elif self.mean_scale > 0:
             mu = mu + self.mean_scale * torch.randn(
                 batch, self.d, generator=generator, device=device, dtype=dtype
             )
-        return x + mu[:, None, :], {"mu": mu}
+        return x + mu[:, None, :], {"mu": mu, **truth}
 
     def second_moment(self) -> torch.Tensor:
         """Λ = E[x xᵀ] (zero-mean case), float64."""
@@ -165,7 +181,9 @@ def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
         raise ConfigError(f"task.d must be a positive integer, got {d!r}")
     kind = cfg.get("inputs", "gaussian")
     if kind == "gaussian":
-        inputs = GaussianInputs(d, cfg.get("cov"), cfg.get("mean"), cfg.get("mean_scale", 0.0))
+        inputs = GaussianInputs(
+            d, cfg.get("cov"), cfg.get("mean"), cfg.get("mean_scale", 0.0), cfg.get("n_means"), cfg.get("means_seed", 0)
+        )
     elif kind == "uniform":
         inputs = UniformInputs(d, cfg.get("low", -1.0), cfg.get("high", 1.0))
     else:

@@ -1,5 +1,18 @@
 """Closed forms and exact optima of the theory papers; each function states its assumptions."""
 
+from .descriptors import (
+    DescriptorOptimum,
+    GradientFlow,
+    descriptor_optimum,
+    gradient_flow,
+    infinite_n_solution,
+    infinite_n_solution_loss,
+    no_descriptor_limit_loss,
+)
 from .linear import OneStepOptimum, gamma_matrix, gd_step_optimum, lsa_optimum, lsa_weights, moments
 
 __all__ = ["OneStepOptimum", "gamma_matrix", "gd_step_optimum", "lsa_optimum", "lsa_weights", "moments"]
+__all__ += [
+    "DescriptorOptimum", "GradientFlow", "descriptor_optimum", "gradient_flow", "infinite_n_solution",
+    "infinite_n_solution_loss", "no_descriptor_limit_loss",
+]

@@ -1,0 +1,102 @@
+import pytest
+import torch
+
+from iclab.metrics import evaluate, model_predictor
+from iclab.models import LinearSelfAttention
+from iclab.prompts import PairedFormat
+from iclab.rng import generator
+from iclab.tasks import GaussianInputs, LinearRegression
+from iclab.theory import (
+    descriptor_optimum, gradient_flow, infinite_n_solution, infinite_n_solution_loss, no_descriptor_limit_loss,
+)
+from iclab.theory.descriptors import embed
+
+
+def _task(n, **kw):
+    return LinearRegression(GaussianInputs(3, mean_scale=1.0, **kw), n_context=n)
+
+
+def _lsa_loss(matrix, task, descriptor, n=100_000):
+    w_kq, w_pv = embed(matrix)
+    model = LinearSelfAttention(w_kq.shape[0])
+    with torch.no_grad():
+        model.layers[0].w_kq.copy_(w_kq)
+        model.layers[0].w_pv.copy_(w_pv)
+    return evaluate({"m": model_predictor(model, PairedFormat(descriptor))}, task, n, seed=11)["m"]
+
+
+def test_descriptor_format_row_layout():
+    task = _task(4, n_means=3)
+    e = task.sample(2, generator(0))
+    tokens = PairedFormat("mu").encode(e).tokens
+    assert tokens.shape == (2, 5, 3 + 3 + 1)
+    torch.testing.assert_close(tokens[:, :4, :3], e.xs)
+    torch.testing.assert_close(tokens[:, :, 3:6], e.truth["mu"][:, None].expand(-1, 5, -1))
+    torch.testing.assert_close(tokens[:, :4, -1], e.ys)
+    assert (tokens[:, 4, -1] == 0).all()
+    hot = PairedFormat("mean_index_onehot").encode(e).tokens
+    assert hot.shape[-1] == 3 + 3 + 1 and (hot[:, :, 3:6].sum(-1) == 1).all()
+    # The one-hot index points at the prompt's mean in the fixed set.
+    index = e.truth["mean_index_onehot"].argmax(1)
+    torch.testing.assert_close(task.inputs.means[index].float(), e.truth["mu"])
+
+
+def test_fixed_means_come_from_the_seed():
+    a, b, c = (GaussianInputs(3, mean_scale=1.0, n_means=4, means_seed=s).means for s in (0, 0, 1))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+@pytest.mark.parametrize("descriptor", [None, "mu"])
+def test_optimum_loss_matches_monte_carlo_of_the_lsa_set_to_it(descriptor):
+    task = _task(6)
+    opt = descriptor_optimum(task, descriptor, mean_draws=100_000)
+    mean, stderr = _lsa_loss(opt.matrix, task, descriptor)
+    # Moments are Monte Carlo over μ only (1e5 draws): allow that error on top of 4 stderr.
+    assert abs(mean - opt.loss) < 4 * stderr + 0.005 * opt.loss
+    # It is a minimum: perturbing M raises the (same-moment) loss.
+    bumped = opt.matrix + 0.05 * torch.randn(opt.matrix.shape, generator=generator(1), dtype=torch.float64)
+    assert opt.loss_of(bumped) > opt.loss
+
+
+def test_one_hot_optimum_is_exact_and_descriptors_help():
+    task = _task(8, n_means=4)
+    with_hot = descriptor_optimum(task, "mean_index_onehot")
+    without = descriptor_optimum(task, None)
+    assert "exact" in with_hot.method and with_hot.loss < without.loss
+    mean, stderr = _lsa_loss(with_hot.matrix, task, "mean_index_onehot")
+    assert abs(mean - with_hot.loss) < 4 * stderr
+
+
+def test_infinite_n_solution_loss_closed_form_and_one_over_n():
+    losses = []
+    for n in (10, 40):
+        task = _task(n)
+        closed = infinite_n_solution_loss(task)
+        mean, stderr = _lsa_loss(infinite_n_solution(task), task, "mu")
+        assert abs(mean - closed) < 4 * stderr
+        losses.append(closed)
+    assert losses[0] / losses[1] == pytest.approx(4.0)
+    # The one-hot version uses the means matrix to recover μ from the index.
+    hot = _task(40, n_means=3)
+    matrix = infinite_n_solution(hot, "mean_index_onehot")
+    mean, stderr = _lsa_loss(matrix, hot, "mean_index_onehot")
+    assert abs(descriptor_optimum(hot, "mean_index_onehot").loss_of(matrix) - mean) < 4 * stderr
+
+
+def test_no_descriptor_limit_is_approached_from_above():
+    limit = no_descriptor_limit_loss(_task(1000))
+    finite = descriptor_optimum(_task(1000), None, mean_draws=100_000).loss
+    assert limit > 0.1 and finite == pytest.approx(limit, rel=0.02)
+
+
+def test_gradient_flow_converges_and_keeps_the_balance():
+    opt = descriptor_optimum(_task(10), "mu", mean_draws=20_000)
+    flow = gradient_flow(opt, steps=15000, record_every=500)
+    assert flow.distance[-1] < 1e-3 and flow.loss[-1] == pytest.approx(opt.loss, rel=1e-6)
+    assert abs(flow.balance[0]) < 1e-9
+    drift = abs(flow.balance[-1] - flow.balance[0])
+    # The drift is a discretisation effect: halving the step halves it.
+    half = gradient_flow(opt, steps=3000, lr_fraction=0.25, record_every=3000)
+    early = gradient_flow(opt, steps=1500, lr_fraction=0.5, record_every=1500)
+    assert abs(half.balance[-1]) == pytest.approx(abs(early.balance[-1]) / 2, rel=0.2)
+    assert drift < 0.01 * flow.w_kq.pow(2).sum()
