@@ -44,9 +44,8 @@ SCALES = {
 }
 
 
-def _setting(name: str, eigenvalues, config: dict, ctx: RunContext):
+def _setting(name: str, task, config: dict, ctx: RunContext):
     """Train, evaluate and check one covariance; returns claims and what the figures need."""
-    task = linear_regression_from_config({**config["task"], "cov": eigenvalues})
     d, dim = task.d, task.d + 1
     optimum, gd = lsa_optimum(task), gd_step_optimum(task)
     ctx.log(setting=name, model="theory", metric="optimal_loss", value=optimum.loss)
@@ -117,8 +116,11 @@ def _setting(name: str, eigenvalues, config: dict, ctx: RunContext):
 def run(config: dict, ctx: RunContext):
     """Run both covariance settings and draw the figures."""
     claims, curves, bars, maps = [], {}, {}, {}
-    for name, eigenvalues in config["covariances"].items():
-        found, optimal, gd_loss, losses, weights = _setting(name, eigenvalues, config, ctx)
+    # Every task is built before any training, so a bad covariance fails at once.
+    tasks = {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
+             for name, eigenvalues in config["covariances"].items()}
+    for name, task in tasks.items():
+        found, optimal, gd_loss, losses, weights = _setting(name, task, config, ctx)
         claims += found
         curves[name], bars[name], maps[name] = (optimal, gd_loss), (losses, optimal), weights
     _figures(ctx, curves, bars, maps)
