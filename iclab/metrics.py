@@ -12,15 +12,26 @@ from .rng import generator
 from .tasks.base import Episode
 
 
-LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5}
-"""Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.)."""
+LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "half_sse": 0.5}
+"""Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.);
+``half_sse`` is ½Σ|ŷ − y|², summed over all of a prompt's targets (every step and coordinate)
+and averaged over prompts (Zheng et al.'s ½Σ_t‖ŷ_t − x_{t+1}‖²)."""
+
+SUMMED_LOSSES = frozenset({"half_sse"})
+"""The conventions that sum, rather than average, over a prompt's targets."""
 
 
 def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse") -> torch.Tensor:
-    """Per-prompt loss ``(B,)`` in the named convention, averaged over each prompt's targets."""
+    """Per-prompt loss ``(B,)`` in the named convention, averaged (or, for :data:`SUMMED_LOSSES`,
+    summed) over each prompt's targets. Complex predictions use the squared modulus |ŷ − y|²."""
     if loss not in LOSS_SCALES:
         raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join(LOSS_SCALES)}")
-    return LOSS_SCALES[loss] * (prediction - target).pow(2).flatten(1).mean(1)
+    error = prediction - target
+    squared = (torch.view_as_real(error) if error.is_complex() else error).pow(2).flatten(1)
+    per_prompt = squared.sum(1) if loss in SUMMED_LOSSES else squared.mean(1)
+    if error.is_complex() and loss not in SUMMED_LOSSES:
+        per_prompt = 2 * per_prompt  # the mean ran over real and imaginary parts separately
+    return LOSS_SCALES[loss] * per_prompt
 
 
 def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse") -> torch.Tensor:

@@ -75,3 +75,16 @@ def test_default_run_folders_are_unique(tmp_path):
     b = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
     assert a.path.name.startswith("lsa-linear-")
+
+
+def test_mesa_ar_smoke(tmp_path):
+    result = api.run(
+        "mesa-ar", seeds=1, out=tmp_path / "mesa", progress=False,
+        overrides=["train.steps=3", "train.train_size=16", "test_size=16", "scatter_draws=64",
+                   "task.length=12", "inits=[[0.5, 1.5]]", "starts={gaussian: [1.0], sparse: [1.0], ones: [1.0]}"],
+    )
+    ids = {c["id"] for c in result.claims}
+    assert {"ab-star-gaussian-1", "stays-diagonal-sparse-1", "recovered-sparse-1", "ratio-last-step-gaussian-1"} <= ids
+    assert {p.name for p in (result.path / "figures").iterdir()} == {
+        "ab_training.png", "prediction_truth_ratio.png", "weights.png"}
+    assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)

@@ -9,6 +9,7 @@ from .base import Experiment, RunContext
 
 _MODULES = {
     "lsa-linear": "iclab.experiments.lsa_linear",
+    "mesa-ar": "iclab.experiments.mesa_ar",
 }
 
 
