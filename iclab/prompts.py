@@ -84,3 +84,18 @@ class InterleavedFormat:
         y_tokens = torch.cat([torch.zeros_like(xs), ys[..., None]], dim=-1)
         tokens = torch.stack([x_tokens, y_tokens], dim=2).flatten(1, 2)
         return Prompt(tokens, ys, episode.n_context)
+class AutoregressiveFormat:
+    """Autoregressive tokens e_t = [x_t; x_{t−1}] with x_0 = 0 (Zheng et al.).
+
+    Row order (a contract): the d rows of x_t, then the d rows of x_{t−1}. For a sequence
+    x_1..x_T (``episode.xs``) the tokens are e_1..e_{T−1} (the last element has no successor
+    to predict), ``(B, T − 1, 2d)``; the targets are x_3..x_T, ``(B, T − 2, d)``: token t ≥ 2
+    predicts x_{t+1} (token 1 makes no prediction: its normalisation 1/(t − 1) is undefined).
+    ``n_context`` is the number of tokens.
+    """
+
+    def encode(self, episode: Episode) -> Prompt:
+        xs = episode.xs
+        previous = torch.cat([torch.zeros_like(xs[:, :1]), xs[:, :-1]], dim=1)
+        tokens = torch.cat([xs, previous], dim=-1)[:, :-1]
+        return Prompt(tokens, xs[:, 2:], tokens.shape[1])

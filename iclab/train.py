@@ -49,7 +49,7 @@ class TrainConfig:
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
         warmup: linear warm-up steps.
         train_size: prompts in a fixed training set, or None for fresh prompts every step.
-        loss: the loss convention (``mse`` or ``half_mse``).
+        loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.metrics.LOSS_SCALES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
     """
@@ -230,7 +230,7 @@ class _SeedGroup:
 
     def _clip(self):
         grads = [p.grad for p in self.params.values()]
-        norms = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()
+        norms = torch.stack([g.flatten(1).abs().pow(2).sum(1) for g in grads]).sum(0).sqrt()  # abs: complex weights
         scale = (self.config.clip / (norms + 1e-6)).clamp(max=1.0)
         for g in grads:
             g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))

@@ -85,3 +85,14 @@ def test_task_descriptors_smoke(tmp_path):
     assert {c["id"] for c in result.claims} >= {"one-layer-reaches-optimum", "gradient-flow-balance"}
     assert {p.name for p in (out / "figures").iterdir()} == {
         "loss_vs_n.png", "optimum_blocks.png", "gradient_flow.png"}
+def test_mesa_ar_smoke(tmp_path):
+    result = api.run(
+        "mesa-ar", seeds=1, out=tmp_path / "mesa", progress=False,
+        overrides=["train.steps=3", "train.train_size=16", "test_size=16", "scatter_draws=64",
+                   "task.length=12", "inits=[[0.5, 1.5]]", "starts={gaussian: [1.0], sparse: [1.0], ones: [1.0]}"],
+    )
+    ids = {c["id"] for c in result.claims}
+    assert {"ab-star-gaussian-1", "stays-diagonal-sparse-1", "recovered-sparse-1", "ratio-last-step-gaussian-1"} <= ids
+    assert {p.name for p in (result.path / "figures").iterdir()} == {
+        "ab_training.png", "prediction_truth_ratio.png", "weights.png"}
+    assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)

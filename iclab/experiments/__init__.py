@@ -12,6 +12,7 @@ _MODULES = {
     "gpt-linear": "iclab.experiments.gpt_linear",
     "gd-mechanism": "iclab.experiments.gd_mechanism",
     "task-descriptors": "iclab.experiments.task_descriptors",
+    "mesa-ar": "iclab.experiments.mesa_ar",
 }
 
 

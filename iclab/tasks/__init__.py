@@ -1,7 +1,18 @@
 """Task distributions over in-context problems."""
 
+from .autoregressive import AutoregressiveSequences, StartDistribution, autoregressive_from_config
 from .base import Episode
 from .linear import GaussianInputs, LinearRegression, UniformInputs, linear_regression_from_config
 from .sine import SineRegression
 
-__all__ = ["Episode", "GaussianInputs", "LinearRegression", "SineRegression", "UniformInputs", "linear_regression_from_config"]
+__all__ = [
+    "AutoregressiveSequences",
+    "Episode",
+    "GaussianInputs",
+    "LinearRegression",
+    "SineRegression",
+    "StartDistribution",
+    "UniformInputs",
+    "autoregressive_from_config",
+    "linear_regression_from_config",
+]

@@ -10,9 +10,25 @@ from .descriptors import (
     no_descriptor_limit_loss,
 )
 from .linear import OneStepOptimum, gamma_matrix, gd_step_optimum, lsa_optimum, lsa_weights, moments
+from .mesa import ProductOptimum, best_product, one_step_predictions, product_optimum, product_scatter
 
-__all__ = ["OneStepOptimum", "gamma_matrix", "gd_step_optimum", "lsa_optimum", "lsa_weights", "moments"]
-__all__ += [
-    "DescriptorOptimum", "GradientFlow", "descriptor_optimum", "gradient_flow", "infinite_n_solution",
-    "infinite_n_solution_loss", "no_descriptor_limit_loss",
+__all__ = [
+    "DescriptorOptimum",
+    "GradientFlow",
+    "OneStepOptimum",
+    "ProductOptimum",
+    "best_product",
+    "descriptor_optimum",
+    "gamma_matrix",
+    "gd_step_optimum",
+    "gradient_flow",
+    "infinite_n_solution",
+    "infinite_n_solution_loss",
+    "lsa_optimum",
+    "lsa_weights",
+    "moments",
+    "no_descriptor_limit_loss",
+    "one_step_predictions",
+    "product_optimum",
+    "product_scatter",
 ]

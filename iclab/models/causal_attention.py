@@ -1,0 +1,176 @@
+"""One-layer causal linear attention over complex numbers (Zheng et al., PAPERS.md §5).
+
+For tokens e_t = [x_t; x_{t−1}] ∈ C^{2d} the prediction of x_{t+1} is
+
+    ŷ_t = W^{PV} (Σ_{i≤t} e_i e_iᴴ) W^{KQ} e_t / (t − 1),   t = 2, …, L,
+
+with W^{PV} ∈ C^{d×2d} (``w_pv``) and W^{KQ} ∈ C^{2d×2d} (``w_kq``). All L − 1 predictions
+of a batch are computed at once: with q_t = W^{KQ}e_t, the vectors S_t q_t (S_t = Σ_{i≤t} e_i e_iᴴ)
+come from :func:`causal_gram_apply`, chunked causal linear attention (a running sum of chunk
+Gram matrices plus a masked product inside each chunk), O(L·d²) per sequence instead of the
+O(L²·d²) of recomputing S_t for every prefix. S_t depends on the data only, so the map
+u ↦ S_t u is linear and self-adjoint and its backward pass is the same computation; it runs
+over blocks of sequences so that the intermediates stay in cache.
+
+Initialisations: ``"diagonal"`` (W^{KQ} = [[0, 0], [a₀I, 0]], W^{PV} = [b₀I, 0], which makes
+ŷ_t = (a₀b₀/(t − 1)) Σ_{i=2}^{t} x_i x_{i−1}ᴴ x_t, one GD step on the in-context OLS loss) or
+``"random"`` (i.i.d. complex Gaussian entries of standard deviation ``init_scale``).
+``diagonal_only=True`` keeps the weights on the support of the diagonal initialisation (the
+diagonals of the W^{KQ} bottom-left block and of the W^{PV} left block): the other entries
+start at zero and are masked in the forward pass, so they get no gradient — the same as
+projecting after every optimisation step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..config import ConfigError
+
+INITS = ("diagonal", "random")
+
+
+def _gram_apply_block(tokens: torch.Tensor, vectors: torch.Tensor, chunk: int) -> torch.Tensor:
+    """S_t u_t for one block of sequences; see :func:`causal_gram_apply`."""
+    b, length, dim = tokens.shape
+    n = -(-length // chunk)
+    pad = (0, 0, 0, n * chunk - length)  # zero tokens add nothing to S_t
+    e = nn.functional.pad(tokens, pad).reshape(b, n, chunk, dim)
+    u = nn.functional.pad(vectors, pad).reshape(b, n, chunk, dim)
+    e_conj = e.conj()
+    gram = torch.einsum("bnck,bncj->bnkj", e, e_conj)  # Σ e_i e_iᴴ within each chunk
+    before = gram.cumsum(1) - gram  # S at the end of the previous chunk
+    out = torch.einsum("bnkj,bncj->bnck", before, u)
+    scores = torch.einsum("bnck,bnik->bnci", u, e_conj).tril()  # e_iᴴ u_t for i ≤ t in the chunk
+    out = out + torch.einsum("bnci,bnik->bnck", scores, e)
+    return out.reshape(b, n * chunk, dim)[:, :length]
+
+
+def _gram_apply(tokens, vectors, chunk, block):
+    return torch.cat([
+        _gram_apply_block(tokens[s: s + block], vectors[s: s + block], chunk)
+        for s in range(0, tokens.shape[0], block)
+    ])
+
+
+class _GramApply(torch.autograd.Function):
+    """u ↦ (S_t u_t)_t with the data S fixed: the backward pass applies the same map to the gradient."""
+
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(tokens, vectors, chunk, block):
+        return _gram_apply(tokens, vectors, chunk, block)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.chunk, ctx.block = inputs[2], inputs[3]
+
+    @staticmethod
+    def backward(ctx, grad):
+        (tokens,) = ctx.saved_tensors
+        return None, _gram_apply(tokens, grad, ctx.chunk, ctx.block), None, None
+
+
+def causal_gram_apply(tokens: torch.Tensor, vectors: torch.Tensor, chunk: int = 10, block: int = 128) -> torch.Tensor:
+    """S_t u_t = Σ_{i≤t} e_i (e_iᴴ u_t) for every t, ``(B, L, D)``, from tokens e and vectors u ``(B, L, D)``.
+
+    Differentiable in ``vectors`` only (the tokens are data). ``chunk`` is the time-chunk size of
+    the chunked causal linear attention, ``block`` the number of sequences processed together.
+    """
+    if tokens.requires_grad:
+        raise ValueError("causal_gram_apply does not differentiate through the tokens")
+    return _GramApply.apply(tokens, vectors, chunk, block)
+
+
+def diagonal_support(d: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Boolean masks (W^{KQ} ``(2d, 2d)``, W^{PV} ``(d, 2d)``) of the diagonal initialisation's entries."""
+    eye = torch.eye(d, dtype=torch.bool, device=device)
+    kq = torch.zeros(2 * d, 2 * d, dtype=torch.bool, device=device)
+    kq[d:, :d] = eye
+    pv = torch.zeros(d, 2 * d, dtype=torch.bool, device=device)
+    pv[:, :d] = eye
+    return kq, pv
+
+
+class CausalLinearAttention(nn.Module):
+    """ŷ_t = W^{PV}(Σ_{i≤t} e_i e_iᴴ)W^{KQ}e_t/(t − 1); see the module docstring.
+
+    Args:
+        d: dimension of x (tokens have 2d rows).
+        init: ``"diagonal"`` or ``"random"``.
+        a0, b0: the diagonal initialisation's scalars.
+        init_scale: standard deviation of the random initialisation.
+        complex: complex weights (complex64/complex128) or real ones (for real sequences).
+        diagonal_only: restrict the weights to the diagonal initialisation's support.
+        dtype: the real precision (``torch.float32`` or ``torch.float64``).
+        generator: the random stream for the random initialisation.
+    """
+
+    def __init__(
+        self,
+        d: int,
+        init: str = "diagonal",
+        a0: float = 0.1,
+        b0: float = 0.1,
+        init_scale: float = 0.1,
+        complex: bool = True,
+        diagonal_only: bool = False,
+        dtype: torch.dtype = torch.float32,
+        generator: torch.Generator | None = None,
+    ):
+        super().__init__()
+        if d < 1:
+            raise ConfigError(f"d must be >= 1, got {d}")
+        if init not in INITS:
+            raise ConfigError(f"init must be one of {INITS}, got {init!r}")
+        self.d, self.diagonal_only = d, diagonal_only
+        if complex:
+            dtype = torch.complex64 if dtype == torch.float32 else torch.complex128
+        self.w_kq = nn.Parameter(torch.zeros(2 * d, 2 * d, dtype=dtype))
+        self.w_pv = nn.Parameter(torch.zeros(d, 2 * d, dtype=dtype))
+        with torch.no_grad():
+            if init == "diagonal":
+                self.w_kq[d:, :d] = a0 * torch.eye(d, dtype=torch.float64)
+                self.w_pv[:, :d] = b0 * torch.eye(d, dtype=torch.float64)
+            else:
+                for p in (self.w_kq, self.w_pv):
+                    # A complex normal with E|z|² = init_scale² (real: a plain normal).
+                    p.copy_(init_scale * torch.randn(p.shape, generator=generator, dtype=dtype))
+            if diagonal_only:
+                kq, pv = diagonal_support(d)
+                self.w_kq.mul_(kq)
+                self.w_pv.mul_(pv)
+
+    def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(W^{KQ}, W^{PV}) as used by the forward pass (masked when ``diagonal_only``)."""
+        if not self.diagonal_only:
+            return self.w_kq, self.w_pv
+        kq, pv = diagonal_support(self.d, self.w_kq.device)
+        return self.w_kq * kq, self.w_pv * pv
+
+    def forward(self, tokens: torch.Tensor, n_context: int | None = None) -> torch.Tensor:
+        """Predictions ŷ_2..ŷ_L, ``(B, L − 1, d)``, from tokens ``(B, L, 2d)`` (``n_context`` unused:
+        every token is context for the later ones)."""
+        w_kq, w_pv = self.weights()
+        tokens = tokens.to(w_kq.dtype)
+        attended = causal_gram_apply(tokens, tokens @ w_kq.T)  # S_t W^{KQ} e_t
+        out = attended[:, 1:] @ w_pv.T
+        steps = torch.arange(1, tokens.shape[1], device=tokens.device, dtype=out.real.dtype)  # t − 1
+        return out / steps[:, None]
+
+    def diagonal_product(self) -> torch.Tensor:
+        """a_j·b_j for each coordinate j: W^{KQ}[d + j, j]·W^{PV}[j, j], ``(d,)``."""
+        w_kq, w_pv = self.weights()
+        index = torch.arange(self.d, device=w_kq.device)
+        return w_kq[self.d + index, index] * w_pv[index, index]
+
+    def off_diagonal_ratio(self) -> float:
+        """max over W^{KQ}, W^{PV} of ‖entries off the diagonal support‖_F / ‖entries on it‖_F."""
+        ratios = []
+        for w, mask in zip(self.weights(), diagonal_support(self.d, self.w_kq.device)):
+            w = w.detach()
+            ratios.append((w[~mask].abs().norm() / w[mask].abs().norm()).item())
+        return max(ratios)
