@@ -111,11 +111,14 @@ class LeastSquares(LinearLearner):
         return (torch.linalg.pinv(xs) @ ys[..., None])[..., 0]
 
     def predict_prefixes(self, xs, ys):
-        """Every prefix without a loop over k.
+        """Every prefix without a loop over k, from two small Cholesky factors per prompt.
 
         k < d (under-determined): the minimum-norm solution is the noiseless kernel predictor,
         read off one Cholesky factor of the first points' kernel (:func:`_sequential_kernel_predict`).
-        k ≥ d: the normal equations with prefix-summed Gram matrices, one batched Cholesky solve.
+        k ≥ d: after the first d points w_d = G_d⁻¹X_dᵀy_d (G_d = X_dᵀX_d), and adding the later
+        points is a conjugate Gaussian update: their residuals r = y − Uw_d (U = the later inputs)
+        behave as N(0, I + U G_d⁻¹ Uᵀ), and OLS on prefix k predicts x_{k+1}ᵀw_d plus the
+        conditional mean of r_{k+1} given the earlier residuals, the kernel predictor again.
         """
         xs, ys = xs.double(), ys.double()
         n, d = xs.shape[1:]
@@ -123,14 +126,13 @@ class LeastSquares(LinearLearner):
         small = _sequential_kernel_predict(xs[:, :m] @ xs[:, :m].transpose(1, 2), ys[:, :m])
         if n <= d:
             return small
-        # Gram matrices and moments of the prefixes k = d…N − 1: the first d points, then running sums.
-        tail_x, tail_y = xs[:, d : n - 1], ys[:, d : n - 1]
-        gram = torch.cumsum(torch.cat([(xs[:, :d].transpose(1, 2) @ xs[:, :d])[:, None],
-                                       tail_x[..., :, None] * tail_x[..., None, :]], dim=1), dim=1)
-        moment = torch.cumsum(torch.cat([(ys[:, :d, None] * xs[:, :d]).sum(1, keepdim=True),
-                                         tail_y[..., None] * tail_x], dim=1), dim=1)
-        w = torch.cholesky_solve(moment[..., None], torch.linalg.cholesky(gram))[..., 0]
-        return torch.cat([small, torch.einsum("bkd,bkd->bk", xs[:, d:], w)], dim=1)
+        head, later = xs[:, :d], xs[:, d:]
+        chol = torch.linalg.cholesky(head.transpose(1, 2) @ head)
+        w = torch.cholesky_solve(head.transpose(1, 2) @ ys[:, :d, None], chol)
+        whitened = torch.linalg.solve_triangular(chol, later.transpose(1, 2), upper=False)  # L⁻¹Uᵀ
+        kernel = whitened.transpose(1, 2) @ whitened + torch.eye(n - d, dtype=xs.dtype, device=xs.device)
+        base = (later @ w)[..., 0]
+        return torch.cat([small, base + _sequential_kernel_predict(kernel, ys[:, d:] - base)], dim=1)
 
 
 class Ridge(LinearLearner):
@@ -265,14 +267,19 @@ class NearestNeighbours(Learner):
         xs, ys = xs.double(), ys.double()
         n = xs.shape[1]
         later = torch.ones(n, n, dtype=torch.bool, device=xs.device).triu()  # example i ≥ k is not in prefix k
-        dist = torch.cdist(xs, xs).masked_fill(later, float("inf"))
-        near, index = dist.topk(min(self.k, n), dim=-1, largest=False)
+        # Rank by squared distances from one matmul (cdist is several times slower on small batched
+        # inputs), then measure the chosen neighbours' distances exactly.
+        norms = xs.pow(2).sum(-1)
+        squared = norms[:, :, None] + norms[:, None, :] - 2 * xs @ xs.transpose(1, 2)
+        near, index = squared.masked_fill(later, float("inf")).topk(min(self.k, n), dim=-1, largest=False)
         valid = near.isfinite()
         labels = torch.gather(ys[:, None, :].expand(-1, n, -1), 2, index)
         if self.weighting == "uniform":
             weight = valid.to(ys.dtype)
         else:
-            weight = torch.where(valid, 1.0 / near.clamp_min(1e-12), 0.0)
+            neighbours = torch.gather(xs[:, None].expand(-1, n, -1, -1), 2, index[..., None].expand(-1, -1, -1, xs.shape[2]))
+            distance = (neighbours - xs[:, :, None]).norm(dim=-1)
+            weight = torch.where(valid, 1.0 / distance.clamp_min(1e-12), 0.0)
         return (weight * labels).sum(-1) / weight.sum(-1).clamp_min(1e-300)
 
 
