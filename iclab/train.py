@@ -207,10 +207,13 @@ class _SeedGroup:
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         c, params = self.config, list(self.params.values())
+        # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
+        # elementwise ops of the default path cost as much as the model (it takes real floats only).
+        fused = all(p.is_floating_point() for p in params) or None
         if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay)
+            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
         if c.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay)
+            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
         return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
 
     def _losses(self, prompts: list[Prompt]) -> torch.Tensor:

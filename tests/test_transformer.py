@@ -44,6 +44,23 @@ def test_changing_a_token_never_changes_earlier_predictions(attention):
         assert (after[:, earlier:] - base[:, earlier:]).abs().max() > 1e-4
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+@pytest.mark.parametrize("identity", [False, True])
+def test_last_block_at_read_positions_only_equals_the_full_forward(attention, identity):
+    model = _model(attention=attention, logit_identity=identity, value_identity=identity)
+    if identity:
+        with torch.no_grad():
+            for layer in model.layers:
+                layer.attn.a.fill_(0.03)
+                layer.attn.b.fill_(0.3)
+    tokens = torch.randn(3, 12, 4, generator=generator(8))
+    for n_context in (6, 4):
+        full, hidden = model(tokens, n_context, return_hidden=True)
+        read = model.ln_out(hidden[-1][:, : 2 * n_context : 2])
+        torch.testing.assert_close(full, model.read_out(read)[..., 0])
+        torch.testing.assert_close(model(tokens, n_context), full, rtol=1e-5, atol=1e-6)
+
+
 def test_a_b_terms_at_zero_leave_outputs_unchanged():
     plain, extended = _model(), _model(logit_identity=True, value_identity=True)
     assert {n for n, _ in extended.named_parameters()} - {n for n, _ in plain.named_parameters()} == {

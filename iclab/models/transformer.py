@@ -8,7 +8,10 @@ through pre-LayerNorm blocks
 (causal softmax attention through ``scaled_dot_product_attention``, GELU MLP, no dropout),
 a final LayerNorm and a linear read-out. The prediction for the label of example i is read
 at the token of x_i (every ``stride``-th token, ``stride = 2`` for
-:class:`iclab.prompts.InterleavedFormat`), so ``forward`` returns ``(B, n_context)``.
+:class:`iclab.prompts.InterleavedFormat`), so ``forward`` returns ``(B, n_context)``. Only
+those positions of the last block reach the output, so unless the hidden states are asked
+for, the last block computes its queries, MLP and residual stream there alone (the same
+predictions for about half of that block's work).
 
 Optional per-head scalars (Boix-Adserà et al., PAPERS.md §6), both initialised at 0 and
 absent unless switched on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits
@@ -51,26 +54,34 @@ class CausalSelfAttention(nn.Module):
         self.a = nn.Parameter(torch.zeros(n_heads)) if logit_identity else None
         self.b = nn.Parameter(torch.zeros(n_heads)) if value_identity else None
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
+        """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
+        values still come from every token, each query seeing the tokens up to its own)."""
         batch, t, width = x.shape
         q, k, v = self.qkv(x).view(batch, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        positions = torch.arange(t, device=x.device)
+        x_query, q_positions = (x, positions) if queries is None else (x[:, queries], positions[queries])
+        q = q[:, :, q_positions]
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
             v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
-        causal = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        causal = positions[None, :] <= q_positions[:, None]
         bias = None
         if self.a is not None:
             # Logits are scaled by 1/√d_h below, so a·XXᵀ enters pre-multiplied by √d_h to stay unscaled.
-            bias = (self.a[:, None, None] * math.sqrt(self.head_dim)) * (x @ x.transpose(1, 2))[:, None]
+            bias = (self.a[:, None, None] * math.sqrt(self.head_dim)) * (x_query @ x.transpose(1, 2))[:, None]
         if self.attention == "sdpa":
-            mask = None if bias is None else bias.masked_fill(~causal, float("-inf"))
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=bias is None)
+            if bias is None and queries is None:
+                heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                mask = causal if bias is None else bias.masked_fill(~causal, float("-inf"))
+                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:
             logits = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
             if bias is not None:
                 logits = logits + bias
             heads = logits.masked_fill(~causal, float("-inf")).softmax(-1) @ v
-        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, t, width))
+        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, len(q_positions), width))
         if self.b is not None:
             out = out + torch.einsum("h,bhtw->btw", self.b, heads[..., self.head_dim:])
         return out
@@ -88,8 +99,11 @@ class Block(nn.Module):
         self.ln_mlp = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        h = h + self.attn(self.ln_attn(h))
+    def forward(self, h: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
+        """The new hidden states, or only those at the positions ``queries`` (see
+        :meth:`CausalSelfAttention.forward`)."""
+        attended = self.attn(self.ln_attn(h), queries)
+        h = (h if queries is None else h[:, queries]) + attended
         return h + self.mlp(self.ln_mlp(h))
 
 
@@ -165,10 +179,17 @@ class GPTTransformer(nn.Module):
         if t > self.max_tokens:
             raise ConfigError(f"prompt has {t} tokens but the transformer has {self.max_tokens} positions")
         h = self.read_in(tokens) + self.positions[:t]
-        hidden = [h]
-        for block in self.layers:
-            h = block(h)
-            hidden.append(h)
-        read = self.ln_out(h[:, : self.stride * n_context : self.stride])
-        prediction = self.read_out(read)[..., 0]
+        read = slice(0, self.stride * n_context, self.stride)
+        if return_hidden:
+            hidden = [h]
+            for block in self.layers:
+                h = block(h)
+                hidden.append(h)
+            h = h[:, read]
+        else:
+            # Only the read positions of the last block reach the output: skip the rest of its work.
+            for block in self.layers[:-1]:
+                h = block(h)
+            h = self.layers[-1](h, read)
+        prediction = self.read_out(self.ln_out(h))[..., 0]
         return (prediction, hidden) if return_hidden else prediction
