@@ -65,6 +65,57 @@ def test_model_equals_prefix_loop():
         causal_gram_apply(prompt.tokens.requires_grad_(), prompt.tokens)
 
 
+def _naive_gram_apply(tokens, vectors):
+    """S_t u_t with S_t = Σ_{i≤t} e_i e_iᴴ built prefix by prefix."""
+    return torch.stack([tokens[:, : t + 1].mT @ (tokens[:, : t + 1].conj() @ vectors[:, t, :, None])
+                        for t in range(tokens.shape[1])], 1)[..., 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
+@pytest.mark.parametrize("length, chunk", [(1, 4), (7, 3), (9, 3), (23, 10), (30, 10)])
+def test_causal_gram_apply_equals_prefix_sums(dtype, length, chunk):
+    g = torch.Generator().manual_seed(length * chunk)
+    tokens, vectors = torch.randn(2, 3, length, 4, dtype=dtype, generator=g)
+    torch.testing.assert_close(causal_gram_apply(tokens, vectors, chunk), _naive_gram_apply(tokens, vectors))
+
+
+def test_causal_gram_apply_backward_is_the_same_map():
+    g = torch.Generator().manual_seed(0)
+    tokens, vectors, cotangent = torch.randn(3, 2, 13, 4, dtype=torch.complex128, generator=g)
+    vectors.requires_grad_()
+    (grad,) = torch.autograd.grad(causal_gram_apply(tokens, vectors, 5), vectors, cotangent)
+    torch.testing.assert_close(grad, _naive_gram_apply(tokens, cotangent))  # S_t is Hermitian
+    small = vectors[:1, :7].detach().requires_grad_()
+    assert torch.autograd.gradcheck(lambda u: causal_gram_apply(tokens[:1, :7], u, 5), small, fast_mode=True)
+
+
+def test_causal_gram_apply_under_vmap():
+    g = torch.Generator().manual_seed(1)
+    tokens, vectors, cotangent = torch.randn(3, 2, 3, 11, 4, dtype=torch.complex128, generator=g)
+
+    def vjp(e, u, v):
+        out, pullback = torch.func.vjp(lambda u: causal_gram_apply(e, u, 4), u)
+        return out, pullback(v)[0]
+
+    out, grad = torch.func.vmap(vjp)(tokens, vectors, cotangent)
+    for s in range(2):
+        torch.testing.assert_close(out[s], _naive_gram_apply(tokens[s], vectors[s]))
+        torch.testing.assert_close(grad[s], _naive_gram_apply(tokens[s], cotangent[s]))
+
+
+def test_model_blocks_do_not_change_predictions(monkeypatch):
+    task = AutoregressiveSequences(3, 16)
+    prompt = AutoregressiveFormat().encode(task.sample(7, generator(2), torch.float64))
+    model = CausalLinearAttention(3, init="random", dtype=torch.float64, generator=generator(3))
+    whole = model(prompt.tokens)
+    monkeypatch.setattr("iclab.models.causal_attention.BLOCK", 3)  # blocks of 3, 3 and 1 sequences
+    torch.testing.assert_close(model(prompt.tokens), whole, rtol=1e-12, atol=1e-12)
+    real = CausalLinearAttention(2, init="random", complex=False, dtype=torch.float64, generator=generator(4))
+    episode = AutoregressiveSequences(2, 16, rotation="real").sample(7, generator(5), torch.float64)
+    tokens = AutoregressiveFormat().encode(episode).tokens
+    torch.testing.assert_close(real(tokens), _naive(real, tokens), rtol=1e-10, atol=1e-10)
+
+
 def test_diagonal_model_is_one_gd_step_on_in_context_ols():
     task = AutoregressiveSequences(4, 15, StartDistribution("gaussian", 1.0))
     xs = task.sample(3, generator(4), torch.float64).xs

@@ -6,11 +6,18 @@ For tokens e_t = [x_t; x_{t−1}] ∈ C^{2d} the prediction of x_{t+1} is
 
 with W^{PV} ∈ C^{d×2d} (``w_pv``) and W^{KQ} ∈ C^{2d×2d} (``w_kq``). All L − 1 predictions
 of a batch are computed at once: with q_t = W^{KQ}e_t, the vectors S_t q_t (S_t = Σ_{i≤t} e_i e_iᴴ)
-come from :func:`causal_gram_apply`, chunked causal linear attention (a running sum of chunk
-Gram matrices plus a masked product inside each chunk), O(L·d²) per sequence instead of the
-O(L²·d²) of recomputing S_t for every prefix. S_t depends on the data only, so the map
-u ↦ S_t u is linear and self-adjoint and its backward pass is the same computation; it runs
-over blocks of sequences so that the intermediates stay in cache.
+come from :func:`causal_gram_apply`, chunked causal linear attention, O(L·d²) per sequence
+instead of the O(L²·d²) of recomputing S_t for every prefix. The time axis is cut into chunks of
+``CHUNK`` steps, and S_t u_t is the sum of the earlier chunks' Gram matrices (a cumulative sum
+of one eᴴe product per chunk) applied to u_t, plus e_i (e_iᴴ u_t) for the steps i ≤ t of t's own
+chunk (a masked chunk × chunk product): batched matrix products over all (sequence, chunk)
+pairs. S_t depends on the data only: the Gram sums are computed once, in the forward pass, and
+the map u ↦ (S_t u_t)_t, linear and self-adjoint, is an autograd function whose backward pass
+applies the same map, with the same sums, to the gradient. The model pads the tokens to whole
+chunks once and runs over blocks of ``BLOCK`` sequences: the temporaries of the forward and
+backward passes are then block-sized, which the allocator can reuse (batch-sized ones are
+freshly mapped memory, whose page faults can cost as much as the arithmetic), while each
+operation still covers enough work to amortise its per-call overhead.
 
 Initialisations: ``"diagonal"`` (W^{KQ} = [[0, 0], [a₀I, 0]], W^{PV} = [b₀I, 0], which makes
 ŷ_t = (a₀b₀/(t − 1)) Σ_{i=2}^{t} x_i x_{i−1}ᴴ x_t, one GD step on the in-context OLS loss) or
@@ -29,60 +36,58 @@ from torch import nn
 from ..config import ConfigError
 
 INITS = ("diagonal", "random")
+BLOCK = 4096  # sequences per block of the forward pass (module docstring): ~30 MB temporaries at L = 100, 2d = 10
+CHUNK = 10  # time steps per chunk: small masked products, few Gram sums
 
 
-def _gram_apply_block(tokens: torch.Tensor, vectors: torch.Tensor, chunk: int) -> torch.Tensor:
-    """S_t u_t for one block of sequences; see :func:`causal_gram_apply`."""
-    b, length, dim = tokens.shape
-    n = -(-length // chunk)
-    pad = (0, 0, 0, n * chunk - length)  # zero tokens add nothing to S_t
-    e = nn.functional.pad(tokens, pad).reshape(b, n, chunk, dim)
-    u = nn.functional.pad(vectors, pad).reshape(b, n, chunk, dim)
-    e_conj = e.conj()
-    gram = torch.einsum("bnck,bncj->bnkj", e, e_conj)  # Σ e_i e_iᴴ within each chunk
-    before = gram.cumsum(1) - gram  # S at the end of the previous chunk
-    out = torch.einsum("bnkj,bncj->bnck", before, u)
-    scores = torch.einsum("bnck,bnik->bnci", u, e_conj).tril()  # e_iᴴ u_t for i ≤ t in the chunk
-    out = out + torch.einsum("bnci,bnik->bnck", scores, e)
-    return out.reshape(b, n * chunk, dim)[:, :length]
+def _chunk_apply(keys, keys_h, states, queries):
+    """u_tᵀS_tᵀ for every row u_tᵀ of ``queries`` (chunks of sequences, ``(B·n, chunk, D)``), from the
+    chunks' tokens, their conjugate transposes and the Gram sums S_tᵀ of the earlier chunks."""
+    chunk = keys.shape[-2]
+    future = torch.ones(chunk, chunk, dtype=torch.bool, device=keys.device).triu(1)
+    scores = (queries @ keys_h).masked_fill_(future, 0)  # e_iᴴ u_t for i ≤ t in the chunk
+    return torch.baddbmm(queries @ states, scores, keys)
 
 
-def _gram_apply(tokens, vectors, chunk, block):
-    return torch.cat([
-        _gram_apply_block(tokens[s: s + block], vectors[s: s + block], chunk)
-        for s in range(0, tokens.shape[0], block)
-    ])
-
-
-class _GramApply(torch.autograd.Function):
-    """u ↦ (S_t u_t)_t with the data S fixed: the backward pass applies the same map to the gradient."""
+class _ChunkApply(torch.autograd.Function):
+    """u ↦ (S_t u_t)_t with the data (chunks, Gram sums) fixed: the backward pass applies the same map
+    to the gradient."""
 
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(tokens, vectors, chunk, block):
-        return _gram_apply(tokens, vectors, chunk, block)
+    def forward(keys, keys_h, states, queries):
+        return _chunk_apply(keys, keys_h, states, queries)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(inputs[0])
-        ctx.chunk, ctx.block = inputs[2], inputs[3]
+        ctx.save_for_backward(*inputs[:3])
 
     @staticmethod
     def backward(ctx, grad):
-        (tokens,) = ctx.saved_tensors
-        return None, _gram_apply(tokens, grad, ctx.chunk, ctx.block), None, None
+        return None, None, None, _chunk_apply(*ctx.saved_tensors, grad)
 
 
-def causal_gram_apply(tokens: torch.Tensor, vectors: torch.Tensor, chunk: int = 10, block: int = 128) -> torch.Tensor:
+def causal_gram_apply(tokens: torch.Tensor, vectors: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:
     """S_t u_t = Σ_{i≤t} e_i (e_iᴴ u_t) for every t, ``(B, L, D)``, from tokens e and vectors u ``(B, L, D)``.
 
     Differentiable in ``vectors`` only (the tokens are data). ``chunk`` is the time-chunk size of
-    the chunked causal linear attention, ``block`` the number of sequences processed together.
+    the chunked causal linear attention (L is padded to a multiple of it).
     """
     if tokens.requires_grad:
         raise ValueError("causal_gram_apply does not differentiate through the tokens")
-    return _GramApply.apply(tokens, vectors, chunk, block)
+    b, length, dim = tokens.shape
+    n = -(-length // chunk)
+    if n * chunk != length:  # zero tokens add nothing to S_t
+        pad = (0, 0, 0, n * chunk - length)
+        return causal_gram_apply(nn.functional.pad(tokens, pad), nn.functional.pad(vectors, pad), chunk)[:, :length]
+    # Rows are vectors, so S_t u_t is the row u_tᵀS_tᵀ, and a chunk adds eᴴe to S_tᵀ (e: its rows).
+    keys = tokens.reshape(b * n, chunk, dim)
+    keys_h = keys.conj().resolve_conj().mT  # materialised once: matmul would copy a lazy conjugate per product
+    gram = (keys_h @ keys).reshape(b, n, dim, dim)
+    states = gram.cumsum(1).sub_(gram).reshape(b * n, dim, dim)  # S_tᵀ at the end of the previous chunk
+    out = _ChunkApply.apply(keys, keys_h, states, vectors.reshape(b * n, chunk, dim))
+    return out.reshape(b, length, dim)
 
 
 def diagonal_support(d: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -155,11 +160,14 @@ class CausalLinearAttention(nn.Module):
         """Predictions ŷ_2..ŷ_L, ``(B, L − 1, d)``, from tokens ``(B, L, 2d)`` (``n_context`` unused:
         every token is context for the later ones)."""
         w_kq, w_pv = self.weights()
-        tokens = tokens.to(w_kq.dtype)
-        attended = causal_gram_apply(tokens, tokens @ w_kq.T)  # S_t W^{KQ} e_t
-        out = attended[:, 1:] @ w_pv.T
-        steps = torch.arange(1, tokens.shape[1], device=tokens.device, dtype=out.real.dtype)  # t − 1
-        return out / steps[:, None]
+        length = tokens.shape[1]
+        # Padded to whole chunks once, rather than block by block in causal_gram_apply.
+        tokens = nn.functional.pad(tokens.to(w_kq.dtype), (0, 0, 0, -length % CHUNK))
+        steps = torch.arange(1, length, device=tokens.device, dtype=tokens.real.dtype)  # t − 1
+        return torch.cat([  # W^{PV} S_t W^{KQ} e_t / (t − 1), block by block
+            (causal_gram_apply(block, block @ w_kq.T, CHUNK) @ w_pv.T)[:, 1:length] / steps[:, None]
+            for block in tokens.split(BLOCK)
+        ])
 
     def diagonal_product(self) -> torch.Tensor:
         """a_j·b_j for each coordinate j: W^{KQ}[d + j, j]·W^{PV}[j, j], ``(d,)``."""
