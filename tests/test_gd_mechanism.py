@@ -181,3 +181,40 @@ def test_experiment_smoke(tmp_path):
     assert {p.name for p in (out / "figures").iterdir()} == {
         "training_curves.png", "weights.png", "sensitivity_cosine.png", "sine.png"}
     assert main(["run", "gd-mechanism", "--out", str(tmp_path / "bad"), "--set", "depths=[0]"]) == 2
+
+
+def test_activation_clip_bounds_tokens_and_spares_small_steps():
+    from iclab.experiments.gd_mechanism import _lsa_factory
+
+    e = _episode()
+    clipped = _lsa_factory(D + 1, 3, False, 1.0, clip=10.0)
+    # GD steps of moderate size keep every token far inside the clip: the construction is unchanged
+    model = gd_construction(clipped(None).double(), N, [2.5, 4.0, 1.5], [0.3, 0.1, 0.5])
+    expected = GDPlusPlus([2.5, 4.0, 1.5], [0.3, 0.1, 0.5]).predict_episode(e)
+    torch.testing.assert_close(predictions(model, e), expected, rtol=0, atol=1e-5)
+    # large random weights: every layer's tokens, and so the prediction, stay within ±10
+    with torch.no_grad():
+        _, hidden = clipped(generator(3)).double()(PairedFormat().encode(e).tokens, N, return_hidden=True)
+    assert all(h.abs().max() == 10 for h in hidden[1:])
+
+
+def test_deep_per_layer_recipe_trains_a_four_layer_stack():
+    """A short run of part (c)'s 4-layer recipe (init / depth, depth_lr, clip) learns, and the
+    trained models still clip."""
+    from iclab.experiments.gd_mechanism import DEFAULTS, _lsa_factory
+    from iclab.tasks import linear_regression_from_config
+    from iclab.train import TrainConfig, data_source, train
+
+    task = linear_regression_from_config(DEFAULTS["task"])
+    cfg = TrainConfig.from_config({**DEFAULTS["train"], "steps": 150, "batch_size": 256, "lr": DEFAULTS["depth_lr"]})
+    clip = DEFAULTS["activation_clip"]["value"]
+    make = _lsa_factory(task.d + 1, 4, False, DEFAULTS["model"]["init_scale"] / 4, clip)
+    result = train(make, data_source(task, PairedFormat(), cfg), cfg, [0, 1], progress=False)
+    held_out = task.sample(5000, generator(9))
+    tokens = PairedFormat().encode(held_out).tokens
+    for model in result.models:
+        loss = 0.5 * (predictions(model, held_out) - held_out.y_query).pow(2).mean().item()
+        assert loss < 0.2  # the zero predictor: 0.417; one GD step: 0.205
+        with torch.no_grad():
+            _, hidden = model(100 * tokens, task.n_context, return_hidden=True)
+        assert all(h.abs().max() <= clip for h in hidden[1:])
