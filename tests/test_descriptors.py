@@ -2,26 +2,20 @@ import pytest
 import torch
 
 from iclab.metrics import evaluate, model_predictor
-from iclab.models import LinearSelfAttention
 from iclab.prompts import PairedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import (
     descriptor_optimum, gradient_flow, infinite_n_solution, infinite_n_solution_loss, no_descriptor_limit_loss,
 )
-from iclab.theory.descriptors import embed
+from iclab.theory.descriptors import embedded_lsa
 
 
 def _task(n, **kw):
     return LinearRegression(GaussianInputs(3, mean_scale=1.0, **kw), n_context=n)
 
 
-def _lsa_loss(matrix, task, descriptor, n=100_000):
-    w_kq, w_pv = embed(matrix)
-    model = LinearSelfAttention(w_kq.shape[0])
-    with torch.no_grad():
-        model.layers[0].w_kq.copy_(w_kq)
-        model.layers[0].w_pv.copy_(w_pv)
+def _lsa_loss(model, task, descriptor, n=100_000):
     return evaluate({"m": model_predictor(model, PairedFormat(descriptor))}, task, n, seed=11)["m"]
 
 
@@ -50,7 +44,7 @@ def test_fixed_means_come_from_the_seed():
 def test_optimum_loss_matches_monte_carlo_of_the_lsa_set_to_it(descriptor):
     task = _task(6)
     opt = descriptor_optimum(task, descriptor, mean_draws=100_000)
-    mean, stderr = _lsa_loss(opt.matrix, task, descriptor)
+    mean, stderr = _lsa_loss(opt.lsa(), task, descriptor)
     # Moments are Monte Carlo over μ only (1e5 draws): allow that error on top of 4 stderr.
     assert abs(mean - opt.loss) < 4 * stderr + 0.005 * opt.loss
     # It is a minimum: perturbing M raises the (same-moment) loss.
@@ -63,7 +57,7 @@ def test_one_hot_optimum_is_exact_and_descriptors_help():
     with_hot = descriptor_optimum(task, "mean_index_onehot")
     without = descriptor_optimum(task, None)
     assert "exact" in with_hot.method and with_hot.loss < without.loss
-    mean, stderr = _lsa_loss(with_hot.matrix, task, "mean_index_onehot")
+    mean, stderr = _lsa_loss(embedded_lsa(with_hot.matrix), task, "mean_index_onehot")
     assert abs(mean - with_hot.loss) < 4 * stderr
 
 
@@ -72,14 +66,14 @@ def test_infinite_n_solution_loss_closed_form_and_one_over_n():
     for n in (10, 40):
         task = _task(n)
         closed = infinite_n_solution_loss(task)
-        mean, stderr = _lsa_loss(infinite_n_solution(task), task, "mu")
+        mean, stderr = _lsa_loss(embedded_lsa(infinite_n_solution(task)), task, "mu")
         assert abs(mean - closed) < 4 * stderr
         losses.append(closed)
     assert losses[0] / losses[1] == pytest.approx(4.0)
     # The one-hot version uses the means matrix to recover μ from the index.
     hot = _task(40, n_means=3)
     matrix = infinite_n_solution(hot, "mean_index_onehot")
-    mean, stderr = _lsa_loss(matrix, hot, "mean_index_onehot")
+    mean, stderr = _lsa_loss(embedded_lsa(matrix), hot, "mean_index_onehot")
     assert abs(descriptor_optimum(hot, "mean_index_onehot").loss_of(matrix) - mean) < 4 * stderr
 
 

@@ -143,6 +143,10 @@ class DescriptorOptimum:
         """(W_KQ, W_PV) of a one-layer LSA (token size D' + 1) that predicts with M*."""
         return embed(self.matrix)
 
+    def lsa(self) -> LinearSelfAttention:
+        """A one-layer LSA that predicts with M* (:func:`embedded_lsa`)."""
+        return embedded_lsa(self.matrix)
+
     def query_descriptor_norm(self) -> float:
         """‖M*[:, d:]‖_F: the weight on the query's descriptor rows (0 for the infinite-N solution)."""
         return self.matrix[:, self.d:].norm().item()
@@ -156,6 +160,16 @@ def embed(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w_pv = torch.zeros(dim, dim, dtype=torch.float64)
     w_pv[-1, -1] = 1.0
     return w_kq, w_pv
+
+
+def embedded_lsa(matrix: torch.Tensor) -> LinearSelfAttention:
+    """A one-layer merged LSA (float32, like trained models) with the weights of :func:`embed`."""
+    w_kq, w_pv = embed(matrix)
+    model = LinearSelfAttention(w_kq.shape[0])
+    with torch.no_grad():
+        model.layers[0].w_kq.copy_(w_kq)
+        model.layers[0].w_pv.copy_(w_pv)
+    return model.eval()
 
 
 def descriptor_optimum(
