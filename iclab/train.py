@@ -227,7 +227,8 @@ class _SeedGroup:
 
         if len(self.seeds) == 1:
             # One seed needs no vmap, and skipping it saves its per-op overhead (~20% on small models).
-            first = lambda tree: {k: v[0] for k, v in tree.items()}  # noqa: E731
+            # squeeze, not [0]: its backward is a view, where select's writes into a zero tensor.
+            first = lambda tree: {k: v.squeeze(0) for k, v in tree.items()}  # noqa: E731
             return one_seed(first(self.params), first(self.buffers), tokens[0], targets[0])[None]
         return vmap(one_seed)(self.params, self.buffers, tokens, targets)
 
