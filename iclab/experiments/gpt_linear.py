@@ -37,7 +37,8 @@ DEFAULTS = {
     # Batches of 256: at 64 prompts a step the gradient noise keeps this model on its plateau
     # (mse/d ≈ 0.65 at k = 9 after 3000 steps), at 256 it leaves it within ~1000 steps. Measured
     # at k = 7 (seed 0): mse/d 0.103 after 1500 steps, 0.073 after 2500 (3 min 47 s on 2 cores),
-    # still falling. lr 2e-3, clipping at 1 and a d/N curriculum all did worse at this length.
+    # still falling. lr 1.5e-3 or 2e-3 (both stay on the plateau), clipping at 1 and a d/N
+    # curriculum all did worse at this length.
     "train": {
         "steps": 2500, "batch_size": 256, "lr": 0.001, "optimizer": "adam",
         "schedule": "cosine", "warmup": 100, "clip": None, "log_every": 50, "checkpoint_every": 500,
