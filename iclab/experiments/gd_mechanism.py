@@ -90,14 +90,8 @@ SCALES = {
 def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: float | None = None):
     """make_model for the paper's LSA: separate Q, K, V, P, no 1/N, prediction −y_q; with
     ``clip``, every layer's output tokens are clipped to [−clip, clip]."""
-    def make(g):
-        model = LinearSelfAttention(dim, n_layers, "separate", normalize=False, shared=shared,
-                                    readout_sign=-1.0, init_scale=scale, generator=g)
-        if clip is not None:
-            for layer in model.layers:  # a hook's return value replaces the layer's output
-                layer.register_forward_hook(lambda _layer, _inputs, h: h.clamp(-clip, clip))
-        return model
-    return make
+    return lambda g: LinearSelfAttention(dim, n_layers, "separate", normalize=False, shared=shared,
+                                         readout_sign=-1.0, clip=clip, init_scale=scale, generator=g)
 
 
 class _Setting:

@@ -73,6 +73,8 @@ class LinearSelfAttention(nn.Module):
         shared: apply the same layer ``n_layers`` times (recurrent weight sharing).
         readout_sign: the prediction is ``readout_sign`` × the query's label row
             (von Oswald et al. read −y).
+        clip: clip every layer's output tokens to [−clip, clip] (von Oswald et al.'s code does so
+            for stacks deeper than 3 layers); None: no clipping.
         init: ``"small"`` (i.i.d. N(0, init_scale²)), ``"balanced"`` (Zhang et al.: W_PV = σ e_D e_Dᵀ,
             W_KQ = σ [[ΘΘᵀ, 0], [0, 0]] with ‖ΘΘᵀ‖_F = 1, σ = init_scale; merged only) or ``"zero"``.
         init_scale: the standard deviation, or σ for the balanced init.
@@ -88,6 +90,7 @@ class LinearSelfAttention(nn.Module):
         causal: bool = False,
         shared: bool = False,
         readout_sign: float = 1.0,
+        clip: float | None = None,
         init: str = "small",
         init_scale: float = 0.02,
         generator: torch.Generator | None = None,
@@ -95,9 +98,11 @@ class LinearSelfAttention(nn.Module):
         super().__init__()
         if dim < 2 or n_layers < 1:
             raise ConfigError(f"LSA needs dim >= 2 and n_layers >= 1, got dim={dim}, n_layers={n_layers}")
+        if clip is not None and not clip > 0:
+            raise ConfigError(f"LSA clip must be > 0 or None, got {clip}")
         self.dim, self.n_layers = dim, n_layers
         self.normalize, self.causal, self.shared = normalize, causal, shared
-        self.readout_sign = readout_sign
+        self.readout_sign, self.clip = readout_sign, clip
         self.layers = nn.ModuleList(LSALayer(dim, parametrization) for _ in range(1 if shared else n_layers))
         self.reset_parameters(init, init_scale, generator)
 
@@ -130,6 +135,8 @@ class LinearSelfAttention(nn.Module):
         hidden = [h]
         for index in range(self.n_layers):
             h = self.layer(index)(h, n_context, self.causal, self.normalize)
+            if self.clip is not None:
+                h = h.clamp(-self.clip, self.clip)
             hidden.append(h)
         prediction = self.readout_sign * h[:, n_context:, -1]
         return (prediction, hidden) if return_hidden else prediction
