@@ -52,6 +52,10 @@ class TrainConfig:
         loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.metrics.LOSS_SCALES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
+        compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
+            elementwise work and drops per-op overhead, which pays on small models and long runs
+            (the throughput benchmark's 2-layer transformer: ≈ +15% steps/s) at a one-off cost
+            of ≈ 25 s on two cores, again for every new prompt shape (each curriculum stage).
     """
 
     steps: int = 1000
@@ -67,6 +71,7 @@ class TrainConfig:
     loss: str = "mse"
     log_every: int = 10
     checkpoint_every: int = 1000
+    compile: bool = False
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -201,6 +206,7 @@ class _SeedGroup:
         params, self.buffers = stack_module_state(members)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.optimizer = self._make_optimizer()
+        self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
         self.history: list[dict] = []
         self._resume()
@@ -219,8 +225,10 @@ class _SeedGroup:
     def _losses(self, prompts: list[Prompt]) -> torch.Tensor:
         tokens = torch.stack([p.tokens for p in prompts])
         targets = torch.stack([p.targets for p in prompts])
-        n_context = prompts[0].n_context
+        return self._seed_losses(self.params, self.buffers, tokens, targets, prompts[0].n_context)
 
+    def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
+        """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
         def one_seed(params, buffers, tokens, targets):
             prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
             return batch_loss(prediction, targets, self.config.loss)
@@ -229,8 +237,8 @@ class _SeedGroup:
             # One seed needs no vmap, and skipping it saves its per-op overhead (~20% on small models).
             # squeeze, not [0]: its backward is a view, where select's writes into a zero tensor.
             first = lambda tree: {k: v.squeeze(0) for k, v in tree.items()}  # noqa: E731
-            return one_seed(first(self.params), first(self.buffers), tokens[0], targets[0])[None]
-        return vmap(one_seed)(self.params, self.buffers, tokens, targets)
+            return one_seed(first(params), first(buffers), tokens[0], targets[0])[None]
+        return vmap(one_seed)(params, buffers, tokens, targets)
 
     def _clip(self):
         grads = [p.grad for p in self.params.values()]

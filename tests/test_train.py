@@ -82,3 +82,20 @@ def test_schedule_and_config_validation():
         TrainConfig.from_config({"steps": 10, "learning_rate": 0.1})
     with pytest.raises(ConfigError):
         TrainConfig(optimizer="lbfgs")
+
+
+@pytest.mark.slow
+def test_compiled_training_equals_eager():
+    # torch.compile fuses ops, so only float rounding may differ; one and two seeds (vmap). SGD, as
+    # Adam's normalised step would blow rounding on near-zero gradients up to the size of lr.
+    from iclab.models.transformer import GPTTransformer
+    from iclab.prompts import InterleavedFormat
+
+    make = lambda g: GPTTransformer(4, 1, 2, 16, max_tokens=20, attention="math", generator=g)  # noqa: E731
+    for seeds in ([0], [0, 1]):
+        runs = []
+        for compile in (False, True):
+            cfg = TrainConfig(steps=5, batch_size=32, lr=0.1, optimizer="sgd", compile=compile)
+            runs.append(train(make, data_source(TASK, InterleavedFormat(), cfg), cfg, seeds=seeds, progress=False))
+        for eager, compiled in zip(*(_params(r.models) for r in runs)):
+            torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)

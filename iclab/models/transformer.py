@@ -58,33 +58,40 @@ class CausalSelfAttention(nn.Module):
         """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
         values still come from every token, each query seeing the tokens up to its own)."""
         batch, t, width = x.shape
-        q, k, v = self.qkv(x).view(batch, t, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        positions = torch.arange(t, device=x.device)
-        x_query, q_positions = (x, positions) if queries is None else (x[:, queries], positions[queries])
-        q = q[:, :, q_positions]
+        rows = slice(None) if queries is None else queries
+        # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
+        # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
+        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
+                   for part in self.qkv(x).split(width, -1))
+        q = q[:, :, rows]
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
             v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
-        causal = positions[None, :] <= q_positions[:, None]
-        bias = None
+        # Additive mask (query rows × key columns): -inf above the diagonal, i.e. on future tokens.
+        mask = torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
         if self.a is not None:
             # Logits are scaled by 1/√d_h below, so a·XXᵀ enters pre-multiplied by √d_h to stay unscaled.
-            bias = (self.a[:, None, None] * math.sqrt(self.head_dim)) * (x_query @ x.transpose(1, 2))[:, None]
+            mask = mask + (self.a[:, None, None] * math.sqrt(self.head_dim)) * (x[:, rows] @ x.transpose(1, 2))[:, None]
         if self.attention == "sdpa":
-            if bias is None and queries is None:
-                heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            else:
-                mask = causal if bias is None else bias.masked_fill(~causal, float("-inf"))
-                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            causal_only = self.a is None and queries is None
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal_only else mask, is_causal=causal_only)
         else:
-            logits = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
-            if bias is not None:
-                logits = logits + bias
-            heads = logits.masked_fill(~causal, float("-inf")).softmax(-1) @ v
-        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, len(q_positions), width))
+            heads = _softmax_attention(q, k, v, mask)
+        tq = heads.shape[2]
+        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, width))
         if self.b is not None:
             out = out + torch.einsum("h,bhtw->btw", self.b, heads[..., self.head_dim:])
         return out
+
+
+def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, with heads folded into the batch
+    so the scale, the mask and QKᵀ are one ``baddbmm``."""
+    batch, heads, tq, head_dim = q.shape
+    fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
+    logits = torch.baddbmm(mask if mask.ndim == 2 else fold(mask), fold(q), fold(k).transpose(1, 2),
+                           alpha=1 / math.sqrt(head_dim))
+    return (logits.softmax(-1) @ fold(v)).view(batch, heads, tq, -1)
 
 
 class Block(nn.Module):
