@@ -67,7 +67,7 @@ class CurriculumPrompts:
         d, n = self.curriculum.at(step)
         if (d, n) not in self._tasks:
             self._tasks[d, n] = self.make_task(d, n)
-        episode = self._tasks[d, n].sample(self.batch_size, generator(seed, "train", step, device=device))
+        episode = self._tasks[d, n].sample(self.batch_size, generator(seed, "train", step)).to(device)
         pad = self.curriculum.d_end - d
         if pad:
             widen = lambda x: torch.nn.functional.pad(x, (0, pad))  # noqa: E731

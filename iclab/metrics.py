@@ -219,6 +219,7 @@ def interpolate_lsa(trained, construction, weight: float = 0.5):
     with torch.no_grad():
         for out, a, b in zip(mixed.layers, trained.layers, construction.layers):
             (kq_a, pv_a), (kq_b, pv_b) = a.merged(), b.merged()
+            kq_b, pv_b = kq_b.to(kq_a), pv_b.to(pv_a)  # the construction may live elsewhere
             c = (kq_a * kq_b).sum() / kq_a.pow(2).sum()
             out.w_kq.copy_((1 - weight) * c * kq_a + weight * kq_b)
             out.w_pv.copy_((1 - weight) * pv_a / c + weight * pv_b)

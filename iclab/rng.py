@@ -3,7 +3,9 @@
 Every random draw in iclab comes from a ``torch.Generator`` derived from the run's seed and
 a named stream (``"init"``, ``"data"``, step number, ...). Seed k of a multi-seed run uses
 the base seed plus k, so it can be rerun alone; data at training step t depends only on
-(seed, t), so a resumed run sees exactly the prompts it would have seen.
+(seed, t), so a resumed run sees exactly the prompts it would have seen. Streams are CPU
+generators (a CUDA generator yields different numbers from the same seed): data is drawn on the
+CPU and then moved, so a seed sees the same prompts on every device.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ def _entropy(part: int | str) -> int:
     return zlib.crc32(part.encode()) if isinstance(part, str) else int(part)
 
 
-def generator(seed: int, *stream: int | str, device: str | torch.device = "cpu") -> torch.Generator:
-    """A fresh generator for ``(seed, *stream)``; different streams are independent."""
+def generator(seed: int, *stream: int | str) -> torch.Generator:
+    """A fresh CPU generator for ``(seed, *stream)``; different streams are independent."""
     state = np.random.SeedSequence([_entropy(seed), *map(_entropy, stream)]).generate_state(2)
-    g = torch.Generator(device=device)
+    g = torch.Generator()
     g.manual_seed(int(state[0]) << 32 | int(state[1]))
     return g

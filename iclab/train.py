@@ -109,7 +109,7 @@ class FreshPrompts:
         self.task, self.format, self.batch_size = task, prompt_format, batch_size
 
     def batch(self, seed: int, step: int, device) -> Prompt:
-        episode = self.task.sample(self.batch_size, generator(seed, "train", step, device=device))
+        episode = self.task.sample(self.batch_size, generator(seed, "train", step)).to(device)
         return self.format.encode(episode)
 
 
@@ -124,7 +124,7 @@ class FixedTrainingSet:
     def training_set(self, seed: int, device) -> Prompt:
         """The seed's whole training set (drawn once from the ``(seed, "train-set")`` stream)."""
         if seed not in self._sets:
-            episode = self.task.sample(self.size, generator(seed, "train-set", device=device))
+            episode = self.task.sample(self.size, generator(seed, "train-set")).to(device)
             self._sets[seed] = self.format.encode(episode)
         return self._sets[seed]
 
@@ -132,8 +132,7 @@ class FixedTrainingSet:
         full = self.training_set(seed, device)
         if self.batch_size >= self.size:
             return full
-        g = generator(seed, "minibatch", step, device=device)
-        index = torch.randperm(self.size, generator=g, device=device)[: self.batch_size]
+        index = torch.randperm(self.size, generator=generator(seed, "minibatch", step))[: self.batch_size].to(device)
         return Prompt(full.tokens[index], full.targets[index], full.n_context)
 
 

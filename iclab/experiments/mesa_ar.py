@@ -100,7 +100,7 @@ def _setting(kind: str, scale: float, config: dict, ctx: RunContext) -> dict:
     seeds = [config["seed"] + k for k in range(config["seeds"])]
     fitted = [best_product(_sequences(data.training_set(s, ctx.device)).cpu()).real for s in seeds]
     scatter = product_scatter(task, size, generator(config["seed"], "scatter"), config["scatter_draws"])
-    test = fmt.encode(task.sample(config["test_size"], generator(config["seed"], "test", device=ctx.device)))
+    test = fmt.encode(task.sample(config["test_size"], generator(config["seed"], "test")).to(ctx.device))
     ctx.log(setting=name, model="theory", metric="ab_star", value=optimum.product)
     ctx.log(setting=name, model="theory", metric="ab_relative_scatter", value=scatter)
     for s, value in zip(seeds, fitted):
