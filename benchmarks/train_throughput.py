@@ -7,8 +7,7 @@ Prints a table and writes the key ``"train_throughput"`` of ``benchmarks/results
 Configurations (the issue's):
   (a) GPT transformer, 2 layers, width 64, 2 heads, d = 5, 11 examples (22 tokens), batch 64,
       Adam, one seed through :func:`iclab.train.train`: with SDPA, with the ``math`` attention
-      path, and ``math`` under ``TrainConfig(compile=True)`` (the row's wall time includes the
-      compile).
+      path, and ``math`` under ``TrainConfig(compile=True)`` (compiled in the untimed warm-up).
   (b) one-layer merged LSA, d = 5, N = 20, batch 1024, Adam, one seed.
   (c) OLS, ridge and 3-NN ``predict_prefixes`` on 1280 prompts of 40 examples at d = 20.
 
@@ -29,20 +28,19 @@ linear layers' matmuls take ≈ 5.5 ms (forward and backward, 50–120 GFLOP/s a
 shapes, against ≈ 185 for 1024² products), attention's batched products ≈ 0.8 ms, exact GELU
 ≈ 1.1 ms, the Adam step ≈ 0.6 ms (fused kernel plus Python), LayerNorm ≈ 0.4 ms, the rest is
 per-op overhead and small copies; the training loop around the model adds ≈ 5–9%. The one
-change that paid: permuting the (B, T, 3, H, d_h) qkv product in one 5-D copy, and its backward
-(a stack), cost ≈ 0.35 ms each per layer here, ten times a 4-D copy of the same bytes, so the
-attention now splits q, k, v before moving heads (+6–10% steps/s; SDPA is no faster at 22
-tokens). A flat parameter buffer for Adam gained < 4% and was not kept. Since the matmuls alone
-take ≈ 6 ms of the ≈ 8.5 ms a step may take at 2× the reference, eager PyTorch cannot reach that
-target here; ``compile`` fuses the elementwise work (≈ +15%). Config (c) is dominated by the
-batched Cholesky factorisations and the prefix-summed Gram matrices of OLS for k ≥ d
-(memory-bound).
+change that paid: permuting the (B, T, 3, H, d_h) qkv product in one 5-D copy, and its
+backward (a stack), cost ≈ 0.35 ms each per layer here, ten times a 4-D copy of the same
+bytes, so the attention now splits q, k, v before moving heads (+6–10% steps/s in a
+same-process A/B against the old attention; SDPA is no faster at 22 tokens). A flat parameter
+buffer for Adam gained < 4% and was not kept. Since the matmuls alone take ≈ 6 ms of the
+≈ 8.5 ms a step may take at 2× the reference, eager PyTorch cannot reach that target here;
+``compile`` fuses the elementwise work (+15–20%). Config (c) is dominated by the batched
+Cholesky factorisations and the prefix-summed Gram matrices of OLS for k ≥ d (memory-bound).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
 import time
@@ -93,28 +91,35 @@ def lsa_flops(batch: int, tokens: int, dim: int, n_context: int) -> float:
     return 3 * forward
 
 
-def steps_per_second(make_model, task, fmt, batch: int, steps: int, compile: bool = False, windows: int = 2) -> float:
+def steps_per_second(make_model, task, fmt, batch: int, steps: int, compiled: bool = False, windows: int = 2) -> float:
     """Steps/s of :func:`iclab.train.train` (Adam, one seed, fresh prompts): the best of ``windows``
     stretches of ``steps`` steps, timed after a first stretch that warms up (and compiles)."""
     stamps = []
     cfg = TrainConfig(steps=steps * (windows + 1), batch_size=batch, lr=1e-4, log_every=steps,
-                      checkpoint_every=10**9, compile=compile)
+                      checkpoint_every=10**9, compile=compiled)
     train(make_model, data_source(task, fmt, cfg), cfg, seeds=[0], progress=False,
           callback=lambda step, models: stamps.append(time.perf_counter()))
     return steps / min(b - a for a, b in zip(stamps, stamps[1:]))
 
 
-def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int) -> float | None:
-    """Steps/s of a Garg et al.-style training loop on the same configuration, or None without
-    ``transformers``: a Hugging Face ``GPT2Model`` (no dropout) between linear read-in/out, the
+def transformers_installed() -> bool:
+    """Whether Hugging Face ``transformers`` imports (the Garg et al. reference needs it)."""
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int) -> float:
+    """Steps/s of a Garg et al.-style training loop on the same configuration (needs
+    ``transformers``): a Hugging Face ``GPT2Model`` (no dropout) between linear read-in/out, the
     sequence x_1, [y_1, 0…], x_2, … built each step from fresh N(0, I) inputs and weights, Adam,
     and the mean squared error of the predictions read at the x positions. GPT-2's attention is
     the written-out ("eager") one that their pinned transformers 4.17 runs (today's SDPA default
     measured the same here)."""
-    try:
-        from transformers import GPT2Config, GPT2Model
-    except ImportError:
-        return None
+    from transformers import GPT2Config, GPT2Model
+
     config = GPT2Config(n_positions=2 * points, n_embd=width, n_layer=layers, n_head=heads,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
                         attn_implementation="eager")
@@ -164,15 +169,15 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3) -> dict:
     peak = matmul_flops()
     task_a = LinearRegression(GaussianInputs(5), n_context=11)
     flops_a = transformer_flops(64, 22, 6, 64, 2)
-    garg_measured = importlib.util.find_spec("transformers") is not None
+    garg_measured = transformers_installed()
     measures = {"garg": lambda: garg_steps_per_second(5, 11, 64, 2, 2, 64, steps)} if garg_measured else {}
 
-    def transformer_a(attention: str, compile: bool) -> float:
+    def transformer_a(attention: str, compiled: bool) -> float:
         make = lambda g: GPTTransformer(6, 2, 2, 64, max_tokens=22, attention=attention, generator=g)  # noqa: E731
-        return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compile)
+        return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compiled)
 
-    for attention, compile in (("sdpa", False), ("math", False), ("math", True)):
-        measures[f"a_transformer_{attention}" + ("_compiled" if compile else "")] = partial(transformer_a, attention, compile)
+    for attention, compiled in (("sdpa", False), ("math", False), ("math", True)):
+        measures[f"a_transformer_{attention}" + ("_compiled" if compiled else "")] = partial(transformer_a, attention, compiled)
     # Every configuration once per round, so a shared machine's drifting load hits them alike.
     rates = {name: [] for name in measures}
     for _ in range(rounds):

@@ -54,8 +54,9 @@ class TrainConfig:
         checkpoint_every: write checkpoints every this many steps (and at the end).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
             elementwise work and drops per-op overhead, which pays on small models and long runs
-            (the throughput benchmark's 2-layer transformer: ≈ +15% steps/s) at a one-off cost
-            of ≈ 25 s on two cores, again for every new prompt shape (each curriculum stage).
+            (the throughput benchmark's 2-layer transformer: +15–20% steps/s on two cores) at a
+            compile of ≈ 25 s, repeated for every new prompt length; after torch's limit of 8
+            lengths (a long N curriculum) the rest runs uncompiled.
     """
 
     steps: int = 1000

@@ -3,7 +3,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from iclab.config import ConfigError
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import CausalSelfAttention, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.rng import generator
@@ -88,3 +88,21 @@ def test_bad_sizes_raise_config_error():
         GPTTransformer(4, width=10, n_heads=3)
     with pytest.raises(ConfigError):
         _model()(torch.randn(1, 14, 4), 7)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
+    # With W_Q = W_K = 0 the logits are a_h·XXᵀ alone: check them against a hand-written attention.
+    width, heads, head_dim = 8, 2, 4
+    attn = CausalSelfAttention(width, heads, logit_identity=True, attention=attention)
+    with torch.no_grad():
+        attn.qkv.weight[: 2 * width].zero_()
+        attn.qkv.bias[: 2 * width].zero_()
+        attn.a.copy_(torch.tensor([0.3, -0.5]))
+    x = torch.randn(3, 5, width, generator=generator(1))
+    v = attn.qkv(x)[..., 2 * width:].unflatten(-1, (heads, head_dim)).transpose(1, 2)
+    logits = attn.a[:, None, None] * (x @ x.transpose(1, 2))[:, None]
+    future = torch.ones(5, 5, dtype=torch.bool).triu(1)
+    weights = logits.masked_fill(future, float("-inf")).softmax(-1)
+    expected = attn.out((weights @ v).transpose(1, 2).reshape(3, 5, width))
+    torch.testing.assert_close(attn(x), expected)

@@ -36,14 +36,14 @@ DEFAULTS = {
     "model": {"n_layers": 4, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
     # What decides a short run is whether it leaves the loss plateau (mse/d ≈ 0.65, the model
     # ignoring the context). A GPU sweep of 23 recipes at equal cost (batch × layers × steps),
-    # 3 seeds each: 16 of the first round's 39 runs stayed on it (the old recipe, 256 × 2500
-    # steps at lr 1e-3 after 100 warm-up steps, on 2 of 3 seeds), none of the 34 runs with a
-    # warm-up of 300 steps or more did. Batches of 128 for 5000 steps at lr 7e-4 after 1000
-    # warm-up steps had the best worst seed (k = 7: mse/d 0.025, 0.071, 0.075); fewer layers,
-    # larger batches, 2 heads or weight decay did worse. With it, seeds 0–4 reached 0.032, 0.072,
-    # 0.071, 0.091 and 0.086 at k = 7 (data streams are device-independent, CPU seed 0 gave the
-    # same 0.032 in 3 min 18 s on 2 cores): tracks-ols holds for the default seed, not for every
-    # seed, at this budget.
+    # 3 seeds each (their data then came from CUDA streams, so not these seeds' prompts): 16 of
+    # the first round's 39 runs stayed on it (the old recipe, 256 × 2500 steps at lr 1e-3 after
+    # 100 warm-up steps, on 2 of 3 seeds), none of the 34 runs with a warm-up of 300 steps or
+    # more did. Batches of 128 for 5000 steps at lr 7e-4 after 1000 warm-up steps had the best
+    # worst seed (k = 7: mse/d 0.025, 0.071, 0.075); fewer layers, larger batches, 2 heads or
+    # weight decay did worse. With it, seeds 0–4 reached 0.032, 0.072, 0.071, 0.091 and 0.086 at
+    # k = 7 (on the GPU, now with the CPU's data: CPU seed 0 gave the same 0.032, in 3 min 18 s on
+    # 2 cores): tracks-ols holds for the default seed, not for every seed, at this budget.
     "train": {
         "steps": 5000, "batch_size": 128, "lr": 0.0007, "optimizer": "adam",
         "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,

@@ -5,7 +5,8 @@ through pre-LayerNorm blocks
 
     h ← h + Attn(LN(h)),   h ← h + MLP(LN(h))
 
-(causal softmax attention through ``scaled_dot_product_attention``, GELU MLP, no dropout),
+(causal softmax attention through ``scaled_dot_product_attention`` or written out, see
+:data:`ATTENTION`; GELU MLP, no dropout),
 a final LayerNorm and a linear read-out. The prediction for the label of example i is read
 at the token of x_i (every ``stride``-th token, ``stride = 2`` for
 :class:`iclab.prompts.InterleavedFormat`), so ``forward`` returns ``(B, n_context)``. Only
@@ -15,8 +16,9 @@ predictions for about half of that block's work).
 
 Optional per-head scalars (Boix-Adserà et al., PAPERS.md §6), both initialised at 0 and
 absent unless switched on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits
-(X = the attention input), ``value_identity`` adds b_h·A_h X to the attention output
-(A_h = head h's attention matrix), i.e. W_K W_Qᵀ → W_K W_Qᵀ + aI and W_V W_Oᵀ → W_V W_Oᵀ + bI.
+(X = the attention input; added to the logits as they enter the softmax, after QKᵀ's 1/√d_h,
+so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI), ``value_identity`` adds b_h·A_h X to the attention
+output (A_h = head h's attention matrix), i.e. W_V W_Oᵀ → W_V W_Oᵀ + bI.
 
 Parameter names: ``read_in``, ``positions``, ``layers.{l}.ln_attn``, ``layers.{l}.attn.qkv``,
 ``layers.{l}.attn.out``, ``layers.{l}.attn.a`` / ``.b`` (when on), ``layers.{l}.ln_mlp``,
@@ -67,16 +69,18 @@ class CausalSelfAttention(nn.Module):
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
             v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
-        # Additive mask (query rows × key columns): -inf above the diagonal, i.e. on future tokens.
-        mask = torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
-        if self.a is not None:
-            # Logits are scaled by 1/√d_h below, so a·XXᵀ enters pre-multiplied by √d_h to stay unscaled.
-            mask = mask + (self.a[:, None, None] * math.sqrt(self.head_dim)) * (x[:, rows] @ x.transpose(1, 2))[:, None]
-        if self.attention == "sdpa":
-            causal_only = self.a is None and queries is None
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=None if causal_only else mask, is_causal=causal_only)
+        if self.attention == "sdpa" and self.a is None and queries is None:
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            heads = _softmax_attention(q, k, v, mask)
+            # Additive mask (query rows × key columns): -inf above the diagonal, i.e. on future tokens.
+            mask = torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
+            if self.a is not None:
+                # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
+                mask = mask + self.a[:, None, None] * (x[:, rows] @ x.transpose(1, 2))[:, None]
+            if self.attention == "sdpa":
+                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            else:
+                heads = _softmax_attention(q, k, v, mask)
         tq = heads.shape[2]
         out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, width))
         if self.b is not None:
