@@ -1,0 +1,29 @@
+"""Reference in-context learners: algorithms that predict query labels from the context.
+
+Every learner follows one batched interface, in float64 and without a Python loop over
+prompts::
+
+    learner.predict(xs, ys, x_query) -> (B, Q)    # xs (B, N, d), ys (B, N), x_query (B, Q, d)
+    learner.predict_episode(episode) -> (B, Q)
+
+Linear learners also expose ``weights(xs, ys) -> (B, d)``, the w they predict with.
+
+Every learner also predicts each context label from the examples before it, for all prefix
+lengths at once (what a causal transformer on interleaved prompts is compared with)::
+
+    learner.predict_prefixes(xs, ys) -> (B, N)    # [:, k] predicts y_{k+1} from the first k examples
+
+With no example (k = 0) every learner predicts 0. The base class answers with one batched
+``predict`` call per prefix length; the learners below override it with a computation
+vectorised over prefixes too (prefix sums, masked batched solves, masked distances).
+"""
+
+from .base import Learner, LinearLearner, ZeroPredictor
+from .gradient import GDPlusPlus, GradientDescent, gd_plus_plus
+from .linear import Averaging, BayesLinear, LeastSquares, Ridge
+from .neighbours import NearestNeighbours
+
+__all__ = [
+    "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
+    "NearestNeighbours", "Ridge", "ZeroPredictor", "gd_plus_plus",
+]

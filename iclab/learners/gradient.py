@@ -1,0 +1,155 @@
+"""Gradient-descent learners: k steps of (preconditioned) GD from w = 0, and GD++ (von Oswald et al.)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import ConfigError
+from ..tasks.base import Episode
+from .base import LinearLearner
+
+
+def _prefix_sums(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gram matrices Σ_{i<k} x_i x_iᵀ ``(B, N, d, d)`` and moments Σ_{i<k} y_i x_i ``(B, N, d)``
+    of the first k examples, k = 0…N − 1 (exclusive prefix sums)."""
+    outer = torch.einsum("bni,bnj->bnij", xs, xs)
+    gram = torch.cumsum(outer, dim=1) - outer
+    moment = ys[..., None] * xs
+    return gram, torch.cumsum(moment, dim=1) - moment
+
+
+class GradientDescent(LinearLearner):
+    """k steps of (preconditioned) gradient descent from w₀ = 0 on L(w) = (1/2N) Σ (wᵀx_i − y_i)².
+
+    Each step is w ← w − η P ∇L(w) with P = ``preconditioner`` (identity if None).
+    """
+
+    def __init__(self, steps: int = 1, lr: float = 1.0, preconditioner: torch.Tensor | None = None):
+        if steps < 1:
+            raise ConfigError(f"GD needs steps >= 1, got {steps}")
+        self.steps, self.lr = steps, lr
+        self.preconditioner = None if preconditioner is None else torch.as_tensor(preconditioner, dtype=torch.float64)
+        self.name = f"gd{steps}(η={lr:.3g}{', P' if preconditioner is not None else ''})"
+
+    def weights(self, xs, ys):
+        n = xs.shape[1]
+        w = torch.zeros(xs.shape[0], xs.shape[2], dtype=xs.dtype, device=xs.device)
+        for _ in range(self.steps):
+            grad = torch.einsum("bnd,bn->bd", xs, torch.einsum("bnd,bd->bn", xs, w) - ys) / n
+            if self.preconditioner is not None:
+                grad = grad @ self.preconditioner.to(xs.device).T
+            w = w - self.lr * grad
+        return w
+
+    def prefix_weights(self, xs, ys):
+        """The same steps for every prefix at once, with prefix-summed Gram matrices (w = 0 at k = 0)."""
+        gram, moment = _prefix_sums(xs, ys)
+        count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device).clamp(min=1)[None, :, None]
+        w = torch.zeros_like(moment)
+        for _ in range(self.steps):
+            grad = (torch.einsum("bkij,bkj->bki", gram, w) - moment) / count
+            if self.preconditioner is not None:
+                grad = grad @ self.preconditioner.to(xs.device).T
+            w = w - self.lr * grad
+        return w
+
+
+def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs, gammas) -> torch.Tensor:
+    """Predictions of L steps of GD++ (von Oswald et al. 2023), differentiable in ``lrs``/``gammas``.
+
+    GD++ is exactly what the linear self-attention construction computes, every token (query
+    included) being updated at every layer. Each token j carries an input x_j and a residual
+    r_j (r_i = y_i for context points, r_q = 0 for queries); with S_l = Σ_i x_i x_iᵀ over the
+    current context inputs, step l updates every token at once, from the old values:
+
+        r_j ← r_j − (η_l/N) g_lᵀ x_j,   g_l = Σ_i r_i x_i      (a GD step on the labels)
+        x_j ← (I − γ_l S_l) x_j                                (the curvature correction)
+
+    and the prediction is −r_q. So step l is a GD step on the data as transformed by steps
+    < l, and every x (query too) is mapped by the same T_l = Π_k (I − γ_k S_k): the prediction
+    is linear in x_q. With every γ_l = 0 this is plain GD from w = 0 with steps η_l on
+    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. Shapes: xs (B, N, d), ys (B, N), x_query (B, Q, d), lrs and
+    gammas (L,); returns (B, Q).
+    """
+    n = xs.shape[1]
+    x, r = torch.cat([xs, x_query], 1), torch.cat([ys, torch.zeros_like(x_query[..., 0])], 1)
+    for lr, gamma in zip(lrs, gammas):
+        xc = x[:, :n]
+        step = lr / n * torch.einsum("bn,bnd->bd", r[:, :n], xc)
+        r = r - torch.einsum("btd,bd->bt", x, step)
+        x = x - gamma * (x @ (xc.transpose(1, 2) @ xc))
+    return -r[:, n:]
+
+
+class GDPlusPlus(LinearLearner):
+    """L steps of GD++ with per-step (η_l, γ_l); see :func:`gd_plus_plus`.
+
+    ``GDPlusPlus([η] * L, [0] * L)`` is L steps of plain GD with step η. :meth:`fit` tunes the
+    steps (and optionally γ) on a fixed sample of prompts.
+    """
+
+    def __init__(self, lrs, gammas=None):
+        self.lrs = torch.as_tensor(lrs, dtype=torch.float64).flatten()
+        self.gammas = torch.zeros_like(self.lrs) if gammas is None else torch.as_tensor(gammas, dtype=torch.float64).flatten()
+        if len(self.lrs) < 1 or self.lrs.shape != self.gammas.shape:
+            raise ConfigError(f"GD++ needs as many step sizes as gammas (>= 1), got {len(self.lrs)} and {len(self.gammas)}")
+        kind = "gd++" if self.gammas.any() else "gd"
+        self.name = f"{kind}{len(self.lrs)}(η={_short(self.lrs)}" + (f", γ={_short(self.gammas)})" if kind == "gd++" else ")")
+
+    @property
+    def steps(self) -> int:
+        return len(self.lrs)
+
+    def predict(self, xs, ys, x_query):
+        xs, ys, x_query = xs.double(), ys.double(), x_query.double()
+        return gd_plus_plus(xs, ys, x_query, self.lrs.to(xs.device), self.gammas.to(xs.device))
+
+    def weights(self, xs, ys):
+        # The prediction is linear in x_q, so the unit vectors as queries read off w.
+        eye = torch.eye(xs.shape[2], dtype=xs.dtype, device=xs.device).expand(xs.shape[0], -1, -1)
+        return gd_plus_plus(xs, ys, eye, self.lrs.to(xs.device, xs.dtype), self.gammas.to(xs.device, xs.dtype))
+
+    @classmethod
+    def fit(cls, episode: Episode, steps: int, shared: bool = True, curvature: bool = True,
+            start: tuple = (1.0, 0.0), iterations: int = 20) -> "GDPlusPlus":
+        """Step sizes (and γ when ``curvature``) minimising the query MSE on ``episode``, in float64.
+
+        ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
+        one per step. The search is L-BFGS with a strong-Wolfe line search from ``start`` = (η, γ),
+        scalars or per-step sequences (e.g. the best one-step η from
+        :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to start a per-step one). The
+        objective is a polynomial in (η, γ), so this finds the local minimum next to the start.
+        A per-step fit leaves the last γ at its start value (it does not affect the prediction).
+        """
+        e = episode.to(dtype=torch.float64)
+        size = 1 if shared else steps
+
+        def initial(value, trainable):
+            v = torch.as_tensor(value, dtype=torch.float64).flatten()
+            return (v[:1] if shared else v.expand(steps)).clone().requires_grad_(trainable)
+
+        lr, gamma = initial(start[0], True), initial(start[1] if curvature else 0.0, curvature)
+        if len(lr) != size or len(gamma) != size:
+            raise ConfigError(f"start values must be scalars or have {steps} entries")
+        optimizer = torch.optim.LBFGS([lr, gamma] if curvature else [lr], max_iter=iterations,
+                                      line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=1e-14)
+
+        def expand(v):
+            return v.expand(steps) if shared else v
+
+        def closure():
+            optimizer.zero_grad()
+            loss = (gd_plus_plus(e.xs, e.ys, e.x_query, expand(lr), expand(gamma)) - e.y_query).pow(2).mean()
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+        return cls(expand(lr).detach().clone(), expand(gamma).detach().clone())
+
+
+def _short(values: torch.Tensor) -> str:
+    """'0.123' for one distinct value, else '[0.1, 0.2]' (for learner names)."""
+    values = values.tolist()
+    if len(set(values)) == 1:
+        return f"{values[0]:.3g}"
+    return "[" + ", ".join(f"{v:.3g}" for v in values) + "]"
