@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from iclab.config import ConfigError
-from iclab.metrics import batch_loss, prompt_losses
+from iclab.losses import batch_loss, prompt_losses
 from iclab.models import CausalLinearAttention
 from iclab.models.causal_attention import causal_gram_apply
 from iclab.prompts import AutoregressiveFormat

@@ -8,7 +8,8 @@ from iclab.curriculum import Curriculum, CurriculumPrompts
 from iclab.learners import (
     Averaging, BayesLinear, GradientDescent, LeastSquares, NearestNeighbours, Ridge, ZeroPredictor,
 )
-from iclab.metrics import evaluate, loss_by_prefix, prompt_losses
+from iclab.losses import prompt_losses
+from iclab.metrics import evaluate, loss_by_prefix
 from iclab.models.transformer import GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.rng import generator

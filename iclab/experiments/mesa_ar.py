@@ -30,7 +30,7 @@ import math
 import torch
 
 from .. import claims as C
-from ..metrics import prompt_losses
+from ..losses import prompt_losses
 from ..models import CausalLinearAttention
 from ..prompts import AutoregressiveFormat
 from ..report.figures import heatmap, new_figure, save

@@ -21,8 +21,9 @@ from __future__ import annotations
 import torch
 
 from .. import claims as C
-from ..metrics import lsa_alignment, model_predictor, prompt_losses
-from ..models import LinearSelfAttention
+from ..losses import prompt_losses
+from ..metrics import lsa_alignment, model_predictor
+from ..models import LinearSelfAttention, merged_lsa
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
@@ -146,7 +147,7 @@ def run(config: dict, ctx: RunContext):
             theory[(n, descriptor)] = opt.loss
             ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=opt.loss)
             losses, models = _train_and_evaluate(
-                f"lsa1-{descriptor or 'none'}-n{n}", task, descriptor, 1, config, ctx, f"N={n}", reference=opt.lsa())
+                f"lsa1-{descriptor or 'none'}-n{n}", task, descriptor, 1, config, ctx, f"N={n}", reference=merged_lsa(*opt.weights()))
             trained[(1, n, descriptor)] = losses
             if descriptor == "mu":
                 optima[n] = opt
@@ -273,8 +274,9 @@ def run(config: dict, ctx: RunContext):
     ))
 
     # Gradient flow from the balanced init on the exact loss of the first N.
-    flow = gradient_flow(first, theory_cfg["flow_steps"], init_scale=theory_cfg["flow_init_scale"],
-                         record_every=max(1, theory_cfg["flow_steps"] // 200), seed=config["seed"])
+    start = LinearSelfAttention(first.matrix.shape[0] + 1, init="balanced", init_scale=theory_cfg["flow_init_scale"],
+                                generator=generator(config["seed"], "init")).layers[0].merged()
+    flow = gradient_flow(first, start, theory_cfg["flow_steps"], record_every=max(1, theory_cfg["flow_steps"] // 200))
     for step, loss, dist, bal in zip(flow.steps, flow.loss, flow.distance, flow.balance):
         for metric, value in (("flow_loss", loss), ("flow_distance", dist), ("flow_balance", bal)):
             ctx.log(setting=f"N={ns[0]}", model="gradient-flow", step=step, metric=metric, value=value)
