@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints")
     resume.add_argument("run_dir")
     resume.add_argument("--device")
+    resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write an index page")
     reproduce.add_argument("--scale", default="quick")
@@ -63,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "run":
             _print_result(api.run(args.experiment, args.scale, args.seeds, args.overrides, args.out, args.device))
         elif args.command == "resume":
-            _print_result(api.resume(args.run_dir, args.device))
+            _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
         elif args.command == "reproduce":
             results, index = api.reproduce(args.scale, args.out, args.device)
             for result in results:
