@@ -42,7 +42,7 @@ class RunResult:
 
 def list_experiments() -> list[tuple[str, str]]:
     """(name, one-line summary) of every experiment."""
-    return [(name, experiments.get(name).summary) for name in experiments.names()]
+    return [(name, experiments.summary(name)) for name in experiments.names()]
 
 
 def run(
@@ -130,8 +130,12 @@ def report(path: str | Path) -> Path:
 
 
 def reproduce(
-    scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True
+    scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True,
+    seed: int | None = None,
 ) -> tuple[list[RunResult], Path]:
-    """Run every experiment, then write ``<root>/index.html``; returns the results and the index."""
-    results = [run(name, scale=scale, device=device, progress=progress, root=root) for name in experiments.names()]
+    """Run every experiment (with base ``seed`` when given), then write ``<root>/index.html``;
+    returns the results and the index."""
+    overrides = {} if seed is None else {"seed": seed}
+    results = [run(name, scale=scale, overrides=overrides, device=device, progress=progress, root=root)
+               for name in experiments.names()]
     return results, write_index(Path(root), [r.folder for r in results])

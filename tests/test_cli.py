@@ -96,3 +96,14 @@ def test_mesa_ar_smoke(tmp_path):
     assert {p.name for p in (result.path / "figures").iterdir()} == {
         "ab_training.png", "prediction_truth_ratio.png", "weights.png"}
     assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)
+
+
+def test_listing_and_help_import_no_heavy_module():
+    code = ("import sys, iclab.cli\n"
+            "from iclab.cli import main\n"
+            "assert main(['list']) == 0\n"
+            "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "lsa-linear" in done.stdout

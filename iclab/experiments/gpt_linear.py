@@ -193,7 +193,6 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
 EXPERIMENT = Experiment(
     name="gpt-linear",
     paper=PAPER,
-    summary="A GPT-style transformer on interleaved prompts tracks OLS at every prefix length.",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

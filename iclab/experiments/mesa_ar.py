@@ -236,7 +236,6 @@ def _figures(ctx: RunContext, settings: list[dict]):
 EXPERIMENT = Experiment(
     name="mesa-ar",
     paper=PAPER,
-    summary="Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian starts).",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

@@ -337,7 +337,6 @@ def _figures(ctx: RunContext, config, theory, trained, limit, optima, flow):
 EXPERIMENT = Experiment(
     name="task-descriptors",
     paper=PAPER,
-    summary="Task descriptors (the inputs' mean) lower the loss of LSA trained in context; exact one-layer optimum.",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
