@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import importlib.metadata
 import logging
+import platform
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
+import torch
 
 from . import experiments
-from .config import ConfigError, parse_assignment, resolve, set_key
+from .config import ConfigError, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
-from .report import write_index, write_report
+from .report import run_folders, write_index, write_report
+from .report.tensorboard import check_tensorboard, write_events
 from .runs import RunFolder
 from .train import TrainingDiverged
 
@@ -66,12 +73,13 @@ def run(
         device: ``cpu``, ``cuda`` or None for the best available.
     """
     spec = experiments.get(experiment)
-    config = resolve(spec.defaults, spec.scales, scale, overrides)
+    config = spec.resolve(scale, overrides)
     if seeds is not None:
         if seeds < 1:
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
+    check_tensorboard(config)
     dev = pick_device(device)
     folder = RunFolder.create(experiment, config, out, root)
     return _execute(folder, config, dev, progress, fresh=True)
@@ -93,12 +101,14 @@ def resume(
         raise ConfigError(f"{path} has no checkpoint to resume from; start the run again with `iclab run`")
     config = folder.read_config()
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
-    if pairs:
-        for key, value in pairs:
-            set_key(config, key, value)
+    for key, value in pairs:
+        set_key(config, key, value)
+    check_tensorboard(config)
+    device = pick_device(device)
+    if pairs:  # recorded once the overrides and the device are known to be good
         config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
         folder.write_config(config)
-    return _execute(folder, config, pick_device(device), progress)
+    return _execute(folder, config, device, progress)
 
 
 def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: bool = False) -> RunResult:
@@ -107,6 +117,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
     context = RunContext(folder, device, progress)
+    started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
     except BaseException as err:
@@ -119,14 +130,56 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
             raise ConfigError(f"{spec.name}: {err}; {advice}") from None
         raise
     folder.write_metrics(context.rows)
+    if config.get("log", {}).get("tensorboard"):
+        write_events(folder)
+    folder.write_info({
+        **_environment(device), "started": started.isoformat(timespec="seconds"), "resumed": not fresh,
+        "wall_seconds": round(time.perf_counter() - wall, 2), "cpu_seconds": round(time.process_time() - cpu, 2),
+    })
     folder.write_claims(claims)
     write_report(folder)
     return RunResult(folder, folder.read_claims())
 
 
+def _environment(device) -> dict:
+    """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
+    Python, torch, the device and torch's CPU threads."""
+    try:
+        version = importlib.metadata.version("iclab")
+    except importlib.metadata.PackageNotFoundError:  # imported from a source tree that was never installed
+        version = None
+    return {"iclab": version, **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
+            "device": str(device), "threads": torch.get_num_threads()}
+
+
+def _git_commit() -> dict:
+    """``{"commit": sha, "dirty": bool}`` of the checkout iclab is imported from, or ``{}`` (an installed copy)."""
+    source = Path(__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        if Path(git("rev-parse", "--show-toplevel")).resolve() / "iclab" != source:
+            return {}  # a repository around an installed copy (e.g. a virtual environment inside one)
+        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    except (OSError, subprocess.SubprocessError):
+        return {}
+
+
 def report(path: str | Path) -> Path:
-    """(Re)write a run folder's ``report.html`` from its files."""
-    return write_report(RunFolder.open(path))
+    """(Re)write a run folder's ``report.html``, or, for a folder of runs, every run's report and
+    the folder's ``index.html``; returns the page written (the report or the index)."""
+    path = Path(path)
+    if (path / "config.yaml").exists():
+        return write_report(RunFolder.open(path))
+    runs = run_folders(path)
+    if not runs:
+        raise ConfigError(f"{path} is not a run folder (no config.yaml) nor a folder of runs")
+    for run in runs:
+        write_report(run)
+    return write_index(path, runs)
 
 
 def reproduce(

@@ -1,4 +1,4 @@
-"""The ``iclab`` command line: list, run, resume, reproduce, report.
+"""The ``iclab`` command line: list, run, resume, reproduce, report, compare.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
 ``iclab: error: ...`` and exits with status 2. The API (torch, pandas, matplotlib) is imported only
@@ -44,8 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--device")
     reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
 
-    report = sub.add_parser("report", help="rewrite a run folder's report.html")
+    report = sub.add_parser("report", help="rewrite a run folder's report.html, or a folder of runs' reports and index.html")
     report.add_argument("run_dir")
+
+    compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
+    compare.add_argument("run_a")
+    compare.add_argument("run_b")
+    compare.add_argument("--html", metavar="PATH", help="also write the comparison as an HTML page")
     return parser
 
 
@@ -57,6 +62,19 @@ def _print_result(result) -> None:
           f"report {result.folder.report_file}")
 
 
+def _print_times(results) -> None:
+    """Each experiment's wall and CPU time (from its run.json), and the total."""
+    from .report.html import duration
+
+    infos = [(r.folder.read_config()["experiment"], r.folder.read_info()) for r in results]
+    width = max(len(name) for name, _ in infos)
+    print(f"{'experiment':{width}s}  {'wall time':>12s}  {'CPU time':>12s}")
+    for name, info in infos:
+        print(f"{name:{width}s}  {duration(info['wall_seconds']):>12s}  {duration(info['cpu_seconds']):>12s}")
+    print(f"{'total':{width}s}  {duration(sum(i['wall_seconds'] for _, i in infos)):>12s}  "
+          f"{duration(sum(i['cpu_seconds'] for _, i in infos)):>12s}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``iclab`` script; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -65,6 +83,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "list":
             for name in experiments.names():
                 print(f"{name:20s} {experiments.summary(name)}")
+            return 0
+        if args.command == "compare":  # reads folders only: no torch
+            from .report import compare_runs
+
+            comparison = compare_runs(args.run_a, args.run_b)
+            print(comparison.text(), end="")
+            if args.html:
+                print(f"html: {comparison.write_html(args.html)}")
             return 0
         from . import api
 
@@ -77,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             results, index = api.reproduce(args.scale, args.out, args.device, seed=args.seed)
             for result in results:
                 _print_result(result)
+            _print_times(results)
             print(f"index: {index}")
         elif args.command == "report":
             print(api.report(args.run_dir))

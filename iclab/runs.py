@@ -1,7 +1,7 @@
 """Run folders: where a run's config, metrics, claims, checkpoints, figures and report live.
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
-      config.yaml  metrics.parquet  claims.json  checkpoints/  figures/*.png  report.html
+      config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
 finished run; a folder without it can be resumed.
@@ -88,6 +88,7 @@ class RunFolder:
     config_file = property(lambda self: self.path / "config.yaml")
     metrics_file = property(lambda self: self.path / "metrics.parquet")
     claims_file = property(lambda self: self.path / "claims.json")
+    info_file = property(lambda self: self.path / "run.json")
     report_file = property(lambda self: self.path / "report.html")
     checkpoints = property(lambda self: self.path / "checkpoints")
 
@@ -137,3 +138,11 @@ class RunFolder:
 
     def read_claims(self) -> list[dict]:
         return json.loads(self.claims_file.read_text()) if self.claims_file.exists() else []
+
+    def write_info(self, info: dict) -> None:
+        """``run.json``: the environment and timing of the session that finished the run."""
+        self.info_file.write_text(json.dumps(info, indent=2) + "\n")
+
+    def read_info(self) -> dict:
+        """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
+        return json.loads(self.info_file.read_text()) if self.info_file.exists() else {}

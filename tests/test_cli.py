@@ -85,6 +85,7 @@ def test_task_descriptors_smoke(tmp_path):
     assert {c["id"] for c in result.claims} >= {"one-layer-reaches-optimum", "gradient-flow-balance"}
     assert {p.name for p in (out / "figures").iterdir()} == {
         "loss_vs_n.png", "optimum_blocks.png", "gradient_flow.png"}
+    assert {c["figure"] for c in result.claims} == {None, "loss_vs_n", "optimum_blocks", "gradient_flow"}
 def test_mesa_ar_smoke(tmp_path):
     result = api.run(
         "mesa-ar", seeds=1, out=tmp_path / "mesa", progress=False,
@@ -99,6 +100,7 @@ def test_mesa_ar_smoke(tmp_path):
     assert "ratio-last-step-gaussian-2" not in ids  # σ = 2 trains the diagonal model only
     assert {p.name for p in (result.path / "figures").iterdir()} == {
         "ab_training.png", "prediction_truth_ratio.png", "weights.png", "offdiag_vs_m.png"}
+    assert {c["figure"] for c in result.claims} - {None} <= {p.stem for p in (result.path / "figures").iterdir()}
     assert {"expected_gradient_z", "ab_best"} <= set(result.metrics.metric)
     assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)
 

@@ -175,7 +175,9 @@ def test_experiment_smoke(tmp_path):
     fast = ["train.steps=4", "train.log_every=2", "sine.train.steps=4", "depths=[2]", "fit_prompts=256",
             "eval_prompts=500", "compare_prompts=50"]
     assert main(["run", "gd-mechanism", "--out", str(out), "--seeds", "1", *sum((["--set", f] for f in fast), [])]) == 0
-    claims = {c["id"] for c in json.loads((out / "claims.json").read_text())}
+    found = json.loads((out / "claims.json").read_text())
+    claims = {c["id"] for c in found}
+    assert {c["figure"] for c in found} - {None} <= {p.stem for p in (out / "figures").iterdir()}
     assert {"a-loss-equals-gd", "a-sensitivity-cosine", "b-matches-gd-plus-plus", "c-loss-falls-with-depth",
             "d-far-below-zero"} <= claims
     assert {p.name for p in (out / "figures").iterdir()} == {

@@ -8,13 +8,20 @@ figures through the :class:`RunContext`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 
 from ..claims import Claim
+from ..config import merge, resolve
 from ..runs import RunFolder
 from ..train import TrainConfig, TrainResult, train
+
+
+# Keys the framework adds to every experiment's config (experiments do not define them).
+COMMON_DEFAULTS = {
+    "log": {"tensorboard": False},  # true: TensorBoard event files under tb/ (needs the tensorboard package)
+}
 
 
 @dataclass
@@ -52,3 +59,8 @@ class Experiment:
     defaults: dict
     scales: dict
     run: Callable[[dict, RunContext], list[Claim]]
+
+    def resolve(self, scale: str, overrides: Iterable[str] | Mapping[str, object] = ()) -> dict:
+        """A run's config: the defaults with :data:`COMMON_DEFAULTS`, the scale preset, then the
+        validated overrides (see :func:`iclab.config.resolve`)."""
+        return resolve(merge(self.defaults, COMMON_DEFAULTS), self.scales, scale, overrides)

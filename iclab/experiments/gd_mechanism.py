@@ -171,10 +171,10 @@ def _one_layer(s: _Setting):
         C.within("a-loss-equals-gd", PAPER,
                  f"(a) a trained 1-layer LSA's half-MSE is within {tol['loss_rel']:.0%} of the best single GD step "
                  f"(η* = {s.gd1.lr:.3g}, exact half-MSE {s.gd1.loss / 2:.4f}; worst seed, shared eval prompts)",
-                 worst, losses[gd.name], tol["loss_rel"]),
+                 worst, losses[gd.name], tol["loss_rel"], figure="training_curves"),
         C.at_least("a-sensitivity-cosine", PAPER,
                    "(a) cosine of ∂ŷ/∂x_q between trained LSA and GD, mean over queries (worst seed)",
-                   min(r["sens_cosine"] for r in rows), tol["cosine"]),
+                   min(r["sens_cosine"] for r in rows), tol["cosine"], figure="sensitivity_cosine"),
         C.at_most("a-prediction-difference", PAPER,
                   f"(a) mean |ŷ_LSA − ŷ_GD| relative to the labels' rms {label_rms:.3f} (worst seed)",
                   max(r["pred_diff"] for r in rows) / label_rms, tol["pred_diff_rel"]),
@@ -204,10 +204,10 @@ def _recurrent(s: _Setting):
     claims = [
         C.at_most("b-beats-2-step-gd", PAPER,
                   f"(b) a trained 2-layer recurrent LSA beats 2-step GD ({gd2.name}, half-MSE "
-                  f"{losses[gd2.name]:.4f}; worst seed)", max(trained), losses[gd2.name]),
+                  f"{losses[gd2.name]:.4f}; worst seed)", max(trained), losses[gd2.name], figure="training_curves"),
         C.within("b-matches-gd-plus-plus", PAPER,
                  f"(b) …and is within {tol['gd_plus_plus_rel']:.0%} of 2-step GD++ ({gdpp.name}; worst seed)",
-                 worst, losses[gdpp.name], tol["gd_plus_plus_rel"]),
+                 worst, losses[gdpp.name], tol["gd_plus_plus_rel"], figure="training_curves"),
     ]
     construction = s.construction(gdpp, True)
     return claims, {"losses": losses, "gd": losses[gd2.name], "gd++": losses[gdpp.name]}, (result.models[0], construction)
@@ -232,12 +232,12 @@ def _per_layer(s: _Setting, one_layer_loss: float):
             f"c-depth-{depth}-near-gd-plus-plus", PAPER,
             f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} above per-step GD++ "
             f"of the same depth ({gdpp.name}, half-MSE {losses[gdpp.name]:.4f}; worst seed)",
-            max(trained), losses[gdpp.name] * (1 + tol["depth_rel"])))
+            max(trained), losses[gdpp.name] * (1 + tol["depth_rel"]), figure="training_curves"))
     means = [one_layer_loss] + [table[d][0] for d in s.config["depths"]]
     claims.insert(0, C.holds_if(
         "c-loss-falls-with-depth", PAPER, "(c) the trained loss (mean over seeds) falls with every added layer",
         " > ".join(f"{m:.4f}" for m in means), "strictly decreasing from 1 layer on",
-        all(a > b for a, b in zip(means, means[1:]))))
+        all(a > b for a, b in zip(means, means[1:])), figure="training_curves"))
     return claims, table
 
 
@@ -278,10 +278,10 @@ def _sine(config: dict, ctx: RunContext):
         C.within("d-trained-matches-gd-features", PAPER,
                  f"(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention within "
                  f"{tol['sine_rel']:.0%} (means over seeds; measured: trained, expected: GD construction)",
-                 losses["mlp+lsa"], losses["mlp+gd"], tol["sine_rel"]),
+                 losses["mlp+lsa"], losses["mlp+gd"], tol["sine_rel"], figure="sine"),
         C.at_most("d-far-below-zero", PAPER,
                   f"(d) both are far below the zero predictor (half-MSE {zero:.3f}): worse one / zero",
-                  max(losses.values()) / zero, tol["sine_below_zero"]),
+                  max(losses.values()) / zero, tol["sine_below_zero"], figure="sine"),
     ]
     return claims, results, losses, zero
 

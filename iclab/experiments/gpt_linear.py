@@ -143,13 +143,13 @@ def _claims(config, seeds, curves, spd, d, n):
             "tracks-ols", PAPER,
             f"for k ≥ d + 2 = {d + 2} examples the transformer's mse/d is within {tol} of OLS "
             f"(largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
-            gap, tol,
+            gap, tol, figure="loss_by_prefix",
         ),
         C.holds_if(
             "beats-averaging-and-3nn", PAPER,
             "the transformer's mse/d is below both averaging's and 3-NN's at every k ≥ 2 (every seed)",
             f"smallest margin {worst_margin:.4g}; failures (k, seed): {beaten or 'none'}",
-            "margin > 0 at every k ≥ 2", not beaten,
+            "margin > 0 at every k ≥ 2", not beaten, figure="loss_by_prefix",
         ),
         C.holds_if(
             "min-norm-below-d", PAPER,

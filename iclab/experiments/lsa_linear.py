@@ -94,19 +94,19 @@ def _setting(name: str, task, config: dict, ctx: RunContext):
             f"loss-at-optimum-{name}", PAPER,
             f"{name} Λ: the trained LSA's loss is within {tol['loss_rel']:.0%} of tr Λ − tr(ΛΓ⁻¹Λ) "
             f"(worst of {len(seeds)} seeds, {config['eval_prompts']} fresh prompts)",
-            worst, optimum.loss, tol["loss_rel"],
+            worst, optimum.loss, tol["loss_rel"], figure="learners",
         ),
         C.at_least(
             f"preconditioner-{name}", PAPER,
             f"{name} Λ: W_PV[y,y]·W_KQ[x,x] matches Γ⁻¹ in direction (cosine, worst seed)",
-            min(cosines), tol["cosine"],
+            min(cosines), tol["cosine"], figure="weights",
         ),
         C.holds_if(
             f"between-ols-and-averaging-{name}", PAPER,
             f"{name} Λ: the LSA beats averaging and loses to OLS (every seed)",
             f"ols {losses['ols'][0]:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} "
             f"< averaging {losses['averaging'][0]:.4g}",
-            "ols < lsa < averaging", ordered,
+            "ols < lsa < averaging", ordered, figure="learners",
         ),
     ]
     weights = (result.models[0].layers[0].merged(), (target_kq, target_pv))

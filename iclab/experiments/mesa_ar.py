@@ -240,12 +240,12 @@ def _claims(s: dict, config: dict, contrast: dict | None) -> list:
                   f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
                   f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
                   f"{max(r['coordinate_gap'] for r in diagonal):.2%}){beside}",
-                  max(fit_gaps), tol["fit"]),
+                  max(fit_gaps), tol["fit"], figure="ab_training"),
         C.within(f"ab-star-{name}", PAPER,
                  f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s['kind'], 'all-ones')}; "
                  f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s['scatter']:.2%}), "
                  f"the scatter of a training set of m = {m} sequences; worst run)",
-                 p + abs(worst_pop["ab"] - p), p, population_tol),
+                 p + abs(worst_pop["ab"] - p), p, population_tol, figure="ab_training"),
     ]
     if s["gradient"] and s["kind"] in ("gaussian", "sparse"):
         worst = max(s["gradient"], key=lambda g: g["z"])
@@ -264,11 +264,11 @@ def _claims(s: dict, config: dict, contrast: dict | None) -> list:
             f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
             f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
             f"sequences)",
-            max(r["offdiag"] for r in full), tol["offdiag"]))
+            max(r["offdiag"] for r in full), tol["offdiag"], figure="weights"))
         out.append(C.at_most(
             f"recovered-{name}", PAPER,
             f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst run)",
-            max(r["relative_loss"] for r in full), tol["recovered"]))
+            max(r["relative_loss"] for r in full), tol["recovered"], figure="prediction_truth_ratio"))
     if full and s["kind"] == "gaussian":
         expected = p * s["second_moment"]
         last = [r["ratio"][-1].item() for r in full]
@@ -276,11 +276,11 @@ def _claims(s: dict, config: dict, contrast: dict | None) -> list:
             f"ratio-last-step-{name}", PAPER,
             f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so "
             f"the sequence is not recovered (worst run; same tolerance as ab*)",
-            max(last, key=lambda v: abs(v - expected)), expected, population_tol))
+            max(last, key=lambda v: abs(v - expected)), expected, population_tol, figure="prediction_truth_ratio"))
         out.append(C.at_least(
             f"not-recovered-{name}", PAPER,
             f"{name}: the full model's test loss relative to predicting 0 stays large (best run)",
-            min(r["relative_loss"] for r in full), 0.1))
+            min(r["relative_loss"] for r in full), 0.1, figure="prediction_truth_ratio"))
     return out
 
 
@@ -294,7 +294,7 @@ def _sweep_claim(name: str, sweep: dict[int, list[dict]], config: dict):
         f"off-diagonal gradient, and that effect shrinks as the set grows: the trained off/on ratio "
         f"(init {tuple(config['size_sweep']['init'])}, seed mean) falls with m (log-log slope {slope:.2f})",
         {m: round(v, 4) for m, v in ratio.items()}, f"decreasing over m = {sizes}",
-        len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])),
+        len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])), figure="offdiag_vs_m",
     )
 
 

@@ -169,7 +169,7 @@ def run(config: dict, ctx: RunContext):
             f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact "
             f"finite-N optimum ({first.method}); worst over N={ns} and seeds of |excess loss| / optimal "
             f"loss, the excess paired against an LSA set to the optimum on the same {config['eval_prompts']} prompts",
-            max(loss_gaps), tol["loss_rel"],
+            max(loss_gaps), tol["loss_rel"], figure="loss_vs_n",
         ),
         C.at_least(
             "one-layer-matches-optimum-weights", PAPER,
@@ -181,7 +181,7 @@ def run(config: dict, ctx: RunContext):
             "theory-descriptors-help", PAPER,
             "the exact one-layer optimum with descriptors has lower loss than without, at every N",
             {n: [round(theory[(n, "mu")], 4), round(theory[(n, None)], 4)] for n in ns},
-            "with < without", all(theory[(n, "mu")] < theory[(n, None)] for n in ns),
+            "with < without", all(theory[(n, "mu")] < theory[(n, None)] for n in ns), figure="loss_vs_n",
         ),
         C.holds_if(
             "query-descriptor-blocks-shrink", PAPER,
@@ -189,6 +189,7 @@ def run(config: dict, ctx: RunContext):
             "share ‖M*[:, d:]‖/‖M*‖ shrinks as N grows",
             dict(zip(ns, [round(v, 4) for v in descriptor_norms])), "> 0.01 and decreasing in N",
             min(descriptor_norms) > 0.01 and all(a > b for a, b in zip(descriptor_norms, descriptor_norms[1:])),
+            figure="optimum_blocks",
         ),
     ]
 
@@ -288,13 +289,13 @@ def run(config: dict, ctx: RunContext):
             "gradient-flow-converges", PAPER,
             f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum "
             f"(N={ns[0]}): final ‖vM − M*‖/‖M*‖",
-            flow.distance[-1], tol["flow_distance"],
+            flow.distance[-1], tol["flow_distance"], figure="gradient_flow",
         ),
         C.at_most(
             "gradient-flow-balance", PAPER,
             "gradient flow conserves ‖W_PV‖²_F − ‖W_KQ‖²_F (0 at the balanced init): largest drift "
             "relative to the final ‖W_KQ‖²_F (discrete steps drift by O(step))",
-            drift, tol["balance_rel"],
+            drift, tol["balance_rel"], figure="gradient_flow",
         ),
     ]
     _figures(ctx, config, theory, trained, limit, optima, flow)

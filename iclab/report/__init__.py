@@ -1,5 +1,8 @@
-"""Figures and HTML reports for run folders."""
+"""Figures and HTML pages for run folders: a report per run, the scoreboard across runs, and the
+comparison of two runs. This package renders folders; it never runs anything."""
 
-from .html import write_index, write_report
+from .compare import compare_runs
+from .html import write_report
+from .index import run_folders, write_index
 
-__all__ = ["write_index", "write_report"]
+__all__ = ["compare_runs", "run_folders", "write_index", "write_report"]

@@ -1,45 +1,156 @@
-"""Self-contained HTML reports: one page per run (figures embedded), one index across runs."""
+"""Self-contained HTML pages (no network, figures embedded): the page shell and one report per run.
+
+A run's ``report.html`` has an anchor per claim (``#claim-<id>``) and per figure
+(``#figure-<name>``), which the scoreboard and the claims' figure links point at.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
+import json
+import math
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 
 from ..runs import RunFolder
 
 _STYLE = """
-body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
-table{border-collapse:collapse;margin:1em 0;font-size:14px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}
-th{background:#f4f4f4}.ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}
-img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}
+*{box-sizing:border-box}
+body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding:0 1em;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin:.8em 0;font-size:14px}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+th{background:#f4f4f4}
+.ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}
+.changed td{background:#fff6d5}
+tr:target td,figure:target{background:#fff6d5}
+.summary{font-size:1.15em}
+figure{margin:1em 0;padding:.3em}figcaption{font-size:14px}
+img{max-width:100%;height:auto;border:1px solid #eee;margin:.5em 0}
+pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wrap:anywhere}
+.scroll{overflow-x:auto}
+@media (max-width:700px){
+ body{margin:.5em auto;padding:0 .6em}
+ table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%}
+ table.cards thead{display:none}
+ table.cards tr{border:1px solid #ccc;margin:.6em 0;padding:.3em}
+ table.cards td{border:none;padding:2px 4px}
+ table.cards td[data-label]::before{content:attr(data-label) ": ";color:#555;font-weight:600}
+}
+@media print{
+ body{max-width:none;margin:0;padding:0;font-size:10pt}
+ table{font-size:8.5pt}td,th{padding:2px 4px}
+ a{color:inherit;text-decoration:none}
+ tr,figure{break-inside:avoid}
+ h2,h3{break-after:avoid}
+ img{max-height:60vh;border:none}
+ tr:target td,figure:target,.changed td{background:none}
+ .ok,.fail{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+}
 """
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str) -> str:
+    """A complete page with the shared style (narrow screens get one card per table row, print
+    gets its own layout)."""
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{_STYLE}</style></head><body>{body}</body></html>\n"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>{body}</body></html>\n"
     )
 
 
-def _value(x) -> str:
+def value(x) -> str:
+    """A measured value as escaped text (floats to 4 significant digits)."""
     if isinstance(x, float):
         return f"{x:.4g}"
+    if isinstance(x, (dict, list)):
+        return html.escape(json.dumps(x, ensure_ascii=False))
     return html.escape(str(x))
 
 
-def claims_table(claims: list[dict]) -> str:
-    """The claims as an HTML table with a verdict column."""
-    rows = "".join(
-        f"<tr><td class='{'ok' if c['holds'] else 'fail'}'>{'holds' if c['holds'] else 'FAILS'}</td>"
-        f"<td>{html.escape(c['id'])}</td><td>{html.escape(c['statement'])}</td>"
-        f"<td>{_value(c['measured'])}</td><td>{html.escape(str(c['expected']))}</td></tr>"
-        for c in claims
-    )
-    return f"<table><tr><th>verdict</th><th>id</th><th>statement</th><th>measured</th><th>expected</th></tr>{rows}</table>"
+def duration(seconds: float | None) -> str:
+    """``42 s``, ``3 min 05 s``, ``1 h 02 min``; ``?`` when unknown."""
+    if seconds is None or math.isnan(seconds):
+        return "?"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def seeds(config: dict) -> str:
+    """The seeds a run trained: ``0`` or ``0–2`` (seed k of a run is ``seed + k``)."""
+    first, count = config.get("seed", 0), config.get("seeds", 1)
+    return str(first) if count == 1 else f"{first}–{first + count - 1}"
+
+
+def claim_anchor(claim_id: str) -> str:
+    return f"claim-{claim_id}"
+
+
+def figure_anchor(name: str) -> str:
+    return f"figure-{name}"
+
+
+def link(href: str, text: str, fragment: str | None = None) -> str:
+    """An ``<a>`` to a relative path (and an anchor in it)."""
+    target = quote(href) + (f"#{quote(fragment)}" if fragment else "")
+    return f"<a href='{html.escape(target)}'>{html.escape(text)}</a>"
+
+
+def verdict(holds: bool) -> str:
+    return f"<span class='{'ok' if holds else 'fail'}'>{'holds' if holds else 'FAILS'}</span>"
+
+
+def cell(label: str, content: str, attrs: str = "") -> str:
+    """A table cell labelled for the narrow-screen card layout."""
+    return f"<td data-label='{html.escape(label)}'{attrs}>{content}</td>"
+
+
+def table(headers: list[str], rows: list[str], cards: bool = True) -> str:
+    """A table of already rendered ``<tr>`` rows; ``cards``: one card per row on narrow screens."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    return f"<table{' class=cards' if cards else ''}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def claims_table(claims: list[dict], figures: set[str]) -> str:
+    """The claims with their verdicts, one anchored row each; a claim naming one of the run's
+    ``figures`` links to it."""
+    rows = []
+    for c in claims:
+        figure = c.get("figure")
+        shown = link("", figure, figure_anchor(figure)) if figure in figures else "—"
+        rows.append(
+            f"<tr id='{html.escape(claim_anchor(c['id']))}'>{cell('verdict', verdict(c['holds']))}"
+            f"{cell('id', html.escape(c['id']))}{cell('statement', html.escape(c['statement']))}"
+            f"{cell('measured', value(c['measured']))}{cell('expected', html.escape(str(c['expected'])))}"
+            f"{cell('figure', shown)}</tr>"
+        )
+    return table(["verdict", "id", "statement", "measured", "expected", "figure"], rows)
+
+
+def environment_table(config: dict, info: dict) -> str:
+    """Seeds, timing and environment of a run (from ``run.json``), as name/value rows."""
+    commit = info.get("commit")
+    if commit:
+        commit = f"<code>{commit}</code>" + (" (with uncommitted changes)" if info.get("dirty") else "")
+
+    def escaped(v) -> str | None:
+        return None if v is None else html.escape(str(v))
+
+    items = [
+        ("seeds", seeds(config)), ("wall time", duration(info.get("wall_seconds"))),
+        ("CPU time", duration(info.get("cpu_seconds"))), ("started", escaped(info.get("started"))),
+        ("finished by a resume", "yes" if info.get("resumed") else None), ("device", escaped(info.get("device"))),
+        ("threads", escaped(info.get("threads"))), ("iclab", escaped(info.get("iclab"))), ("commit", commit),
+        ("torch", escaped(info.get("torch"))), ("python", escaped(info.get("python"))),
+    ]
+    return "<table>" + "".join(f"<tr><th>{name}</th><td>{v}</td></tr>" for name, v in items if v is not None) + "</table>"
 
 
 def summary_table(metrics: pd.DataFrame) -> str:
@@ -47,43 +158,39 @@ def summary_table(metrics: pd.DataFrame) -> str:
     final = metrics[metrics["step"].isna()]
     if final.empty:
         return ""
-    table = final.pivot_table(index=["setting", "model"], columns="metric", values="value", aggfunc="mean", dropna=False)
-    return table.to_html(float_format=lambda v: f"{v:.4g}", na_rep="")
+    pivot = final.pivot_table(index=["setting", "model"], columns="metric", values="value", aggfunc="mean", dropna=False)
+    return f"<div class='scroll'>{pivot.to_html(float_format=lambda v: f'{v:.4g}', na_rep='')}</div>"
+
+
+def _figure(path: Path, claims: list[dict]) -> str:
+    """A figure, embedded, with the claims it shows."""
+    name = path.stem
+    data = base64.b64encode(path.read_bytes()).decode()
+    shown = [link("", c["id"], claim_anchor(c["id"])) for c in claims if c.get("figure") == name]
+    caption = f"<figcaption>Shows: {', '.join(shown)}</figcaption>" if shown else ""
+    return (f"<figure id='{html.escape(figure_anchor(name))}'><h3>{html.escape(name.replace('_', ' '))}</h3>"
+            f"<img src='data:image/png;base64,{data}' alt='figure {html.escape(name)}'>{caption}</figure>")
 
 
 def write_report(run: RunFolder) -> Path:
     """Write ``report.html`` from the run folder's files (so ``iclab report`` can redo it)."""
     config = run.read_config()
     claims = run.read_claims()
+    figures = run.figures()
+    title = config.get("experiment", run.path.name)
     held = sum(c["holds"] for c in claims)
-    parts = [f"<h1>{html.escape(config.get('experiment', run.path.name))}</h1>"]
+    parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append(f"<p>Run folder <code>{html.escape(str(run.path))}</code>, scale <b>{html.escape(str(config.get('scale')))}</b>.</p>")
+    parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
     if claims:
-        parts.append(f"<h2>Claims: {held} of {len(claims)} hold</h2>{claims_table(claims)}")
+        parts.append(f"<h2 id='claims'>Claims: {held} of {len(claims)} hold</h2>"
+                     f"{claims_table(claims, {f.stem for f in figures})}")
     else:
-        parts.append("<h2>Claims</h2><p>None yet: the run has not finished.</p>")
-    for figure in run.figures():
-        data = base64.b64encode(figure.read_bytes()).decode()
-        parts.append(f"<h3>{html.escape(figure.stem.replace('_', ' '))}</h3><img src='data:image/png;base64,{data}'>")
+        parts.append("<h2 id='claims'>Claims</h2><p>None yet: the run has not finished.</p>")
+    if figures:
+        parts.append("<h2 id='figures'>Figures</h2>" + "".join(_figure(f, claims) for f in figures))
     if run.metrics_file.exists():
-        parts.append(f"<h2>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
-    parts.append(f"<h2>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
-    run.report_file.write_text(_page(config.get("experiment", "run"), "".join(parts)))
+        parts.append(f"<h2 id='metrics'>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
+    parts.append(f"<h2 id='config'>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
+    run.report_file.write_text(page(title, "".join(parts)))
     return run.report_file
-
-
-def write_index(root: Path, runs: list[RunFolder]) -> Path:
-    """An index page linking each run's report with its claim tally."""
-    rows = []
-    for run in runs:
-        claims = run.read_claims()
-        held = sum(c["holds"] for c in claims)
-        link = run.report_file.relative_to(root)
-        rows.append(
-            f"<tr><td><a href='{html.escape(str(link))}'>{html.escape(run.path.name)}</a></td>"
-            f"<td class='{'ok' if held == len(claims) else 'fail'}'>{held} / {len(claims)}</td></tr>"
-        )
-    body = "<h1>iclab runs</h1><table><tr><th>run</th><th>claims holding</th></tr>" + "".join(rows) + "</table>"
-    index = Path(root) / "index.html"
-    index.write_text(_page("iclab runs", body))
-    return index

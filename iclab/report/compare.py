@@ -1,0 +1,187 @@
+"""Two finished runs side by side: config keys that differ, claims and final metrics with their
+differences (B − A), as a terminal table or an HTML page (``iclab compare A B [--html PATH]``)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..config import ConfigError
+from ..runs import RunFolder
+from .html import cell, duration, link, page, seeds, table, value, verdict
+
+_ABSENT = "(absent)"
+_KEYS = ["setting", "model", "n", "metric"]
+
+
+@dataclass
+class Comparison:
+    """Runs ``a`` and ``b`` side by side.
+
+    Attributes:
+        config: ``(key, value in a, value in b)`` for every dotted config key that differs.
+        claims: one row per claim id: ``{"id", "a", "b", "difference", "changed"}`` (``a``/``b``: the
+            claim dicts or None; ``difference``: measured b − a when both are numbers).
+        metrics: final metrics (rows with an empty step) averaged over seeds, one row per
+            (setting, model, n, metric): columns ``a``, ``b``, ``difference`` (b − a), ``changed``.
+    """
+
+    a: RunFolder
+    b: RunFolder
+    config: list[tuple[str, Any, Any]]
+    claims: list[dict]
+    metrics: pd.DataFrame
+
+    def text(self) -> str:
+        """The comparison as terminal tables (metrics: only those that differ)."""
+        out = [_describe("A", self.a), _describe("B", self.b), ""]
+        if self.config:
+            out += [f"Config keys that differ ({len(self.config)}):",
+                    _text_table(["key", "A", "B"], [(k, _short(_setting(a)), _short(_setting(b))) for k, a, b in self.config]), ""]
+        else:
+            out += ["Configs are identical.", ""]
+        changed = sum(c["changed"] for c in self.claims)
+        out += [f"Claims ({len(self.claims)}, {changed} differ):", _text_table(
+            ["id", "A measured", "B measured", "B − A", "A", "B"],
+            [(c["id"], *(_short(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])), _number(c["difference"]),
+              *(("holds" if x["holds"] else "FAILS") if x else "" for x in (c["a"], c["b"]))) for c in self.claims]), ""]
+        differ = self.metrics[self.metrics.changed]
+        out.append(f"Final metrics, mean over seeds ({len(differ)} of {len(self.metrics)} differ"
+                   + ("; the equal ones are not shown):" if len(differ) < len(self.metrics) else "):"))
+        if len(differ):
+            out.append(_text_table(_KEYS + ["A", "B", "B − A"],
+                                   [(*(r[k] for k in _KEYS), *(_number(r[k]) for k in ("a", "b", "difference")))
+                                    for _, r in differ.iterrows()]))
+        return "\n".join(out) + "\n"
+
+    def write_html(self, path: str | Path) -> Path:
+        """Write the comparison as a self-contained page (every metric; those that differ highlighted)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        where = path.resolve().parent
+        runs = "".join(
+            f"<li><b>{name}</b>: {link(os.path.relpath(run.report_file.resolve(), where), str(run.path))} "
+            f"({html.escape(_summary(run))})</li>" for name, run in (("A", self.a), ("B", self.b)))
+        config = table(["key", "A", "B"], [
+            f"<tr>{cell('key', html.escape(k))}{cell('A', html.escape(_setting(a)))}{cell('B', html.escape(_setting(b)))}</tr>"
+            for k, a, b in self.config])
+        claims = table(["id", "A measured", "B measured", "B − A", "A", "B"], [
+            f"<tr{' class=changed' if c['changed'] else ''}>{cell('id', html.escape(c['id']))}"
+            + "".join(cell(f"{n} measured", value(x["measured"]) if x else _ABSENT) for n, x in (("A", c["a"]), ("B", c["b"])))
+            + cell("B − A", _number(c["difference"]))
+            + "".join(cell(n, verdict(x["holds"]) if x else "") for n, x in (("A", c["a"]), ("B", c["b"])))
+            + "</tr>" for c in self.claims])
+        metrics = table(_KEYS + ["A", "B", "B − A"], [
+            f"<tr{' class=changed' if r.changed else ''}>"
+            + "".join(cell(k, html.escape(str(r[k]))) for k in _KEYS)
+            + "".join(cell(n, _number(r[k])) for n, k in (("A", "a"), ("B", "b"), ("B − A", "difference"))) + "</tr>"
+            for _, r in self.metrics.iterrows()])
+        changed = self.metrics.changed.sum()
+        body = (f"<h1>Comparing two runs</h1><ul>{runs}</ul>"
+                f"<h2>Config keys that differ ({len(self.config)})</h2>{config if self.config else '<p>None.</p>'}"
+                f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(self.claims)} differ)</h2>{claims}"
+                f"<h2>Final metrics, mean over seeds ({changed} of {len(self.metrics)} differ)</h2>{metrics}")
+        path.write_text(page("iclab compare", body))
+        return path
+
+
+def compare_runs(a: str | Path, b: str | Path) -> Comparison:
+    """Compare two finished run folders; :class:`ConfigError` if either is not one."""
+    run_a, run_b = _finished(a), _finished(b)
+    flat_a, flat_b = _flat(run_a.read_config()), _flat(run_b.read_config())
+    config = [(k, flat_a.get(k, _ABSENT), flat_b.get(k, _ABSENT))
+              for k in dict.fromkeys([*flat_a, *flat_b]) if flat_a.get(k, _ABSENT) != flat_b.get(k, _ABSENT)]
+    return Comparison(run_a, run_b, config, _claims(run_a.read_claims(), run_b.read_claims()),
+                      _metrics(run_a, run_b))
+
+
+def _finished(path: str | Path) -> RunFolder:
+    run = RunFolder.open(path)
+    if not run.finished:
+        raise ConfigError(f"{path} has not finished (no claims.json); `iclab resume {path}` completes it")
+    return run
+
+
+def _flat(config: dict, prefix: str = "") -> dict:
+    """``{"train": {"lr": 1}}`` → ``{"train.lr": 1}``."""
+    out = {}
+    for key, item in config.items():
+        if isinstance(item, dict) and item:
+            out.update(_flat(item, f"{prefix}{key}."))
+        else:
+            out[prefix + key] = item
+    return out
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _same(x, y) -> bool:
+    return x == y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y)  # NaN equals NaN here
+
+
+def _claims(a: list[dict], b: list[dict]) -> list[dict]:
+    by_a, by_b = {c["id"]: c for c in a}, {c["id"]: c for c in b}
+    rows = []
+    for claim_id in dict.fromkeys([*by_a, *by_b]):
+        ca, cb = by_a.get(claim_id), by_b.get(claim_id)
+        numbers = ca and cb and _is_number(ca["measured"]) and _is_number(cb["measured"])
+        changed = not (ca and cb and _same(ca["measured"], cb["measured"]) and ca["holds"] == cb["holds"])
+        rows.append({"id": claim_id, "a": ca, "b": cb, "changed": changed,
+                     "difference": cb["measured"] - ca["measured"] if numbers else None})
+    return rows
+
+
+def _final(run: RunFolder) -> pd.Series:
+    """Final metrics, mean over seeds, indexed by (setting, model, n, metric) as text."""
+    metrics = run.read_metrics()
+    final = metrics[metrics.step.isna()].copy()
+    final["n"] = final.n.map(lambda n: "" if pd.isna(n) else str(n))
+    for key in ("setting", "model"):
+        final[key] = final[key].fillna("").astype(str)
+    return final.groupby(_KEYS, sort=False).value.mean()
+
+
+def _metrics(a: RunFolder, b: RunFolder) -> pd.DataFrame:
+    both = pd.concat({"a": _final(a), "b": _final(b)}, axis=1)
+    both["difference"] = both.b - both.a
+    both["changed"] = ~((both.a == both.b) | (both.a.isna() & both.b.isna()))
+    return both.reset_index()
+
+
+def _summary(run: RunFolder) -> str:
+    config, info = run.read_config(), run.read_info()
+    return (f"{config.get('experiment')}, {config.get('scale')} scale, seeds {seeds(config)}, "
+            f"{duration(info.get('wall_seconds'))} on {info.get('device', '?')}")
+
+
+def _describe(name: str, run: RunFolder) -> str:
+    return f"{name}: {run.path} ({_summary(run)})"
+
+
+def _setting(x) -> str:
+    """A config value as ``--set`` would take it (``true``, ``null``, ``[1, 2]``)."""
+    return x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)
+
+
+def _number(x) -> str:
+    return "" if x is None or pd.isna(x) else f"{x:.6g}"
+
+
+def _short(x, width: int = 40) -> str:
+    text = f"{x:.6g}" if isinstance(x, float) else str(x)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _text_table(headers: list[str], rows: list[tuple]) -> str:
+    """Left-aligned columns, two spaces apart, indented."""
+    rows = [tuple(map(str, r)) for r in rows]
+    widths = [max(len(x) for x in column) for column in zip(headers, *rows)]
+    return "\n".join("  " + "  ".join(x.ljust(w) for x, w in zip(r, widths)).rstrip() for r in [tuple(headers), *rows])

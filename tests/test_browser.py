@@ -1,0 +1,120 @@
+"""The scoreboard in a real browser (headless Chromium, Debian's ``chromium`` package).
+
+Opens a tiny reproduction's index, checks that every claim of every ``claims.json`` is there,
+follows a claim's figure link into the run's report, and checks that the figure it points to is
+shown: the page scrolls to it, the embedded image decodes, and a screenshot of the page has
+that figure's pixels where the browser laid it out. Also: no sideways scrolling at phone width.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urljoin, urlsplit
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+from iclab import api
+
+CHROMIUM = shutil.which("chromium")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+
+# Measures, once the page has loaded, what the test asks about, and posts it to the frame around it.
+PROBE = """<script>
+window.addEventListener('load', () => setTimeout(() => {
+  const root = document.documentElement, found = {scrollY: window.scrollY, width: root.clientWidth,
+    scrollWidth: root.scrollWidth};
+  const target = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+  if (target) {
+    const image = target.querySelector('img'), box = image.getBoundingClientRect(), style = getComputedStyle(image);
+    Object.assign(found, {top: target.getBoundingClientRect().top, decoded: image.complete && image.naturalWidth > 0,
+      visible: style.visibility === 'visible' && style.display !== 'none', source: image.src.slice(0, 21),
+      image: [box.left + image.clientLeft, box.top + image.clientTop + window.scrollY, image.clientWidth,
+        image.clientHeight], natural: [image.naturalWidth, image.naturalHeight]});
+  }
+  parent.postMessage(JSON.stringify(found), '*');
+}, 50));
+</script>"""
+# Holds the page in a frame of a given size (headless Chromium's window is at least 500 px wide;
+# a frame can be a phone's width) and writes what the probe posts into an attribute of <body>.
+FRAME = """<!doctype html><body style="margin:0"><iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
+<script>addEventListener('message', e => document.body.setAttribute('data-probe', e.data));</script></body>"""
+
+
+def _chromium(tmp_path, url: str, *flags: str) -> str:
+    """Run headless Chromium on ``url`` with a fresh profile; returns its standard output."""
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    done = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
+         "--virtual-time-budget=5000", *flags, url],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _probe(tmp_path, page: Path, fragment: str, width: int, height: int) -> dict:
+    """Open a copy of ``page`` with :data:`PROBE` added, at ``#fragment``, in a ``width`` × ``height``
+    frame; returns what the probe measured."""
+    copy = tmp_path / f"probed-{page.parent.name}-{page.name}"
+    copy.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    frame = tmp_path / f"frame-{copy.name}"
+    frame.write_text(FRAME.format(src=f"{copy.name}#{fragment}", width=width, height=height))
+    dom = _chromium(tmp_path, frame.as_uri(), f"--window-size={max(width, 500) + 20},{height + 20}", "--dump-dom")
+    found = re.search(r'data-probe="([^"]*)"', dom)
+    assert found, "the probe did not run"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+class _Links(HTMLParser):
+    def __init__(self, text: str):
+        super().__init__()
+        self.links = []
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "a":
+            self.links.append(dict(attrs)["href"])
+
+
+def test_scoreboard_links_claims_to_their_visible_figures(tiny_runs, tmp_path):
+    root, runs = tiny_runs
+    index = api.report(root)
+    rendered = _Links(_chromium(tmp_path, index.as_uri(), "--dump-dom")).links
+    for run in runs.values():
+        for claim in json.loads(run.folder.claims_file.read_text()):
+            assert f"{run.path.name}/report.html#claim-{claim['id']}" in rendered, claim["id"]
+
+    # Follow gpt-linear's tracks-ols claim to its figure (the evidence link in that claim's row).
+    href = next(link for link in rendered if link.startswith("gpt/") and "#figure-" in link)
+    target = urlsplit(urljoin(index.as_uri(), href))
+    report, fragment = Path(unquote(target.path)), unquote(target.fragment)
+    figure = report.parent / "figures" / f"{fragment.removeprefix('figure-')}.png"
+    assert report.exists() and figure.exists()
+
+    found = _probe(tmp_path, report, fragment, 1280, 900)
+    assert found["scrollY"] > 0 and abs(found["top"]) < 2  # the browser scrolled to the figure
+    assert found["decoded"] and found["visible"] and found["source"] == "data:image/png;base64"
+    left, top, width, height = (round(v) for v in found["image"])
+    source = matplotlib.image.imread(figure)[..., :3].mean(-1)  # (H, W) grey
+    assert found["natural"] == [width, height] == [source.shape[1], source.shape[0]]  # shown at its own size
+
+    # A screenshot of the whole page: where the browser put the image, the pixels are the figure's.
+    shot = tmp_path / "report.png"
+    _chromium(tmp_path, report.as_uri(), f"--window-size=1280,{top + height + 50}", f"--screenshot={shot}")
+    pixels = matplotlib.image.imread(shot)[top: top + height, left: left + width, :3].mean(-1)  # (H, W) grey
+    assert (pixels < 0.9).mean() > 0.02  # not blank
+    assert np.abs(pixels - source).mean() < 0.01
+
+
+@pytest.mark.parametrize("page", ["index.html", "lsa-a/report.html"])
+def test_pages_fit_a_phone_screen(tiny_runs, tmp_path, page):
+    root, _ = tiny_runs
+    api.report(root)
+    found = _probe(tmp_path, root / page, "", 400, 800)
+    assert found["scrollWidth"] <= found["width"], found  # no sideways scrolling

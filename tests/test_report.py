@@ -1,0 +1,181 @@
+"""Reports, the scoreboard, run comparison and TensorBoard events, on a folder of tiny runs."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+import pytest
+
+from iclab import api
+from iclab.cli import _print_times, main
+from iclab.config import ConfigError
+from iclab.report.tensorboard import check_tensorboard
+from iclab.runs import RunFolder
+
+
+class _Page(HTMLParser):
+    """The ids and link targets of a page, and its text."""
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.ids, self.links, self.text = set(), [], []
+        self.feed(text)
+        self.text = re.sub(r"\s+", " ", " ".join(self.text))
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a":
+            self.links.append(attrs["href"])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_index_lists_every_claim_of_every_run(tiny_runs):
+    root, runs = tiny_runs
+    index = api.report(root)  # a folder of runs: every report and the index
+    assert index == root / "index.html"
+    page = _Page(index.read_text())
+    total = held = 0
+    for run in runs.values():
+        claims = json.loads(run.folder.claims_file.read_text())
+        total, held = total + len(claims), held + sum(c["holds"] for c in claims)
+        for claim in claims:
+            assert f"{run.path.name}/report.html#claim-{claim['id']}" in page.links
+            assert claim["statement"] in page.text
+            if claim["figure"]:
+                assert f"{run.path.name}/report.html#figure-{claim['figure']}" in page.links
+    assert f"{held} of {total} claims hold in 3 runs" in page.text
+    for run in runs.values():  # the runs table: each run's wall time from its run.json
+        assert re.search(rf"{run.path.name} .*\d+ s", page.text)
+
+
+def test_report_has_anchors_environment_and_time(tiny_runs):
+    _, runs = tiny_runs
+    run = runs["a"].folder
+    info = run.read_info()
+    assert {"iclab", "python", "torch", "device", "threads", "started", "resumed", "wall_seconds", "cpu_seconds"} <= set(info)
+    assert info["device"] == "cpu" and info["resumed"] is False and info["wall_seconds"] > 0
+    assert re.fullmatch(r"[0-9a-f]{40}", info["commit"])  # the tests run from a git checkout
+    page = _Page(run.report_file.read_text())
+    assert {f"claim-{c['id']}" for c in run.read_claims()} | {f"figure-{f.stem}" for f in run.figures()} <= page.ids
+    assert "#figure-learners" in page.links  # the claims table links each claim to its figure
+    assert "wall time" in page.text and info["commit"] in page.text and info["torch"] in page.text
+
+
+def test_claims_name_existing_figures_and_keep_their_keys(tiny_runs):
+    _, runs = tiny_runs
+    for run in runs.values():
+        figures = {f.stem for f in run.folder.figures()}
+        for claim in run.claims:
+            assert list(claim) == ["id", "paper", "statement", "measured", "expected", "holds", "figure"]
+            assert claim["figure"] is None or claim["figure"] in figures, claim["id"]
+    assert any(c["figure"] for c in runs["gpt"].claims)
+
+
+def test_reproduce_prints_each_experiments_time(tiny_runs, capsys):
+    _, runs = tiny_runs
+    _print_times(list(runs.values()))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["experiment", "wall", "time", "CPU", "time"]
+    assert [line.split()[0] for line in lines[1:]] == ["lsa-linear", "lsa-linear", "gpt-linear", "total"]
+
+
+def test_compare_shows_the_changed_key_and_metrics(tiny_runs, tmp_path, capsys):
+    _, runs = tiny_runs
+    a, b = runs["a"].path, runs["b"].path
+    page = tmp_path / "pages" / "compare.html"
+    assert main(["compare", str(a), str(b), "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    config = out.split("Config keys that differ")[1].split("Claims")[0]
+    assert re.search(r"train\.lr\s+0\.003\s+0\.01", config)
+    assert "log.tensorboard" in config and "train.steps" not in config
+    changed = out.split("Final metrics")[1]
+    assert re.search(r"isotropic\s+lsa\s+mse\s", changed)  # the trained model's loss moved with lr
+    assert not re.search(r"\sols\s", changed)  # the reference learners' losses did not
+    html = _Page(page.read_text())
+    assert "train.lr" in html.text and "preconditioner_cosine" in html.text
+    assert any(link.endswith(f"{a.name}/report.html") for link in html.links)
+
+
+def test_compare_of_a_run_with_itself_finds_no_difference(tiny_runs, capsys):
+    _, runs = tiny_runs
+    assert main(["compare", str(runs["b"].path), str(runs["b"].path)]) == 0
+    out = capsys.readouterr().out
+    assert "Configs are identical" in out and re.search(r"Claims \(\d+, 0 differ\)", out) and "(0 of" in out
+
+
+def test_compare_rejects_bad_input(tiny_runs, tmp_path, capsys):
+    _, runs = tiny_runs
+    unfinished = RunFolder.create("lsa-linear", {"experiment": "lsa-linear"}, out=tmp_path / "unfinished").path
+    for argv, message in [([str(tmp_path / "nothing"), str(runs["a"].path)], "not a run folder"),
+                          ([str(runs["a"].path), str(unfinished)], "has not finished")]:
+        assert main(["compare", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+
+
+def test_report_rejects_a_folder_without_runs(tmp_path, capsys):
+    assert main(["report", str(tmp_path)]) == 2
+    assert "nor a folder of runs" in capsys.readouterr().err
+
+
+def test_tensorboard_events_read_back(tiny_runs):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _, runs = tiny_runs
+    run = runs["a"].folder
+    metrics = run.read_metrics()
+    assert sorted(p.name for p in (run.path / "tb").iterdir()) == ["seed0", "unseeded"]
+    seed0 = EventAccumulator(str(run.path / "tb" / "seed0")).Reload()
+    history = metrics[(metrics.metric == "train_loss") & (metrics.model == "lsa-isotropic")]
+    events = seed0.Scalars("isotropic/lsa-isotropic/train_loss")
+    assert [e.step for e in events] == history.step.tolist() and len(events) > 0
+    assert [e.value for e in events] == pytest.approx(history.value.tolist(), rel=1e-6)
+    final = metrics[(metrics.model == "lsa") & (metrics.metric == "preconditioner_cosine") & (metrics.setting == "isotropic")]
+    assert seed0.Scalars("final/isotropic/lsa/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
+    unseeded = EventAccumulator(str(run.path / "tb" / "unseeded")).Reload()
+    ols = metrics[(metrics.model == "ols") & (metrics.metric == "mse") & (metrics.setting == "anisotropic")]
+    assert unseeded.Scalars("final/anisotropic/ols/mse")[0].value == pytest.approx(ols.value.item(), rel=1e-5, abs=1e-12)
+    assert not (runs["b"].path / "tb").exists()  # off by default
+
+
+@pytest.mark.parametrize("override, message", [("log.tensorbord=true", "unknown config key"),
+                                               ("log.tensorboard=3", "expects bool")])
+def test_log_options_are_validated(override, message, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        api.run("lsa-linear", overrides=[override], out=tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+
+
+def test_tensorboard_without_the_package_is_a_config_error(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match="needs the tensorboard package"):
+        check_tensorboard({"log": {"tensorboard": True}})
+    check_tensorboard({"log": {"tensorboard": False}})
+    check_tensorboard({})  # a config.yaml from before the log block
+
+
+def test_report_of_a_run_from_before_run_json(tiny_runs, tmp_path):
+    _, runs = tiny_runs
+    old = tmp_path / "old"
+    shutil.copytree(runs["b"].path, old)
+    (old / "run.json").unlink()
+    page = _Page(api.report(old).read_text())
+    assert "wall time ?" in page.text and "claim-tracks-ols" not in page.ids
+    assert {f"claim-{c['id']}" for c in runs["b"].claims} <= page.ids
+
+
+def test_compare_imports_no_torch(tiny_runs):
+    _, runs = tiny_runs
+    code = ("import sys\n"
+            "from iclab.cli import main\n"
+            f"assert main(['compare', {str(runs['a'].path)!r}, {str(runs['b'].path)!r}]) == 0\n"
+            "assert 'torch' not in sys.modules\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
