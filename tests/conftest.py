@@ -9,17 +9,18 @@ def _threads():
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory):
-    """A folder of three tiny finished runs: lsa-linear twice (``a`` with TensorBoard events, ``b``
-    with a larger learning rate) and gpt-linear. Shared by the report, compare and browser tests."""
+    """A folder of three tiny finished runs: lsa-linear twice with TensorBoard events (``b`` with a
+    larger learning rate, its one other config key) and gpt-linear. Shared by the report, compare and
+    browser tests."""
     from iclab import api
 
     torch.set_num_threads(2)
     root = tmp_path_factory.mktemp("reproduction")
-    lsa = ["train.steps=20", "eval_prompts=500"]
+    lsa = ["train.steps=20", "eval_prompts=500", "log.tensorboard=true"]
     gpt = ["train.steps=10", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
            "eval_prompts=200", "bootstrap=50"]
     runs = {
-        "a": api.run("lsa-linear", seeds=1, overrides=[*lsa, "log.tensorboard=true"], out=root / "lsa-a", progress=False),
+        "a": api.run("lsa-linear", seeds=1, overrides=lsa, out=root / "lsa-a", progress=False),
         "b": api.run("lsa-linear", seeds=1, overrides=[*lsa, "train.lr=0.01"], out=root / "lsa-b", progress=False),
         "gpt": api.run("gpt-linear", seeds=1, overrides=gpt, out=root / "gpt", progress=False),
     }

@@ -68,6 +68,7 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
     (out / "claims.json").unlink()
     resumed = api.resume(out, progress=False)
     assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in first.claims]
+    assert resumed.folder.read_info()["resumed"] is True
 
 
 def test_default_run_folders_are_unique(tmp_path):
