@@ -112,8 +112,11 @@ def test_compare_of_a_run_with_itself_finds_no_difference(tiny_runs, capsys):
 def test_compare_rejects_bad_input(tiny_runs, tmp_path, capsys):
     _, runs = tiny_runs
     unfinished = RunFolder.create("lsa-linear", {"experiment": "lsa-linear"}, out=tmp_path / "unfinished").path
-    for argv, message in [([str(tmp_path / "nothing"), str(runs["a"].path)], "not a run folder"),
-                          ([str(runs["a"].path), str(unfinished)], "has not finished")]:
+    (tmp_path / "a-file").touch()
+    a = str(runs["a"].path)
+    for argv, message in [([str(tmp_path / "nothing"), a], "not a run folder"),
+                          ([a, str(unfinished)], "has not finished"),
+                          ([a, a, "--html", str(tmp_path / "a-file" / "compare.html")], "cannot write")]:
         assert main(["compare", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1

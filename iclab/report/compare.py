@@ -18,6 +18,9 @@ from .html import cell, duration, link, page, seeds, table, value, verdict
 
 _ABSENT = "(absent)"
 _KEYS = ["setting", "model", "n", "metric"]
+_CONFIG = ["key", "A", "B"]
+_CLAIMS = ["id", "A measured", "B measured", "B − A", "A", "B"]
+_METRICS = [*_KEYS, "A", "B", "B − A"]
 
 
 @dataclass
@@ -40,54 +43,53 @@ class Comparison:
 
     def text(self) -> str:
         """The comparison as terminal tables (metrics: only those that differ)."""
-        out = [_describe("A", self.a), _describe("B", self.b), ""]
+        out = [f"A: {self.a.path} ({_summary(self.a)})", f"B: {self.b.path} ({_summary(self.b)})", ""]
         if self.config:
-            out += [f"Config keys that differ ({len(self.config)}):",
-                    _text_table(["key", "A", "B"], [(k, _short(_setting(a)), _short(_setting(b))) for k, a, b in self.config]), ""]
+            rows = [(k, _short(_setting(a)), _short(_setting(b))) for k, a, b in self.config]
+            out += [f"Config keys that differ ({len(self.config)}):", _text_table(_CONFIG, rows), ""]
         else:
             out += ["Configs are identical.", ""]
+        rows = []
+        for c in self.claims:
+            measured = [_short(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
+            verdicts = [("holds" if x["holds"] else "FAILS") if x else "" for x in (c["a"], c["b"])]
+            rows.append((c["id"], *measured, _number(c["difference"]), *verdicts))
         changed = sum(c["changed"] for c in self.claims)
-        out += [f"Claims ({len(self.claims)}, {changed} differ):", _text_table(
-            ["id", "A measured", "B measured", "B − A", "A", "B"],
-            [(c["id"], *(_short(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])), _number(c["difference"]),
-              *(("holds" if x["holds"] else "FAILS") if x else "" for x in (c["a"], c["b"]))) for c in self.claims]), ""]
+        out += [f"Claims ({len(self.claims)}, {changed} differ):", _text_table(_CLAIMS, rows), ""]
         differ = self.metrics[self.metrics.changed]
         out.append(f"Final metrics, mean over seeds ({len(differ)} of {len(self.metrics)} differ"
                    + ("; the equal ones are not shown):" if len(differ) < len(self.metrics) else "):"))
         if len(differ):
-            out.append(_text_table(_KEYS + ["A", "B", "B − A"],
-                                   [(*(r[k] for k in _KEYS), *(_number(r[k]) for k in ("a", "b", "difference")))
-                                    for _, r in differ.iterrows()]))
+            out.append(_text_table(_METRICS, [_metric_cells(r) for _, r in differ.iterrows()]))
         return "\n".join(out) + "\n"
 
     def write_html(self, path: str | Path) -> Path:
         """Write the comparison as a self-contained page (every metric; those that differ highlighted)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         where = path.resolve().parent
         runs = "".join(
             f"<li><b>{name}</b>: {link(os.path.relpath(run.report_file.resolve(), where), str(run.path))} "
             f"({html.escape(_summary(run))})</li>" for name, run in (("A", self.a), ("B", self.b)))
-        config = table(["key", "A", "B"], [
-            f"<tr>{cell('key', html.escape(k))}{cell('A', html.escape(_setting(a)))}{cell('B', html.escape(_setting(b)))}</tr>"
-            for k, a, b in self.config])
-        claims = table(["id", "A measured", "B measured", "B − A", "A", "B"], [
-            f"<tr{' class=changed' if c['changed'] else ''}>{cell('id', html.escape(c['id']))}"
-            + "".join(cell(f"{n} measured", value(x["measured"]) if x else _ABSENT) for n, x in (("A", c["a"]), ("B", c["b"])))
-            + cell("B − A", _number(c["difference"]))
-            + "".join(cell(n, verdict(x["holds"]) if x else "") for n, x in (("A", c["a"]), ("B", c["b"])))
-            + "</tr>" for c in self.claims])
-        metrics = table(_KEYS + ["A", "B", "B − A"], [
-            f"<tr{' class=changed' if r.changed else ''}>"
-            + "".join(cell(k, html.escape(str(r[k]))) for k in _KEYS)
-            + "".join(cell(n, _number(r[k])) for n, k in (("A", "a"), ("B", "b"), ("B − A", "difference"))) + "</tr>"
-            for _, r in self.metrics.iterrows()])
-        changed = self.metrics.changed.sum()
+        config = [_html_row(_CONFIG, [html.escape(k), html.escape(_setting(a)), html.escape(_setting(b))])
+                  for k, a, b in self.config]
+        claims = []
+        for c in self.claims:
+            measured = [value(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
+            verdicts = [verdict(x["holds"]) if x else "" for x in (c["a"], c["b"])]
+            claims.append(_html_row(_CLAIMS, [html.escape(c["id"]), *measured, _number(c["difference"]), *verdicts],
+                                    c["changed"]))
+        metrics = [_html_row(_METRICS, [html.escape(x) for x in _metric_cells(r)], r.changed)
+                   for _, r in self.metrics.iterrows()]
         body = (f"<h1>Comparing two runs</h1><ul>{runs}</ul>"
-                f"<h2>Config keys that differ ({len(self.config)})</h2>{config if self.config else '<p>None.</p>'}"
-                f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(self.claims)} differ)</h2>{claims}"
-                f"<h2>Final metrics, mean over seeds ({changed} of {len(self.metrics)} differ)</h2>{metrics}")
-        path.write_text(page("iclab compare", body))
+                f"<h2>Config keys that differ ({len(config)})</h2>{table(_CONFIG, config) if config else '<p>None.</p>'}"
+                f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(claims)} differ)</h2>{table(_CLAIMS, claims)}"
+                f"<h2>Final metrics, mean over seeds ({self.metrics.changed.sum()} of {len(metrics)} differ)</h2>"
+                f"{table(_METRICS, metrics)}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page("iclab compare", body))
+        except OSError as err:
+            raise ConfigError(f"cannot write {path}: {err.strerror}") from None
         return path
 
 
@@ -162,13 +164,17 @@ def _summary(run: RunFolder) -> str:
             f"{duration(info.get('wall_seconds'))} on {info.get('device', '?')}")
 
 
-def _describe(name: str, run: RunFolder) -> str:
-    return f"{name}: {run.path} ({_summary(run)})"
-
-
 def _setting(x) -> str:
     """A config value as ``--set`` would take it (``true``, ``null``, ``[1, 2]``)."""
     return x if isinstance(x, str) else json.dumps(x, ensure_ascii=False)
+
+
+def _metric_cells(row) -> list[str]:
+    return [*(row[k] for k in _KEYS), *(_number(row[k]) for k in ("a", "b", "difference"))]
+
+
+def _html_row(headers: list[str], cells: list[str], changed: bool = False) -> str:
+    return f"<tr{' class=changed' if changed else ''}>" + "".join(cell(h, x) for h, x in zip(headers, cells)) + "</tr>"
 
 
 def _number(x) -> str:
