@@ -15,12 +15,13 @@ from .rng import generator
 from .tasks.base import Episode
 
 
-LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "mse_over_d": 1.0, "half_sse": 0.5}
+LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "mse_over_d": 1.0, "half_sse": 0.5, "logistic": 1.0}
 """Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.);
 ``mse_over_d`` is E(ŷ − y)²/d (Garg et al.; Akyürek et al.), which also divides by the input
 dimension (see :data:`PER_DIMENSION`); ``half_sse`` is ½Σ|ŷ − y|², summed over all of a
 prompt's targets (every step and coordinate) and averaged over prompts (Zheng et al.'s
-½Σ_t‖ŷ_t − x_{t+1}‖²)."""
+½Σ_t‖ŷ_t − x_{t+1}‖²). ``logistic`` is E log(1 + e^{−yŷ}) for ±1 labels, the binary cross-entropy
+of sigmoid(ŷ) (Garg et al.'s training loss for linear classification); it is not a squared error."""
 
 PER_DIMENSION = frozenset({"mse_over_d"})
 """Conventions that are further divided by the input dimension d (callers pass ``d``)."""
@@ -46,6 +47,8 @@ def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "m
     summed) over each prompt's targets (``d`` is needed for ``mse_over_d``). Complex
     predictions use the squared modulus |ŷ − y|²."""
     scale = loss_scale(loss, d)
+    if loss == "logistic":
+        return torch.nn.functional.softplus(-target * prediction).flatten(1).mean(1)
     error = prediction - target
     squared = (torch.view_as_real(error) if error.is_complex() else error).pow(2).flatten(1)
     per_prompt = squared.sum(1) if loss in SUMMED_LOSSES else squared.mean(1)

@@ -72,3 +72,16 @@ class ZeroPredictor(Learner):
 
     def predict_prefixes(self, xs, ys):
         return torch.zeros(ys.shape, dtype=torch.float64, device=ys.device)
+
+
+class OnFeatures(Learner):
+    """``learner`` run on features φ(x) instead of x (e.g. least squares on x⊙x for quadratic functions)."""
+
+    def __init__(self, learner: Learner, features, name: str):
+        self.learner, self.features, self.name = learner, features, name
+
+    def predict(self, xs, ys, x_query):
+        return self.learner.predict(self.features(xs.double()), ys, self.features(x_query.double()))
+
+    def predict_prefixes(self, xs, ys):
+        return self.learner.predict_prefixes(self.features(xs.double()), ys)
