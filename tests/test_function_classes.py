@@ -119,7 +119,7 @@ def test_boosted_trees_fit_a_step():
 def test_two_layer_net_fits_its_examples():
     x = torch.randn(6, 8, 2, generator=generator(8), dtype=torch.float64)
     y = x[..., 0] - 0.5 * x[..., 1]
-    net = TwoLayerNetGD(hidden=20, steps=300, lr=0.02)
+    net = TwoLayerNetGD(hidden=20, steps=150, lr=0.05)
     fitted = net.predict(x, y, x)
     assert (fitted - y).pow(2).mean() < 0.02 * y.pow(2).mean()
     assert torch.equal(net.predict(x, y, x), fitted)  # same seed, same networks
@@ -208,8 +208,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
 
     result = iclab.run("function-classes", overrides=TINY, out=tmp_path / "run", progress=False)
     figures = {p.name for p in (result.path / "figures").iterdir()}
-    assert figures == ({f"class-{c}.png" for c in CLASSES} | {f"shift-{s}.png" for s in DEFAULTS["shifts"]}
-                       | {"training_curves.png"})
+    assert figures == {"classes.png", "shifts.png", "training_curves.png"}
     ids = {c["id"] for c in result.claims}
     assert ids == ({"sparse-beats-ols", "sparse-approaches-lasso", "tree-beats-greedy-and-boosted", "relu-matches-net-gd",
                     "beats-knn-and-averaging"} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}

@@ -75,7 +75,7 @@ DEFAULTS = {
     "shifts": ["standard", "skewed", "subspace", "noisy", "scale-x=0.333", "scale-x=0.5", "scale-x=2", "scale-x=3",
                "scale-y=0.333", "scale-y=0.5", "scale-y=2", "scale-y=3", "random-orthants", "orthogonal",
                "overlapping", "duplicated"],
-    "eval_prompts": 2000,
+    "eval_prompts": 1000,
     "slow_prompts": 64,
     "bootstrap": 1000,
     "baselines": {"lasso_alphas": [1.0, 0.1, 0.01, 0.001, 0.0001], "net_hidden": 100, "net_steps": 100,
@@ -122,10 +122,9 @@ def _classes(config: dict) -> list[str]:
 
 def _task(config: dict, name: str, d: int | None = None, n: int | None = None):
     """Class ``name`` at dimension d and prompt length n (default: the full task)."""
-    spec = dict(config["functions"][name])
-    n_context = spec.pop("n_context")
-    spec.pop("n_start", None), spec.pop("n_step", None)
-    return function_class(name, d or config["d"], n or n_context, **spec)
+    spec = config["functions"][name]
+    parameters = {k: v for k, v in spec.items() if k not in ("n_context", "n_start", "n_step")}
+    return function_class(name, d or config["d"], n or spec["n_context"], **parameters)
 
 
 def _data(config: dict, name: str, task, train_cfg: TrainConfig, fmt):
@@ -361,7 +360,7 @@ def _shift_claims(config, seeds, ood):
 LABELS = {"ols": "least squares", "3-nn": "3-NN", "averaging": "averaging"}
 
 
-def _plot_curves(ax, table, seeds, title, ylabel):
+def _plot_curves(ax, table, seeds, title, ylabel, legend):
     for name, c in table.items():
         if "/seed" in name and name != f"gpt/seed{seeds[0]}":
             continue
@@ -370,34 +369,48 @@ def _plot_curves(ax, table, seeds, title, ylabel):
         line = ax.plot(k, c["mean"], marker="o", ms=2.5, lw=2.5 if "/seed" in name else 1.2, label=label)[0]
         ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
     ax.axhline(1.0, color="gray", ls="--", lw=0.8)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=9)
     ax.set_xlabel("in-context examples k")
-    ax.set_ylabel(ylabel)
+    ax.set_ylabel(ylabel, fontsize=8)
     ax.set_ylim(-0.05, 1.5)
-    ax.legend(fontsize=7)
+    if legend:
+        ax.legend(fontsize=6)
+
+
+def _grid(n: int, columns: int = 4):
+    """A figure with at least n panels in rows of ``columns``; unused panels are hidden."""
+    rows = -(-n // columns)
+    fig, axes = new_figure(min(n, columns), width=3.6, height=3.0, rows=rows)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes
 
 
 def _figures(ctx: RunContext, config, names, seeds, curves, ood):
+    """``classes.png`` (a panel per class), ``shifts.png`` (a panel per shift of the linear model),
+    ``training_curves.png``; every panel draws its bootstrap bands and the zero predictor's level (1)."""
     import pandas as pd
 
-    for name in names:
+    fig, axes = _grid(len(names))
+    for ax, name in zip(axes, names):
         task = _task(config, name)
-        fig, axes = new_figure(1, width=5.5, height=4.0)
         ylabel = "error rate of sign(ŷ)" if task.metric == "error_rate" else f"squared error / {task.zero_error:g}"
-        _plot_curves(axes[0], curves[name], seeds, f"{name} (d = {task.d})", ylabel)
-        save(fig, ctx.folder.figure(f"class-{name}"))
-    for shift_name, table in ood.items():
-        fig, axes = new_figure(1, width=5.5, height=4.0)
-        scale = make_shift(shift_name).error_scale
-        _plot_curves(axes[0], table, seeds, f"linear, {shift_name} prompts", f"squared error / ({config['d']}·{scale:g})")
-        save(fig, ctx.folder.figure(f"shift-{shift_name}"))
+        _plot_curves(ax, curves[name], seeds, f"{name} (d = {task.d})", ylabel, legend=True)
+    save(fig, ctx.folder.figure("classes"))
+    if ood:
+        fig, axes = _grid(len(ood))
+        for index, (ax, (shift_name, table)) in enumerate(zip(axes, ood.items())):
+            scale = make_shift(shift_name).error_scale
+            _plot_curves(ax, table, seeds, f"linear, {shift_name}", f"squared error / ({config['d']}·{scale:g})",
+                         legend=index == 0)
+        save(fig, ctx.folder.figure("shifts"))
     history = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "train_loss"])
-    fig, axes = new_figure(len(names), width=3.2, height=3.0)
+    fig, axes = _grid(len(names))
     for ax, name in zip(axes, names):
         training_curve(ax, history[history.setting == name], name)
         ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
-    axes[0].set_ylabel("training loss")
+        ax.set_ylabel("training loss", fontsize=8)
     save(fig, ctx.folder.figure("training_curves"))
 
 
