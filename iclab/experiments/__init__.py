@@ -17,6 +17,7 @@ _EXPERIMENTS = {
     "gd-mechanism": ("iclab.experiments.gd_mechanism", "Trained linear self-attention matches GD (1 layer) and GD++ (deeper) on linear regression."),
     "task-descriptors": ("iclab.experiments.task_descriptors", "Task descriptors (the inputs' mean) lower the loss of LSA trained in context; exact one-layer optimum."),
     "mesa-ar": ("iclab.experiments.mesa_ar", "Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian starts)."),
+    "function-classes": ("iclab.experiments.function_classes", "One transformer per Garg et al. function class against their baselines, and the linear one under their shifted prompts."),
 }
 
 
