@@ -213,6 +213,8 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     assert ids == ({"sparse-beats-ols", "sparse-approaches-lasso", "tree-beats-greedy-and-boosted", "relu-matches-net-gd",
                     "beats-knn-and-averaging"} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}
                    | {f"ood-fails-{s}" for s in FAILING_SHIFTS})
+    assert {c["figure"] for c in result.claims if c["id"].startswith("ood-")} == {"shifts"}  # the scoreboard's links
+    assert {c["figure"] for c in result.claims if not c["id"].startswith("ood-")} == {"classes"}
     metrics = result.metrics
     assert set(metrics.setting.dropna()) >= set(CLASSES) | {f"shift/{s}" for s in DEFAULTS["shifts"]}
 

@@ -304,11 +304,11 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
             C.holds_if("sparse-beats-ols", PAPER,
                        f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
                        f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
-                       f"smallest margin (OLS − transformer) {margin:.4g}", "> 0", margin > 0),
+                       f"smallest margin (OLS − transformer) {margin:.4g}", "> 0", margin > 0, figure="classes"),
             C.at_most("sparse-approaches-lasso", PAPER,
                       f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
                       f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
-                      "(largest gap over k and seeds)", gap, tol["lasso_gap"]),
+                      "(largest gap over k and seeds)", gap, tol["lasso_gap"], figure="classes"),
         ]
     if "decision-tree" in names:
         c, task = curves["decision-tree"], _task(config, "decision-tree")
@@ -326,7 +326,8 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
             "tree-beats-greedy-and-boosted", PAPER,
             f"on depth-4 decision trees the transformer's mean error over 1 ≤ k ≤ {small.stop - 1} is below the greedy "
             f"tree's (depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for XGBoost)",
-            ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()), "> 0 each", worst > 0))
+            ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()), "> 0 each", worst > 0,
+            figure="classes"))
     if "relu-net" in names:
         reference = next(v for (c, learner), v in slow_errors.items() if c == "relu-net" and not learner.startswith("gpt"))
         gap = max((slow_errors["relu-net", f"gpt/seed{s}"][1:] - reference[1:]).mean().item() for s in seeds)
@@ -334,7 +335,7 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
             "relu-matches-net-gd", PAPER,
             f"on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: its mean "
             f"normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} (same "
-            f"{config['slow_prompts']} prompts, worst seed)", gap, tol["net_gap"]))
+            f"{config['slow_prompts']} prompts, worst seed)", gap, tol["net_gap"], figure="classes"))
     beaten = []
     for name in names:
         c = curves[name]
@@ -345,7 +346,7 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
     out.append(C.holds_if(
         "beats-knn-and-averaging", PAPER,
         "for every trained class the transformer's error at the longest prefix is below 3-NN's and averaging's",
-        f"failures (class, seed): {beaten or 'none'}", "none", not beaten))
+        f"failures (class, seed): {beaten or 'none'}", "none", not beaten, figure="classes"))
     if ood:
         out += _shift_claims(config, seeds, ood)
     return out
@@ -374,9 +375,10 @@ def _shift_claims(config, seeds, ood):
         if fails:
             rise = min(_excess(ood[name], s) - base[s] for s in seeds)
             out.append(C.holds_if(f"ood-fails-{name}", PAPER, "a failure the paper found: " + statement,
-                                  rise, f"> {tol}", rise > tol))
+                                  rise, f"> {tol}", rise > tol, figure="shifts"))
         else:
-            out.append(C.at_most(f"ood-robust-{name}", PAPER, "robust in the paper: " + statement, rise, tol))
+            out.append(C.at_most(f"ood-robust-{name}", PAPER, "robust in the paper: " + statement, rise, tol,
+                                 figure="shifts"))
     return out
 
 
