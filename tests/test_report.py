@@ -51,6 +51,10 @@ def test_index_lists_every_claim_of_every_run(tiny_runs):
             if claim["figure"]:
                 assert f"{run.path.name}/report.html#figure-{claim['figure']}" in page.links
     assert f"{held} of {total} claims hold in 3 runs" in page.text
+    scoreboard = index.read_text().split("id='claims'")[1].split("id='runs'")[0]
+    assert scoreboard.count("<table") == 1  # one table, a heading row per paper
+    papers = {c["paper"] for run in runs.values() for c in run.claims}
+    assert scoreboard.count("<tr class='paper'>") == len(papers) > 1
     for run in runs.values():  # the runs table: each run's wall time from its run.json
         assert re.search(rf"{run.path.name} .*\d+ s", page.text)
 

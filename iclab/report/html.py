@@ -23,6 +23,7 @@ body{font-family:system-ui,sans-serif;max-width:1200px;margin:1.5em auto;padding
 table{border-collapse:collapse;margin:.8em 0;font-size:14px}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f4f4f4}
+tr.paper th{background:#e4e9f2;font-size:15px}
 .ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}
 .changed td{background:#fff6d5}
 tr:target td,figure:target{background:#fff6d5}
@@ -38,6 +39,8 @@ pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wr
  table.cards tr{border:1px solid #ccc;margin:.6em 0;padding:.3em}
  table.cards td{border:none;padding:2px 4px}
  table.cards td[data-label]::before{content:attr(data-label) ": ";color:#555;font-weight:600}
+ table.cards tr.paper{border:none;margin:1.2em 0 0;padding:0}
+ table.cards tr.paper th{display:block}
 }
 @media print{
  body{max-width:none;margin:0;padding:0;font-size:10pt}
@@ -112,10 +115,12 @@ def cell(label: str, content: str, attrs: str = "") -> str:
     return f"<td data-label='{html.escape(label)}'{attrs}>{content}</td>"
 
 
-def table(headers: list[str], rows: list[str], cards: bool = True) -> str:
-    """A table of already rendered ``<tr>`` rows; ``cards``: one card per row on narrow screens."""
+def table(headers: list[str], rows: list[str], cards: bool = True, bodies: bool = False) -> str:
+    """A table of already rendered ``<tr>`` rows (``bodies``: of rendered ``<tbody>`` groups);
+    ``cards``: one card per row on narrow screens."""
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    return f"<table{' class=cards' if cards else ''}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    body = "".join(rows) if bodies else f"<tbody>{''.join(rows)}</tbody>"
+    return f"<table{' class=cards' if cards else ''}><thead><tr>{head}</tr></thead>{body}</table>"
 
 
 def claims_table(claims: list[dict], figures: set[str]) -> str:

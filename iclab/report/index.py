@@ -57,32 +57,36 @@ def _runs_table(runs: list[_Run]) -> str:
     return table(["experiment", "run", "claims holding", "scale", "seeds", "wall time", "CPU time", "device"], rows)
 
 
+_CLAIM_HEADERS = ["claim", "the paper says", "measured", "expected", "verdict", "seeds", "run", "evidence"]
+
+
 def _claim_row(run: _Run, claim: dict) -> str:
     figure = claim.get("figure")
     evidence = link(run.report, f"figure: {figure}", figure_anchor(figure)) if figure in run.figures else "—"
     return (
-        f"<tr>{cell('verdict', verdict(claim['holds']))}"
-        f"{cell('claim', link(run.report, claim['id'], claim_anchor(claim['id'])))}"
-        f"{cell('statement', html.escape(claim['statement']))}{cell('measured', value(claim['measured']))}"
-        f"{cell('expected', html.escape(str(claim['expected'])))}{cell('seeds', seeds(run.config))}"
-        f"{cell('run', run.where())}{cell('evidence', evidence)}</tr>"
+        f"<tr>{cell('claim', link(run.report, claim['id'], claim_anchor(claim['id'])))}"
+        f"{cell('the paper says', html.escape(claim['statement']))}{cell('measured', value(claim['measured']))}"
+        f"{cell('expected', html.escape(str(claim['expected'])))}{cell('verdict', verdict(claim['holds']))}"
+        f"{cell('seeds', seeds(run.config))}{cell('run', run.where())}{cell('evidence', evidence)}</tr>"
     )
 
 
 def _claims_by_paper(runs: list[_Run]) -> str:
-    """A table per paper; a claim's rows from several runs (e.g. seeds) stand together."""
-    papers: dict[str, dict[str, list[str]]] = {}
-    experiments: dict[str, dict[str, None]] = {}
+    """One table of every claim, a body per paper under a heading row; a claim's rows from several
+    runs (e.g. seeds) stand together."""
+    papers: dict[str, dict[str, list[tuple[_Run, dict]]]] = {}
     for run in runs:
         for claim in run.claims:
-            papers.setdefault(claim["paper"], {}).setdefault(claim["id"], []).append(_claim_row(run, claim))
-            experiments.setdefault(claim["paper"], {})[run.experiment] = None
-    headers = ["verdict", "claim", "statement", "measured", "expected", "seeds", "run", "evidence"]
-    return "".join(
-        f"<section id='paper-{k + 1}'><h3>{html.escape(paper)} <small>({html.escape(', '.join(experiments[paper]))})"
-        f"</small></h3>{table(headers, [row for rows in claims.values() for row in rows])}</section>"
-        for k, (paper, claims) in enumerate(papers.items())
-    )
+            papers.setdefault(claim["paper"], {}).setdefault(claim["id"], []).append((run, claim))
+    bodies = []
+    for k, (paper, by_id) in enumerate(papers.items()):
+        rows = [row for same_id in by_id.values() for row in same_id]
+        names = ", ".join(dict.fromkeys(run.experiment for run, _ in rows))
+        held = sum(claim["holds"] for _, claim in rows)
+        heading = (f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
+                   f"<small>({html.escape(names)}; {held} of {len(rows)} hold)</small></th></tr>")
+        bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(*row) for row in rows)}</tbody>")
+    return table(_CLAIM_HEADERS, bodies, bodies=True)
 
 
 def write_index(root: str | Path, runs: list[RunFolder]) -> Path:
