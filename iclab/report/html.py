@@ -44,7 +44,7 @@ pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wr
 }
 @media print{
  body{max-width:none;margin:0;padding:0;font-size:10pt}
- table{font-size:8.5pt}td,th{padding:2px 4px}
+ table{font-size:8.5pt;width:100%}td,th{padding:2px 4px}
  a{color:inherit;text-decoration:none}
  tr,figure{break-inside:avoid}
  h2,h3{break-after:avoid}
@@ -100,6 +100,11 @@ def figure_anchor(name: str) -> str:
     return f"figure-{name}"
 
 
+def figure_title(name: str) -> str:
+    """A figure's name as words (``loss_by_prefix`` → ``loss by prefix``): headings and link texts."""
+    return name.replace("_", " ")
+
+
 def link(href: str, text: str, fragment: str | None = None) -> str:
     """An ``<a>`` to a relative path (and an anchor in it)."""
     target = quote(href) + (f"#{quote(fragment)}" if fragment else "")
@@ -129,7 +134,7 @@ def claims_table(claims: list[dict], figures: set[str]) -> str:
     rows = []
     for c in claims:
         figure = c.get("figure")
-        shown = link("", figure, figure_anchor(figure)) if figure in figures else "—"
+        shown = link("", figure_title(figure), figure_anchor(figure)) if figure in figures else "—"
         rows.append(
             f"<tr id='{html.escape(claim_anchor(c['id']))}'>{cell('verdict', verdict(c['holds']))}"
             f"{cell('id', html.escape(c['id']))}{cell('statement', html.escape(c['statement']))}"
@@ -173,7 +178,7 @@ def _figure(path: Path, claims: list[dict]) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     shown = [link("", c["id"], claim_anchor(c["id"])) for c in claims if c.get("figure") == name]
     caption = f"<figcaption>Shows: {', '.join(shown)}</figcaption>" if shown else ""
-    return (f"<figure id='{html.escape(figure_anchor(name))}'><h3>{html.escape(name.replace('_', ' '))}</h3>"
+    return (f"<figure id='{html.escape(figure_anchor(name))}'><h3>{html.escape(figure_title(name))}</h3>"
             f"<img src='data:image/png;base64,{data}' alt='figure {html.escape(name)}'>{caption}</figure>")
 
 

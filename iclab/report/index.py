@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from ..runs import RunFolder
-from .html import claim_anchor, cell, duration, figure_anchor, link, page, seeds, table, value, verdict
+from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value, verdict
 
 
 def run_folders(root: str | Path) -> list[RunFolder]:
@@ -62,7 +62,7 @@ _CLAIM_HEADERS = ["claim", "the paper says", "measured", "expected", "verdict", 
 
 def _claim_row(run: _Run, claim: dict) -> str:
     figure = claim.get("figure")
-    evidence = link(run.report, f"figure: {figure}", figure_anchor(figure)) if figure in run.figures else "—"
+    evidence = link(run.report, f"figure: {figure_title(figure)}", figure_anchor(figure)) if figure in run.figures else "—"
     return (
         f"<tr>{cell('claim', link(run.report, claim['id'], claim_anchor(claim['id'])))}"
         f"{cell('the paper says', html.escape(claim['statement']))}{cell('measured', value(claim['measured']))}"
