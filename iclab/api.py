@@ -13,8 +13,8 @@ from . import experiments
 from .config import ConfigError, parse_assignment, resolve, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
-from .report import write_index, write_report
-from .runs import RunFolder
+from .report import write_index, write_report, write_sweep_report
+from .runs import RunFolder, SweepFolder
 from .train import TrainingDiverged
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,9 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
 
 
 def report(path: str | Path) -> Path:
-    """(Re)write a run folder's ``report.html`` from its files."""
+    """(Re)write a run or sweep folder's ``report.html`` from its files."""
+    if SweepFolder(path).spec_file.exists():
+        return write_sweep_report(SweepFolder(path))
     return write_report(RunFolder.open(path))
 
 

@@ -18,7 +18,8 @@ img{max-width:100%;border:1px solid #eee;margin:.5em 0}pre{background:#f7f7f7;pa
 """
 
 
-def _page(title: str, body: str) -> str:
+def page(title: str, body: str) -> str:
+    """A self-contained HTML page with the house style."""
     return (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
         f"<style>{_STYLE}</style></head><body>{body}</body></html>\n"
@@ -68,7 +69,7 @@ def write_report(run: RunFolder) -> Path:
     if run.metrics_file.exists():
         parts.append(f"<h2>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
     parts.append(f"<h2>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
-    run.report_file.write_text(_page(config.get("experiment", "run"), "".join(parts)))
+    run.report_file.write_text(page(config.get("experiment", "run"), "".join(parts)))
     return run.report_file
 
 
@@ -85,5 +86,5 @@ def write_index(root: Path, runs: list[RunFolder]) -> Path:
         )
     body = "<h1>iclab runs</h1><table><tr><th>run</th><th>claims holding</th></tr>" + "".join(rows) + "</table>"
     index = Path(root) / "index.html"
-    index.write_text(_page("iclab runs", body))
+    index.write_text(page("iclab runs", body))
     return index
