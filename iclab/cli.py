@@ -50,15 +50,15 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("experiment", nargs="?", help="the experiment (omit with --resume)")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                        help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)")
-    sweep.add_argument("--seeds", type=int, help="run every point for K seeds (seed, seed+1, ...)")
-    sweep.add_argument("--scale", default="quick")
+    sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
+    sweep.add_argument("--scale", default="quick", help="quick or paper (default: quick)")
     sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="a config change shared by every point (repeatable)")
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
     sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
     sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
-    sweep.add_argument("--cpus-per-trial", type=float, help="CPUs each point reserves (default 1)")
-    sweep.add_argument("--gpus-per-trial", type=float, help="GPUs each point reserves (default 0: runs on CPU)")
+    sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
+    sweep.add_argument("--gpus-per-trial", type=float, metavar="G", help="GPUs each point reserves (default 0: runs on CPU)")
     sweep.add_argument("--resume", metavar="DIR", help="finish an interrupted sweep folder")
 
     report = sub.add_parser("report", help="rewrite a run or sweep folder's report.html")

@@ -9,6 +9,8 @@ import time
 import pandas as pd
 import pytest
 
+import iclab
+
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.sweeps import expand, parse_grid, point_name
@@ -60,7 +62,7 @@ def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys
     claims = pd.read_parquet(out / "claims.parquet")
     assert set(claims.point) == names and claims.holds.dtype == bool
     assert {p.name for p in (out / "figures").iterdir()} == {"task_d.png", "train_lr.png"}
-    assert "Claims by point" in (out / "report.html").read_text()
+    assert "Claims across points" in (out / "report.html").read_text()
     assert "4 of 4 points finished" in capsys.readouterr().out
     (out / "report.html").unlink()
     assert main(["report", str(out)]) == 0 and (out / "report.html").exists()
@@ -89,6 +91,7 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
     proc.wait()
     finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/claims.json")}
     assert 1 <= len(finished) < 4, "the kill should land after the first point and before the last"
-    assert main(["sweep", "--resume", str(out)]) == 0
+    result = iclab.resume_sweep(out, progress=False)  # the Python API of `iclab sweep --resume DIR`
+    assert result.failed == 0 and result.table.point.nunique() == 4
     assert len(list(out.glob("*/claims.json"))) == 4
     assert {name: (out / name / "claims.json").stat().st_mtime_ns for name in finished} == finished

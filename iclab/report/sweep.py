@@ -40,9 +40,11 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
         line = ax.plot(x, stats["mean"], marker="o", label=name or metric)[0]
         ax.fill_between(x, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
     if numeric:
-        positive = values[key] > 0
-        if positive.all() and values[key].max() / values[key].min() >= 100:
+        if (values[key] > 0).all() and values[key].max() / values[key].min() >= 100:
             ax.set_xscale("log")
+        if values[key].nunique() <= 10:
+            ax.set_xticks(sorted(values[key].unique()))
+            ax.minorticks_off()
     else:
         ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=30, fontsize=8)
     ax.set_xlabel(key)
@@ -69,15 +71,20 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
                        for r in failed.itertuples())
         parts.append(f"<h2 class='fail'>Failed points</h2><table><tr><th>point</th><th>error</th></tr>{rows}</table>")
     if not claims.empty:
-        table = claims.pivot_table(index="claim", columns="point", values="holds", aggfunc="first", sort=False)
-        head = "".join(f"<th>{html.escape(p)}</th>" for p in table.columns)
-        body = "".join(
-            f"<tr><td>{html.escape(claim)}</td>"
-            + "".join("<td>–</td>" if pd.isna(v) else f"<td class='{'ok' if v else 'fail'}'>{'✓' if v else '✗'}</td>" for v in row)
-            + f"<td>{int(row.fillna(False).sum())} / {int(row.notna().sum())}</td></tr>"
-            for claim, row in table.iterrows()
+        by_claim = "".join(
+            f"<tr><td>{html.escape(claim)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
+            f"{int(group.holds.sum())} / {len(group)}</td>"
+            f"<td>{html.escape(', '.join(group.point[~group.holds])) or '–'}</td></tr>"
+            for claim, group in claims.groupby("claim", sort=False)
         )
-        parts.append(f"<h2>Claims by point</h2><table><tr><th>claim</th>{head}<th>holds</th></tr>{body}</table>")
+        parts.append("<h2>Claims across points</h2><table><tr><th>claim</th><th>holds on</th><th>fails at</th></tr>"
+                     f"{by_claim}</table>")
+        by_point = "".join(
+            f"<tr><td>{html.escape(point)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
+            f"{int(group.holds.sum())} / {len(group)}</td></tr>"
+            for point, group in claims.groupby("point", sort=False)
+        )
+        parts.append(f"<h2>Claims by point</h2><table><tr><th>point</th><th>claims holding</th></tr>{by_point}</table>")
     swept = [k for k in keys if k != "seed"]
     if not metrics.empty and not finished.empty:
         values = finished.set_index("point")[keys].join(point_values(metrics, spec["metric"]).rename("value"), how="inner")
