@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,sweep]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -5,17 +5,20 @@ Quick start::
     import iclab
     result = iclab.run("lsa-linear", scale="quick")
     print(result.claims, result.path)
+    sweep = iclab.sweep("lsa-linear", {"task.d": [2, 4]}, seeds=3)   # a grid of runs on Ray
 
 The API is imported on first use, so ``import iclab`` (and ``iclab --help``) start no torch.
 """
 
-__all__ = ["RunResult", "list_experiments", "report", "reproduce", "resume", "run"]
+_API = {name: "api" for name in ("RunResult", "list_experiments", "report", "reproduce", "resume", "run")}
+_API.update({name: "sweeps" for name in ("SweepResult", "resume_sweep", "sweep")})
+__all__ = sorted(_API)
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    if name in __all__:
-        from . import api
+    if name in _API:
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module(f".{_API[name]}", __name__), name)
     raise AttributeError(f"module 'iclab' has no attribute {name!r}")

@@ -1,4 +1,4 @@
-"""The ``iclab`` command line: list, run, resume, reproduce, report, compare.
+"""The ``iclab`` command line: list, run, resume, reproduce, sweep, report, compare.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
 ``iclab: error: ...`` and exits with status 2. The API (torch, pandas, matplotlib) is imported only
@@ -44,7 +44,24 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--device")
     reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
 
-    report = sub.add_parser("report", help="rewrite a run folder's report.html, or a folder of runs' reports and index.html")
+    sweep = sub.add_parser("sweep", help="run an experiment over a grid of config values on Ray",
+                           description="Run EXPERIMENT at every grid point (x seeds), each point a run folder "
+                                       "inside the sweep folder. Exit status: the number of failed points.")
+    sweep.add_argument("experiment", nargs="?", help="the experiment (omit with --resume)")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                       help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)")
+    sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
+    sweep.add_argument("--scale", default="quick", help="quick or paper (default: quick)")
+    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="a config change shared by every point (repeatable)")
+    sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
+    sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
+    sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
+    sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
+    sweep.add_argument("--gpus-per-trial", type=float, metavar="G", help="GPUs each point reserves (default 0: runs on CPU)")
+    sweep.add_argument("--resume", metavar="DIR", help="finish an interrupted sweep folder")
+
+    report = sub.add_parser("report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html")
     report.add_argument("run_dir")
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
@@ -52,6 +69,28 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b")
     compare.add_argument("--html", metavar="PATH", help="also write the comparison as an HTML page")
     return parser
+
+
+def _sweep(args) -> int:
+    """The ``sweep`` verb; returns the number of failed points (at most 125) as the exit status."""
+    from . import sweeps
+
+    resources = {"cpus_per_trial": args.cpus_per_trial, "gpus_per_trial": args.gpus_per_trial}
+    if args.resume:
+        if args.experiment or args.grid or args.seeds or args.overrides:
+            raise ConfigError("--resume DIR continues a sweep as it was defined: give no experiment, --grid, --seeds or --set")
+        result = sweeps.resume_sweep(args.resume, address=args.address, **resources)
+    else:
+        if not args.experiment:
+            raise ConfigError("sweep needs an experiment (or --resume DIR)")
+        result = sweeps.sweep(args.experiment, args.grid, seeds=args.seeds, scale=args.scale, overrides=args.overrides,
+                              out=args.out, metric=args.metric, address=args.address,
+                              **{k: v for k, v in resources.items() if v is not None})
+    points = result.points
+    print(f"{result.path}: {len(points) - result.failed} of {len(points)} points finished; report {result.folder.report_file}")
+    for row in points[points["status"] != "finished"].itertuples():
+        print(f"  [failed] {row.point}: {row.error}")
+    return min(result.failed, 125)
 
 
 def _print_result(result) -> None:
@@ -105,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 _print_result(result)
             _print_times(results)
             print(f"index: {index}")
+        elif args.command == "sweep":
+            return _sweep(args)
         elif args.command == "report":
             print(api.report(args.run_dir))
     except ConfigError as err:

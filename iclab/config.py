@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import re
 from typing import Any, Iterable, Mapping
 
 import yaml
@@ -77,14 +78,24 @@ def set_key(config: dict, dotted_key: str, value: Any) -> None:
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """Split ``"key=value"``; the value is parsed as YAML (``3``, ``0.1``, ``[1, 2]``, ``true``)."""
+    """Split ``"key=value"``; the value is parsed by :func:`parse_value`."""
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set expects key=value, got {text!r}")
+    return key.strip(), parse_value(key, raw)
+
+
+_EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def parse_value(key: str, raw: str) -> Any:
+    """A command-line value parsed as YAML (``3``, ``0.1``, ``[1, 2]``, ``true``); ``1e-3``, which
+    YAML 1.1 reads as a string, is a float."""
     try:
-        return key.strip(), yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot parse value for {key!r}: {raw!r}") from err
+    return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
 
 
 def resolve(

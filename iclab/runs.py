@@ -1,10 +1,11 @@
-"""Run folders: where a run's config, metrics, claims, checkpoints, figures and report live.
+"""Run and sweep folders: where a run's config, metrics, claims, checkpoints, figures and report live.
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
       config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
-finished run; a folder without it can be resumed.
+finished run; a folder without it can be resumed. A sweep folder holds one run folder per grid
+point beside the sweep's own files (see :class:`SweepFolder`).
 """
 
 from __future__ import annotations
@@ -146,3 +147,82 @@ class RunFolder:
     def read_info(self) -> dict:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
         return json.loads(self.info_file.read_text()) if self.info_file.exists() else {}
+
+class SweepFolder:
+    """Paths and readers/writers for a sweep: one run folder per grid point, and the sweep's tables.
+
+        runs/sweep-<experiment>-<yyyymmdd-hhmmss>/
+          sweep.yaml        the command: experiment, scale, grid, seeds, overrides, metric, resources
+          <point>/          an ordinary run folder per grid point (name: ``key=value__key=value``)
+          points.parquet    one row per point: its grid values, status (finished / failed) and error
+          sweep.parquet     every finished point's metric rows, with the grid values as columns
+          claims.parquet    one row per (point, claim): grid values, claim id, holds, measured, expected
+          figures/*.png  report.html
+    """
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    spec_file = property(lambda self: self.path / "sweep.yaml")
+    points_file = property(lambda self: self.path / "points.parquet")
+    metrics_file = property(lambda self: self.path / "sweep.parquet")
+    claims_file = property(lambda self: self.path / "claims.parquet")
+    report_file = property(lambda self: self.path / "report.html")
+
+    @classmethod
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = "runs") -> "SweepFolder":
+        """A new sweep folder holding ``sweep.yaml``: ``out`` (which must not hold a sweep) or
+        ``<root>/sweep-<experiment>-<timestamp>``."""
+        if out is None:
+            out = _new_folder(Path(root) / f"sweep-{spec['experiment']}-{dt.datetime.now():%Y%m%d-%H%M%S}")
+        sweep = cls(out)
+        sweep.path.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(sweep.spec_file, "x") as f:
+                f.write(dump(spec))
+        except FileExistsError:
+            raise ConfigError(f"{out} already holds a sweep; continue it with `iclab sweep --resume {out}`") from None
+        return sweep
+
+    @classmethod
+    def open(cls, path: str | Path) -> "SweepFolder":
+        """An existing sweep folder (it must hold ``sweep.yaml``)."""
+        sweep = cls(path)
+        if not sweep.spec_file.exists():
+            raise ConfigError(f"{path} is not a sweep folder (no sweep.yaml)")
+        return sweep
+
+    def read_spec(self) -> dict:
+        return yaml.safe_load(self.spec_file.read_text())
+
+    def write_spec(self, spec: dict) -> None:
+        """Rewrite ``sweep.yaml`` (e.g. with a resume's new trial resources)."""
+        self.spec_file.write_text(dump(spec))
+
+    def run(self, point: str) -> RunFolder:
+        """The run folder of one grid point."""
+        return RunFolder(self.path / point)
+
+    def figure(self, name: str) -> Path:
+        """Path for ``figures/<name>.png`` (the folder is created)."""
+        folder = self.path / "figures"
+        folder.mkdir(exist_ok=True)
+        return folder / f"{name}.png"
+
+    def figures(self) -> list[Path]:
+        return sorted((self.path / "figures").glob("*.png"))
+
+    def read_table(self, path: Path) -> pd.DataFrame:
+        """One of the sweep's parquet tables (empty when it was not written)."""
+        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+def _new_folder(path: Path) -> Path:
+    """Make ``path`` (or ``path-2``, ``path-3``, ... when taken) with an exclusive ``mkdir``."""
+    for suffix in itertools.count(1):
+        candidate = path.with_name(path.name + (f"-{suffix}" if suffix > 1 else ""))
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            continue

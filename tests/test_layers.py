@@ -1,7 +1,7 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
     config, rng, claims → devices, tasks, losses → prompts, shifts → models | learners | theory
-    → train, curriculum → metrics → runs → report → experiments → api → cli → __main__
+    → train, curriculum → metrics → runs → report → experiments → api → sweeps → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
 top-level module must be given its layer here, which is the point: placing it is a design decision.
@@ -25,6 +25,7 @@ LAYERS = [
     {"report"},
     {"experiments"},
     {"api"},
+    {"sweeps"},
     {"cli"},
     {"__main__"},
 ]

@@ -1,0 +1,101 @@
+"""A sweep's report: the grid, which points failed, claim × point, and one figure per swept key."""
+
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from ..config import dump
+from ..runs import SweepFolder
+from .html import page
+
+
+def point_values(metrics: pd.DataFrame, metric: str) -> pd.Series:
+    """One number per point: the mean of ``metric``'s rows, at each point's last logged step when
+    the metric is logged during training (e.g. the final ``train_loss`` averaged over models)."""
+    rows = metrics[metrics["metric"] == metric]
+    logged = rows[rows["step"].notna()]
+    if not logged.empty:
+        rows = logged[logged["step"] == logged.groupby("point")["step"].transform("max")]
+    return rows.groupby("point")["value"].mean()
+
+
+def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str) -> Path:
+    """``metric`` against ``key``: one line per combination of the other swept keys, the mean over
+    seeds with a min–max band."""
+    from .figures import new_figure, save
+
+    fig, axes = new_figure(1, width=5.5, height=3.8)
+    ax = axes[0]
+    numeric = pd.api.types.is_numeric_dtype(values[key])
+    categories = list(dict.fromkeys(values[key]))
+    for label, group in values.groupby(others, sort=False) if others else [((), values)]:
+        stats = group.groupby(key, sort=False)["value"].agg(["mean", "min", "max"])
+        stats = stats.sort_index() if numeric else stats.reindex([c for c in categories if c in stats.index])
+        x = stats.index.to_numpy() if numeric else [categories.index(c) for c in stats.index]
+        name = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,)))
+        line = ax.plot(x, stats["mean"], marker="o", label=name or metric)[0]
+        ax.fill_between(x, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
+    if numeric:
+        if (values[key] > 0).all() and values[key].max() / values[key].min() >= 100:
+            ax.set_xscale("log")
+        if values[key].nunique() <= 10:
+            ax.set_xticks(sorted(values[key].unique()))
+            ax.minorticks_off()
+    else:
+        ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=30, fontsize=8)
+    ax.set_xlabel(key)
+    ax.set_ylabel(f"{metric} (mean, min–max over seeds)")
+    if others:
+        ax.legend(fontsize=7)
+    return save(fig, path)
+
+
+def write_sweep_report(sweep: SweepFolder) -> Path:
+    """Write the sweep's figures and ``report.html`` from its files (``iclab report DIR`` redoes it)."""
+    spec = sweep.read_spec()
+    points = sweep.read_table(sweep.points_file)
+    metrics = sweep.read_table(sweep.metrics_file)
+    claims = sweep.read_table(sweep.claims_file)
+    keys = list(spec["grid"])
+    finished = points[points["status"] == "finished"] if not points.empty else points
+    parts = [f"<h1>Sweep of {html.escape(spec['experiment'])}</h1>",
+             f"<p>Sweep folder <code>{html.escape(str(sweep.path))}</code>, scale <b>{html.escape(spec['scale'])}</b>; "
+             f"{len(finished)} of {len(points)} points finished.</p>"]
+    failed = points[points["status"] != "finished"] if not points.empty else points
+    if not failed.empty:
+        rows = "".join(f"<tr><td>{html.escape(r.point)}</td><td>{html.escape(str(r.error))}</td></tr>"
+                       for r in failed.itertuples())
+        parts.append(f"<h2 class='fail'>Failed points</h2><table><tr><th>point</th><th>error</th></tr>{rows}</table>")
+    if not claims.empty:
+        by_claim = "".join(
+            f"<tr><td>{html.escape(claim)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
+            f"{int(group.holds.sum())} / {len(group)}</td>"
+            f"<td>{html.escape(', '.join(group.point[~group.holds])) or '–'}</td></tr>"
+            for claim, group in claims.groupby("claim", sort=False)
+        )
+        parts.append("<h2>Claims across points</h2><table><tr><th>claim</th><th>holds on</th><th>fails at</th></tr>"
+                     f"{by_claim}</table>")
+        by_point = "".join(
+            f"<tr><td>{html.escape(point)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
+            f"{int(group.holds.sum())} / {len(group)}</td></tr>"
+            for point, group in claims.groupby("point", sort=False)
+        )
+        parts.append(f"<h2>Claims by point</h2><table><tr><th>point</th><th>claims holding</th></tr>{by_point}</table>")
+    swept = [k for k in keys if k != "seed"]
+    if not metrics.empty and not finished.empty:
+        values = finished.set_index("point")[keys].join(point_values(metrics, spec["metric"]).rename("value"), how="inner")
+        if values.empty:
+            parts.append(f"<p>No point logged the metric <code>{html.escape(spec['metric'])}</code>.</p>")
+        for key in swept if not values.empty else []:
+            figure = _key_figure(sweep.figure(key.replace(".", "_")), values.reset_index(), key,
+                                 [k for k in swept if k != key], spec["metric"])
+            data = base64.b64encode(figure.read_bytes()).decode()
+            parts.append(f"<h3>{html.escape(spec['metric'])} against {html.escape(key)}</h3>"
+                         f"<img src='data:image/png;base64,{data}'>")
+    parts.append(f"<h2>Sweep</h2><pre>{html.escape(dump(spec))}</pre>")
+    sweep.report_file.write_text(page(f"sweep {spec['experiment']}", "".join(parts)))
+    return sweep.report_file

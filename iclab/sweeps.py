@@ -1,0 +1,286 @@
+"""Sweeps: a grid of runs of one experiment on Ray, on this machine or on a cluster.
+
+    result = iclab.sweep("lsa-linear", {"task.d": [2, 4], "train.lr": [0.01, 0.05]}, seeds=3)
+    result.table        # every point's metric rows, the grid values as columns
+    result.claims       # claim × point, holds
+
+Each grid point is an ordinary run folder inside the sweep folder (see
+:class:`~iclab.runs.SweepFolder`), run by a Ray core task that reserves ``cpus_per_trial`` CPUs and
+``gpus_per_trial`` GPUs, so Ray runs as many at once as the machine (or cluster) holds. Core tasks
+rather than Ray Tune: a point is a plain function call whose run folder already checkpoints and
+resumes itself, so Tune's trial directories, schedulers and checkpoint syncing would only duplicate
+what iclab does. The driver tracks which points finished; a failed point records its error and does
+not stop the others, and a resumed sweep skips finished points and resumes interrupted ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from . import api, experiments
+from .config import ConfigError, parse_assignment, parse_value
+from .report import write_sweep_report
+from .runs import RunFolder, SweepFolder
+
+
+@dataclass
+class SweepResult:
+    """A sweep's folder and tables (read from its files, so a resumed sweep reads the same)."""
+
+    folder: SweepFolder
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def table(self) -> pd.DataFrame:
+        """Every finished point's metric rows with the grid values as columns (``sweep.parquet``)."""
+        return self.folder.read_table(self.folder.metrics_file)
+
+    @property
+    def claims(self) -> pd.DataFrame:
+        """One row per (point, claim) with ``holds`` (``claims.parquet``)."""
+        return self.folder.read_table(self.folder.claims_file)
+
+    @property
+    def points(self) -> pd.DataFrame:
+        """One row per point: grid values, ``status`` (finished / failed) and ``error``."""
+        return self.folder.read_table(self.folder.points_file)
+
+    @property
+    def failed(self) -> int:
+        """How many points failed."""
+        return int((self.points["status"] != "finished").sum())
+
+
+def parse_grid(specs: Iterable[str]) -> dict[str, list]:
+    """``["train.lr=0.01,0.1", "task.d=2,4"]`` → ``{"train.lr": [0.01, 0.1], "task.d": [2, 4]}``.
+
+    Values are YAML like ``--set`` values; commas inside brackets belong to the value
+    (``inits=[[0.1,0.1]],[[2,2]]`` has two values)."""
+    grid = {}
+    for spec in specs:
+        key, sep, raw = spec.partition("=")
+        key = key.strip()
+        if not sep or not key or not raw.strip():
+            raise ConfigError(f"--grid expects key=value1,value2,..., got {spec!r}")
+        if key in grid:
+            raise ConfigError(f"--grid names {key!r} twice")
+        grid[key] = [parse_value(key, part) for part in _split_top_level(raw)]
+    return grid
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at the commas that are not inside brackets or braces."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char in "[{") - (char in "]}")
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def expand(grid: Mapping[str, list]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, the first key varying slowest."""
+    for key, values in grid.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"grid key {key!r} needs a non-empty list of values, got {values!r}")
+    return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+
+
+def point_name(point: Mapping[str, Any]) -> str:
+    """The point's folder name: ``key=value`` pairs joined by ``__`` (JSON values, no spaces)."""
+    pairs = (f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in point.items())
+    return "__".join(pairs).replace("/", "_").replace('"', "")
+
+
+def sweep(
+    experiment: str,
+    grid: Mapping[str, list] | Iterable[str],
+    *,
+    seeds: int | None = None,
+    scale: str = "quick",
+    overrides: Iterable[str] | Mapping[str, object] = (),
+    out: str | Path | None = None,
+    root: str | Path = "runs",
+    metric: str = "train_loss",
+    address: str | None = None,
+    cpus_per_trial: float = 1,
+    gpus_per_trial: float = 0,
+    progress: bool = True,
+) -> SweepResult:
+    """Run ``experiment`` at every point of ``grid`` (× ``seeds`` seeds) and write the sweep folder.
+
+    Args:
+        grid: ``{"train.lr": [0.01, 0.1]}`` or ``["train.lr=0.01,0.1"]``; keys are config keys.
+        seeds: run each point for seeds ``seed, seed + 1, ..., seed + seeds - 1`` (a ``seed`` grid key).
+        overrides: config changes shared by every point, as for :func:`iclab.run`.
+        out: the sweep folder (default ``<root>/sweep-<experiment>-<timestamp>``).
+        metric: the metric the report draws against each swept key (default the training loss).
+        address: a Ray cluster to join (``auto`` or ``ray://host:port``); None starts a local Ray
+            with this machine's CPUs.
+        cpus_per_trial, gpus_per_trial: what each point reserves (and so how many run at once).
+
+    Every point's config is checked before anything runs: an unknown key or a value of the wrong
+    type raises :class:`ConfigError`. A point that fails while running (e.g. an impossible value) is
+    recorded with its error in ``points.parquet`` and the others go on; see :attr:`SweepResult.failed`.
+    """
+    spec = experiments.get(experiment)
+    overrides = dict(overrides.items() if isinstance(overrides, Mapping) else
+                     map(parse_assignment, overrides))
+    grid = parse_grid(grid) if not isinstance(grid, Mapping) else {k: list(v) for k, v in grid.items()}
+    base = spec.resolve(scale, overrides)
+    if seeds is not None:
+        if seeds < 1:
+            raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+        if "seed" in grid:
+            raise ConfigError("give seeds either as --seeds or as a 'seed' grid key, not both")
+        if "seed" not in base:
+            raise ConfigError(f"{experiment} has no seed key to sweep")
+        grid["seed"] = [base["seed"] + k for k in range(seeds)]
+    if not grid:
+        raise ConfigError("a sweep needs at least one --grid key or --seeds")
+    for point in expand(grid):  # every point's config must resolve before anything runs
+        spec.resolve(scale, {**overrides, **point})
+    _check_resources(cpus_per_trial, gpus_per_trial, address)
+    sweep_spec = {
+        "experiment": experiment, "scale": scale, "grid": grid, "overrides": overrides, "metric": metric,
+        "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial,
+    }
+    return _run(SweepFolder.create(sweep_spec, out, root), address, progress)
+
+
+def resume_sweep(
+    path: str | Path, *, address: str | None = None, cpus_per_trial: float | None = None,
+    gpus_per_trial: float | None = None, progress: bool = True,
+) -> SweepResult:
+    """Finish an interrupted sweep: finished points are skipped, interrupted ones resume from their
+    checkpoints, failed and unstarted ones run. Trial resources may change (they are not science)."""
+    folder = SweepFolder.open(path)
+    spec = folder.read_spec()
+    changed = {k: v for k, v in (("cpus_per_trial", cpus_per_trial), ("gpus_per_trial", gpus_per_trial)) if v is not None}
+    _check_resources(changed.get("cpus_per_trial", spec["cpus_per_trial"]),
+                     changed.get("gpus_per_trial", spec["gpus_per_trial"]), address)
+    if changed:
+        folder.write_spec({**spec, **changed})
+    return _run(folder, address, progress)
+
+
+def _check_resources(cpus: float, gpus: float, address: str | None) -> None:
+    """Trial resources must be possible; on a local Ray, a point needing more than this machine has
+    would wait forever."""
+    if not cpus > 0:
+        raise ConfigError(f"--cpus-per-trial must be > 0, got {cpus}")
+    if gpus < 0:
+        raise ConfigError(f"--gpus-per-trial must be >= 0, got {gpus}")
+    if address is None:
+        import torch
+
+        for name, need, have in (("CPUs", cpus, os.cpu_count()), ("GPUs", gpus, torch.cuda.device_count())):
+            if need > have:
+                raise ConfigError(f"each point asks for {need:g} {name} but this machine has {have} (no --address given)")
+
+
+def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResult:
+    """Run every unfinished point of ``folder`` on Ray, then write its tables and report."""
+    import ray
+    from tqdm.auto import tqdm
+
+    spec = folder.read_spec()
+    points = expand(spec["grid"])
+    todo = [p for p in points if not folder.run(point_name(p)).finished]
+    status = {point_name(p): ("finished", None) for p in points if p not in todo}
+    if todo:
+        started_here = not ray.is_initialized()
+        if started_here:
+            # "local" always starts a fresh Ray of this machine's CPUs (never a stray running one).
+            ray.init(address=address or "local", num_cpus=None if address else os.cpu_count(),
+                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+        try:
+            task = ray.remote(_run_point).options(num_cpus=spec["cpus_per_trial"], num_gpus=spec["gpus_per_trial"])
+            pending = {
+                task.remote(str(folder.run(point_name(p)).path), spec["experiment"], spec["scale"],
+                            {**spec["overrides"], **p}, spec["cpus_per_trial"], spec["gpus_per_trial"]): point_name(p)
+                for p in todo
+            }
+            bar = tqdm(total=len(points), initial=len(status), desc=f"sweep {spec['experiment']}", unit="point",
+                       disable=not progress)
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                name = pending.pop(done[0])
+                status[name] = ray.get(done[0])
+                bar.update()
+                if status[name][0] != "finished":
+                    bar.write(f"{name}: failed: {status[name][1]}")
+            bar.close()
+        finally:
+            if started_here:
+                ray.shutdown()
+    _write_tables(folder, points, status)
+    write_sweep_report(folder)
+    return SweepResult(folder)
+
+
+def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> tuple[str, str | None]:
+    """One grid point, in a Ray worker: resume its run folder if it has a checkpoint, else run it
+    afresh. Returns ``(status, error)``; errors are returned, not raised, so one point failing
+    stops no other."""
+    import torch
+
+    torch.set_num_threads(max(1, math.floor(cpus)))
+    folder = Path(path)
+    try:
+        if (folder / "config.yaml").exists() and RunFolder(folder).has_checkpoint:
+            api.resume(folder, device=None if gpus else "cpu", progress=False)
+        else:
+            if folder.exists():  # killed before its first checkpoint: nothing to resume
+                shutil.rmtree(folder)
+            api.run(experiment, scale=scale, overrides=overrides, out=folder,
+                    device=None if gpus else "cpu", progress=False)
+        return "finished", None
+    except Exception as err:  # noqa: BLE001 (any failure is the point's result, recorded with its message)
+        return "failed", f"{type(err).__name__}: {err}"
+
+
+def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tuple[str, str | None]]) -> None:
+    """``points.parquet``, ``sweep.parquet`` and ``claims.parquet`` from the point folders."""
+    rows, metrics, claims = [], [], []
+    for point in points:
+        name = point_name(point)
+        state, error = status[name]
+        grid_values = {key: _cell(value) for key, value in point.items()}
+        rows.append({"point": name, **grid_values, "status": state, "error": error})
+        if state != "finished":
+            continue
+        run = folder.run(name)
+        frame = run.read_metrics()
+        for key, value in grid_values.items():
+            if key not in frame:  # a run's own rows already carry their seed
+                frame[key] = value
+        frame["point"] = name
+        metrics.append(frame)
+        claims += [{"point": name, **grid_values, "claim": c["id"], "holds": bool(c["holds"]),
+                    "measured": str(c["measured"]), "expected": str(c["expected"])} for c in run.read_claims()]
+    pd.DataFrame(rows).to_parquet(folder.points_file, index=False)
+    if metrics:
+        pd.concat(metrics, ignore_index=True).to_parquet(folder.metrics_file, index=False)
+    pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "measured", "expected"]).to_parquet(
+        folder.claims_file, index=False)
+
+
+def _cell(value: Any) -> Any:
+    """A grid value as a table cell: scalars as they are, lists and dicts as their JSON text."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+

@@ -1,0 +1,97 @@
+"""Sweeps: grid parsing and naming, and whole sweeps of a tiny experiment on a local Ray."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+import iclab
+
+from iclab.cli import main
+from iclab.config import ConfigError
+from iclab.sweeps import expand, parse_grid, point_name
+
+TINY = ["--set", "train.steps=30", "--set", "eval_prompts=1000", "--set", "seeds=1", "--set", "covariances={isotropic: null}"]
+
+
+def test_grid_parsing_keeps_bracketed_commas_and_reads_exponents():
+    grid = parse_grid(["train.lr=1e-3,0.01", "covariances.anisotropic=[1,2],[3,4]", "task.inputs=gaussian"])
+    assert grid == {"train.lr": [0.001, 0.01], "covariances.anisotropic": [[1, 2], [3, 4]], "task.inputs": ["gaussian"]}
+    for bad in (["train.lr"], ["train.lr="], ["a=1", "a=2"]):
+        with pytest.raises(ConfigError):
+            parse_grid(bad)
+
+
+def test_expand_and_point_names():
+    points = expand({"task.d": [2, 3], "seed": [0, 1]})
+    assert points == [{"task.d": 2, "seed": 0}, {"task.d": 2, "seed": 1}, {"task.d": 3, "seed": 0}, {"task.d": 3, "seed": 1}]
+    assert point_name(points[1]) == "task.d=2__seed=1"
+    assert point_name({"inputs": "gaussian", "scales": [0.5, 1]}) == "inputs=gaussian__scales=[0.5,1]"
+    with pytest.raises(ConfigError):
+        expand({"task.d": []})
+
+
+@pytest.mark.parametrize("grid, message", [
+    (["--grid", "task.dd=2,3"], "unknown config key 'task.dd'"),
+    (["--grid", "train.steps=2,abc"], "expects int"),
+    ([], "at least one --grid"),
+    (["--grid", "task.d=2,3", "--cpus-per-trial", "1000"], "asks for 1000 CPUs"),
+    (["--grid", "task.d=2,3", "--gpus-per-trial", "-1"], "must be >= 0"),
+])
+def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "lsa-linear", *grid, "--out", str(out), *TINY]) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    argv = ["sweep", "lsa-linear", "--grid", "task.d=2,3", "--grid", "train.lr=0.02,0.05", "--out", str(out), *TINY]
+    assert main(argv) == 0
+    names = {"task.d=2__train.lr=0.02", "task.d=2__train.lr=0.05", "task.d=3__train.lr=0.02", "task.d=3__train.lr=0.05"}
+    assert {p.name for p in out.iterdir() if p.is_dir() and p.name != "figures"} == names
+    assert all((out / name / "claims.json").exists() for name in names)
+    table = pd.read_parquet(out / "sweep.parquet")
+    assert {"task.d", "train.lr", "point", "metric", "value"} <= set(table.columns)
+    assert set(table.groupby(["task.d", "train.lr"]).point.first()) == names
+    claims = pd.read_parquet(out / "claims.parquet")
+    assert set(claims.point) == names and claims.holds.dtype == bool
+    assert {p.name for p in (out / "figures").iterdir()} == {"task_d.png", "train_lr.png"}
+    assert "Claims across points" in (out / "report.html").read_text()
+    assert "4 of 4 points finished" in capsys.readouterr().out
+    (out / "report.html").unlink()
+    assert main(["report", str(out)]) == 0 and (out / "report.html").exists()
+
+
+def test_a_failing_point_fails_alone_with_its_error(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "lsa-linear", "--grid", "task.d=0,2", "--out", str(out), *TINY]) == 1  # one failure
+    points = pd.read_parquet(out / "points.parquet").set_index("point")
+    assert points.loc["task.d=2", "status"] == "finished"
+    assert points.loc["task.d=0", "status"] == "failed" and "ConfigError" in points.loc["task.d=0", "error"]
+    assert (out / "task.d=2" / "claims.json").exists() and not (out / "task.d=0").exists()
+    assert "[failed] task.d=0" in capsys.readouterr().out
+
+
+def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
+    out = tmp_path / "sweep"
+    # One point at a time (each reserves every CPU), so the kill lands between or inside points.
+    argv = [sys.executable, "-m", "iclab", "sweep", "lsa-linear", "--grid", "task.d=2,3", "--seeds", "2",
+            "--cpus-per-trial", str(os.cpu_count()), "--out", str(out), *TINY]
+    proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not list(out.glob("*/claims.json")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {p.parent.name: p.stat().st_mtime_ns for p in out.glob("*/claims.json")}
+    assert 1 <= len(finished) < 4, "the kill should land after the first point and before the last"
+    result = iclab.resume_sweep(out, progress=False)  # the Python API of `iclab sweep --resume DIR`
+    assert result.failed == 0 and result.table.point.nunique() == 4
+    assert len(list(out.glob("*/claims.json"))) == 4
+    assert {name: (out / name / "claims.json").stat().st_mtime_ns for name in finished} == finished
