@@ -33,7 +33,7 @@ def loss_scale(loss: str, d: int | None = None) -> float:
     """The factor that turns a mean (or, for :data:`SUMMED_LOSSES`, summed) squared error into
     the named convention."""
     if loss not in LOSS_SCALES:
-        raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join(LOSS_SCALES)}")
+        raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join([*LOSS_SCALES, *TOKEN_LOSSES])}")
     if loss in PER_DIMENSION:
         if d is None or d < 1:
             raise ConfigError(f"loss {loss!r} needs the input dimension d")
@@ -44,7 +44,10 @@ def loss_scale(loss: str, d: int | None = None) -> float:
 def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
     """Per-prompt loss ``(B,)`` in the named convention, averaged (or, for :data:`SUMMED_LOSSES`,
     summed) over each prompt's targets (``d`` is needed for ``mse_over_d``). Complex
-    predictions use the squared modulus |ŷ − y|²."""
+    predictions use the squared modulus |ŷ − y|². Token targets take a :data:`TOKEN_LOSSES`
+    convention on logits."""
+    if loss in TOKEN_LOSSES:
+        return token_losses(prediction, target, loss)
     scale = loss_scale(loss, d)
     error = prediction - target
     squared = (torch.view_as_real(error) if error.is_complex() else error).pow(2).flatten(1)
@@ -52,6 +55,25 @@ def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "m
     if error.is_complex() and loss not in SUMMED_LOSSES:
         per_prompt = 2 * per_prompt  # the mean ran over real and imaginary parts separately
     return scale * per_prompt
+
+
+# Token targets (symbolic labels, next tokens): predictions are logits over a vocabulary.
+
+TOKEN_LOSSES = frozenset({"cross_entropy", "error"})
+"""Conventions for token targets ``(B, Q)`` (long) and logits ``(B, Q, V)``: ``cross_entropy``
+is −log softmax(logits)[target], ``error`` is 1[argmax logits ≠ target] (the 0–1 error;
+not differentiable, for evaluation); both averaged over each prompt's Q targets."""
+
+
+def token_losses(logits: torch.Tensor, target: torch.Tensor, loss: str = "cross_entropy") -> torch.Tensor:
+    """Per-prompt loss ``(B,)`` of logits ``(B, Q, V)`` on token targets ``(B, Q)``."""
+    if loss == "cross_entropy":
+        per_target = torch.nn.functional.cross_entropy(logits.flatten(0, -2), target.flatten(), reduction="none")
+    elif loss == "error":
+        per_target = (logits.argmax(-1) != target).to(logits.dtype).flatten()
+    else:
+        raise ConfigError(f"unknown token loss {loss!r}; choose from {', '.join(sorted(TOKEN_LOSSES))}")
+    return per_target.view(target.shape[0], -1).mean(1)
 
 
 def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
