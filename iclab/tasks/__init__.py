@@ -2,11 +2,15 @@
 
 from .autoregressive import AutoregressiveSequences, StartDistribution, autoregressive_from_config
 from .base import Episode, TokenBatch
+from .functions import CLASSES, FunctionClass, function_class
 from .linear import GaussianInputs, LinearRegression, UniformInputs, linear_regression_from_config
 from .sine import SineRegression
 from .templates import Template, TemplateTask, parse_templates, template_task
 
 __all__ = [
+    "CLASSES",
+    "FunctionClass",
+    "function_class",
     "AutoregressiveSequences",
     "Episode",
     "GaussianInputs",
