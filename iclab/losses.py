@@ -27,11 +27,17 @@ SUMMED_LOSSES = frozenset({"half_sse"})
 """The conventions that sum, rather than average, over a prompt's targets."""
 
 
+TOKEN_LOSSES = frozenset({"cross_entropy", "error"})
+"""Conventions for token targets ``(B, Q)`` (long) and logits ``(B, Q, V)`` (symbolic labels):
+``cross_entropy`` is −log softmax(logits)[target], ``error`` is 1[argmax logits ≠ target] (the
+0–1 error; not differentiable, for evaluation); both averaged over each prompt's Q targets."""
+
+
 def loss_scale(loss: str, d: int | None = None) -> float:
     """The factor that turns a mean (or, for :data:`SUMMED_LOSSES`, summed) squared error into
     the named convention."""
     if loss not in LOSS_SCALES:
-        raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join(LOSS_SCALES)}")
+        raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join([*LOSS_SCALES, *sorted(TOKEN_LOSSES)])}")
     if loss in PER_DIMENSION:
         if d is None or d < 1:
             raise ConfigError(f"loss {loss!r} needs the input dimension d")
@@ -42,7 +48,10 @@ def loss_scale(loss: str, d: int | None = None) -> float:
 def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
     """Per-prompt loss ``(B,)`` in the named convention, averaged (or, for :data:`SUMMED_LOSSES`,
     summed) over each prompt's targets (``d`` is needed for ``mse_over_d``). Complex
-    predictions use the squared modulus |ŷ − y|²."""
+    predictions use the squared modulus |ŷ − y|². Token targets take a :data:`TOKEN_LOSSES`
+    convention on logits."""
+    if loss in TOKEN_LOSSES:
+        return token_losses(prediction, target, loss)
     scale = loss_scale(loss, d)
     if loss == "logistic":
         return F.softplus(-target * prediction).flatten(1).mean(1)
@@ -60,7 +69,10 @@ def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse"
     Computed as one fused sum of squares (``mse_loss``, forward and backward in one pass each; 2.5×
     faster than the per-prompt path on mesa-ar's complex predictions), divided by the number of
     prompts (summed conventions) or of targets (averaged ones; a complex target counts once).
+    Token conventions average over every target of the batch (each prompt has the same Q).
     """
+    if loss in TOKEN_LOSSES:
+        return token_losses(prediction, target, loss).mean()
     scale = loss_scale(loss, d)
     if loss == "logistic":
         return F.softplus(-target * prediction).mean()
@@ -71,3 +83,14 @@ def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse"
         entries = prediction.numel()
     total = F.mse_loss(prediction, target, reduction="sum")
     return scale * total / (prediction.shape[0] if loss in SUMMED_LOSSES else entries)
+
+
+def token_losses(logits: torch.Tensor, target: torch.Tensor, loss: str = "cross_entropy") -> torch.Tensor:
+    """Per-prompt loss ``(B,)`` of logits ``(B, Q, V)`` on token targets ``(B, Q)``."""
+    if loss == "cross_entropy":
+        per_target = F.cross_entropy(logits.flatten(0, -2), target.flatten(), reduction="none")  # (B·Q,)
+    elif loss == "error":
+        per_target = (logits.argmax(-1) != target).to(logits.dtype).flatten()  # (B·Q,)
+    else:
+        raise ConfigError(f"unknown token loss {loss!r}; choose from {', '.join(sorted(TOKEN_LOSSES))}")
+    return per_target.view(target.shape[0], -1).mean(1)

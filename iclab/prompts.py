@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .tasks.base import Episode
+from .tasks.base import Episode, TokenBatch
 
 
 class Prompt(NamedTuple):
@@ -99,3 +99,12 @@ class AutoregressiveFormat:
         previous = torch.cat([torch.zeros_like(xs[:, :1]), xs[:, :-1]], dim=1)
         tokens = torch.cat([xs, previous], dim=-1)[:, :-1]
         return Prompt(tokens, xs[:, 2:], tokens.shape[1])
+
+
+@dataclass(frozen=True)
+class TokenFormat:
+    """Token ids read as they are: a :class:`iclab.tasks.base.TokenBatch` becomes
+    ``Prompt(tokens (B, T), targets (B, Q), n_context = T)`` (a model embeds the ids itself)."""
+
+    def encode(self, batch: TokenBatch) -> Prompt:
+        return Prompt(batch.tokens, batch.targets, batch.tokens.shape[1])

@@ -49,7 +49,8 @@ class TrainConfig:
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
         warmup: linear warm-up steps.
         train_size: prompts in a fixed training set, or None for fresh prompts every step.
-        loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.losses.LOSS_SCALES`).
+        loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.losses.LOSS_SCALES`;
+            ``cross_entropy`` for token targets and logits, see :data:`iclab.losses.TOKEN_LOSSES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the

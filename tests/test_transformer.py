@@ -3,7 +3,8 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from iclab.config import ConfigError
-from iclab.models.transformer import CausalSelfAttention, GPTTransformer
+from iclab.models.attention import SelfAttention
+from iclab.models.transformer import GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.rng import generator
@@ -94,7 +95,7 @@ def test_bad_sizes_raise_config_error():
 def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
     # With W_Q = W_K = 0 the logits are a_h·XXᵀ alone: check them against a hand-written attention.
     width, heads, head_dim = 8, 2, 4
-    attn = CausalSelfAttention(width, heads, logit_identity=True, attention=attention)
+    attn = SelfAttention(width, heads, logit_identity=True, attention=attention)
     with torch.no_grad():
         attn.qkv.weight[: 2 * width].zero_()
         attn.qkv.bias[: 2 * width].zero_()
@@ -106,3 +107,105 @@ def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
     weights = logits.masked_fill(future, float("-inf")).softmax(-1)
     expected = attn.out((weights @ v).transpose(1, 2).reshape(3, 5, width))
     torch.testing.assert_close(attn(x), expected)
+
+
+def _symbol_model(**kw):
+    options = dict(vocab_size=20, n_layers=2, n_heads=2, width=16, max_tokens=5, causal=False, cls=True, bias=False,
+                   ln_out_affine=False, init="pytorch", attention="math", generator=generator(0))
+    return GPTTransformer(None, **{**options, **kw})
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_token_model_with_identity_terms_at_zero_equals_the_plain_one(tied):
+    plain, extended = _symbol_model(tied_output=tied), _symbol_model(tied_output=tied, logit_identity=True, value_identity=True)
+    tokens = torch.randint(20, (6, 4), generator=generator(1))
+    out = extended(tokens, 4)
+    assert out.shape == ((6, 1, 20) if tied else (6, 1))
+    torch.testing.assert_close(out, plain(tokens, 4), rtol=1e-6, atol=1e-6)  # logits reach ~10
+    for term in "ab":
+        changed = _symbol_model(tied_output=tied, logit_identity=True, value_identity=True)
+        with torch.no_grad():
+            for layer in changed.layers:
+                getattr(layer.attn, term).fill_(0.3)
+        assert (changed(tokens, 4) - out).abs().max() > 1e-3
+
+
+def test_cls_read_out_is_the_last_position_of_the_full_forward_and_sees_every_token():
+    model = _symbol_model(logit_identity=True, value_identity=True, head_dim=5)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attn.a.fill_(0.05)
+            layer.attn.b.fill_(0.4)
+    tokens = torch.randint(20, (3, 4), generator=generator(2))
+    out, hidden = model(tokens, 4, return_hidden=True)
+    assert len(hidden) == 3 and hidden[-1].shape == (3, 5, 16)  # the CLS is the fifth token
+    torch.testing.assert_close(out, model.read_out(model.ln_out(hidden[-1][:, -1:]))[..., 0])
+    torch.testing.assert_close(model(tokens, 4), out, rtol=1e-5, atol=1e-6)
+    for t in range(4):  # bidirectional: the CLS at the end sees every token
+        changed = tokens.clone()
+        changed[:, t] = (changed[:, t] + 1) % 20
+        assert (model(changed, 4) - out).abs().min() > 1e-6
+
+
+def test_tied_output_is_the_final_state_against_every_embedding():
+    model = _symbol_model(tied_output=True)
+    assert model.read_out is None and not any(n.startswith("read_out") for n, _ in model.named_parameters())
+    tokens = torch.randint(20, (3, 4), generator=generator(3))
+    logits, hidden = model(tokens, 4, return_hidden=True)
+    torch.testing.assert_close(logits, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+    # A causal language model: stride 1 reads a next-token distribution at every position.
+    lm = _symbol_model(tied_output=True, cls=False, causal=True, stride=1)
+    assert lm(tokens, 4).shape == (3, 4, 20)
+
+
+def test_pytorch_init_follows_nn_linear_and_nn_embedding():
+    model = _symbol_model(width=64, n_heads=4, max_tokens=64, vocab_size=500)
+    assert model.embedding.weight.std().item() == pytest.approx(1.0, abs=0.05)
+    assert model.positions.std().item() == pytest.approx(1.0, abs=0.05)
+    qkv = model.layers[0].attn.qkv
+    assert qkv.bias is None and qkv.weight.abs().max() <= 1 / 8
+    assert qkv.weight.std().item() == pytest.approx(1 / (8 * 3 ** 0.5), rel=0.05)  # uniform on ±1/√64
+    assert not model.ln_out.elementwise_affine
+    again = _symbol_model(width=64, n_heads=4, max_tokens=64, vocab_size=500)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
+
+
+def test_bad_token_model_options_raise_config_error():
+    for kw in (dict(token_dim=4, vocab_size=10), dict(token_dim=4, tied_output=True), dict(init="xavier")):
+        with pytest.raises(ConfigError):
+            GPTTransformer(**{"token_dim": None, "vocab_size": 10, **kw})
+    with pytest.raises(ConfigError):
+        _symbol_model()(torch.zeros(2, 5, dtype=torch.long), 5)  # 5 tokens + CLS > 5 positions
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_logit_identity_enters_bidirectional_and_causal_logits_exactly(causal):
+    width, heads, head_dim = 8, 2, 3
+    attn = SelfAttention(width, heads, head_dim=head_dim, causal=causal, bias=False, logit_identity=True,
+                         value_identity=True, attention="math")
+    with torch.no_grad():
+        attn.a.copy_(torch.tensor([0.3, -0.5]))
+        attn.b.copy_(torch.tensor([0.7, 0.2]))
+    x = torch.randn(3, 5, width, generator=generator(4))
+    q, k, v = (z.unflatten(-1, (heads, head_dim)).transpose(1, 2) for z in attn.qkv(x).split(heads * head_dim, -1))
+    logits = q @ k.transpose(-1, -2) / head_dim ** 0.5 + attn.a[:, None, None] * (x @ x.transpose(1, 2))[:, None]
+    if causal:
+        logits = logits.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+    weights = logits.softmax(-1)  # (B, H, T, T)
+    expected = attn.out((weights @ v).transpose(1, 2).reshape(3, 5, heads * head_dim))
+    expected = expected + torch.einsum("h,bhts,bsw->btw", attn.b, weights, x)
+    torch.testing.assert_close(attn(x), expected)
+    torch.testing.assert_close(attn(x, slice(4, 5)), expected[:, 4:5])
+
+
+def test_identity_scale_multiplies_both_terms():
+    scaled, plain = (SelfAttention(8, 2, causal=False, logit_identity=True, value_identity=True, attention="math",
+                                   identity_scale=s) for s in (3.0, 1.0))
+    plain.load_state_dict(scaled.state_dict())
+    with torch.no_grad():
+        scaled.a.copy_(torch.tensor([0.1, -0.2]))
+        scaled.b.copy_(torch.tensor([0.3, 0.5]))
+        plain.a.copy_(3 * scaled.a)
+        plain.b.copy_(3 * scaled.b)
+    x = torch.randn(2, 4, 8, generator=generator(5))
+    torch.testing.assert_close(scaled(x), plain(x))

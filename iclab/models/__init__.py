@@ -1,9 +1,14 @@
 """Models map prompt tokens to predictions; they never see Task objects."""
 
+from .attention import SelfAttention
+from .baselines import OneHotMLP
 from .causal_attention import CausalLinearAttention
 from .constructions import gd_construction, merged_lsa
 from .features import FeatureLSA, mlp
 from .lsa import LinearSelfAttention, LSALayer
 from .transformer import GPTTransformer
 
-__all__ = ["CausalLinearAttention", "FeatureLSA", "GPTTransformer", "LSALayer", "LinearSelfAttention", "gd_construction", "merged_lsa", "mlp"]
+__all__ = [
+    "CausalLinearAttention", "FeatureLSA", "GPTTransformer", "LSALayer", "LinearSelfAttention", "OneHotMLP",
+    "SelfAttention", "gd_construction", "merged_lsa", "mlp",
+]

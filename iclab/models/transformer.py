@@ -1,28 +1,32 @@
-"""A GPT-style softmax transformer for interleaved prompts (Garg et al.; Akyürek et al.).
+"""A GPT-style softmax transformer, configured for interleaved prompts or for token sequences.
 
-Token rows (B, T, D) are read in linearly to width W, added to learned positions, passed
-through pre-LayerNorm blocks
+Tokens are read in to width W (token rows ``(B, T, D)`` by a linear map, or token ids
+``(B, T)`` by an embedding), added to learned positions, passed through pre-LayerNorm blocks
 
     h ← h + Attn(LN(h)),   h ← h + MLP(LN(h))
 
-(causal softmax attention through ``scaled_dot_product_attention`` or written out, see
-:data:`ATTENTION`; GELU MLP, no dropout),
-a final LayerNorm and a linear read-out. The prediction for the label of example i is read
-at the token of x_i (every ``stride``-th token, ``stride = 2`` for
-:class:`iclab.prompts.InterleavedFormat`), so ``forward`` returns ``(B, n_context)``. Only
-those positions of the last block reach the output, so unless the hidden states are asked
-for, the last block computes its queries, MLP and residual stream there alone (the same
-predictions for about half of that block's work).
+(softmax attention, causal or bidirectional, see :mod:`iclab.models.attention`; GELU MLP, no
+dropout), a final LayerNorm and a read-out. Two ways to read:
 
-Optional per-head scalars (Boix-Adserà et al., PAPERS.md §6), both initialised at 0 and
-absent unless switched on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits
-(X = the attention input; added to the logits as they enter the softmax, after QKᵀ's 1/√d_h,
-so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI), ``value_identity`` adds b_h·A_h X to the attention
-output (A_h = head h's attention matrix), i.e. W_V W_Oᵀ → W_V W_Oᵀ + bI.
+* ``stride`` (Garg et al.; Akyürek et al.): the prediction for the label of example i is read
+  at the token of x_i, every ``stride``-th token (``stride = 2`` for
+  :class:`iclab.prompts.InterleavedFormat`; ``stride = 1`` reads every position, as a language
+  model does), so ``forward`` returns ``(B, n_context)``.
+* ``cls`` (Boix-Adserà et al., PAPERS.md §6; ViT-style): a learned CLS token is appended at the
+  END of the sequence and the prediction is read there alone, ``(B, 1)``.
 
-Parameter names: ``read_in``, ``positions``, ``layers.{l}.ln_attn``, ``layers.{l}.attn.qkv``,
-``layers.{l}.attn.out``, ``layers.{l}.attn.a`` / ``.b`` (when on), ``layers.{l}.ln_mlp``,
-``layers.{l}.mlp.0``, ``layers.{l}.mlp.2``, ``ln_out``, ``read_out``.
+The read-out is linear (``(B, ·)`` real predictions), or tied to the token embedding E
+(``tied_output``: logits h Eᵀ, ``(B, ·, V)``, for symbolic labels and next tokens). Only the
+read positions of the last block reach the output, so unless the hidden states are asked for,
+the last block computes its queries, MLP and residual stream there alone.
+
+Per-head identity terms a·XXᵀ and b·AX (``logit_identity``, ``value_identity``): see
+:class:`iclab.models.attention.SelfAttention`.
+
+Parameter names: ``read_in`` or ``embedding``, ``positions``, ``cls_token`` (``cls``),
+``layers.{l}.ln_attn``, ``layers.{l}.attn.qkv``, ``layers.{l}.attn.out``,
+``layers.{l}.attn.a`` / ``.b`` (when on), ``layers.{l}.ln_mlp``, ``layers.{l}.mlp.0``,
+``layers.{l}.mlp.2``, ``ln_out``, ``read_out`` (unless ``tied_output``).
 """
 
 from __future__ import annotations
@@ -30,114 +34,64 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ..config import ConfigError
+from .attention import SelfAttention
 
-ATTENTION = ("sdpa", "math")
-"""``sdpa``: ``F.scaled_dot_product_attention``; ``math``: the same map written out as
-softmax(QKᵀ/√d_h + mask)V. torch 2.13 has no vmap batching rule for SDPA on CPU (it falls
-back to a slow per-seed loop), so seeds trained together through ``torch.func.vmap`` use
-``math``; the two agree to float rounding."""
-
-
-class CausalSelfAttention(nn.Module):
-    """Multi-head causal softmax attention with optional a·XXᵀ and b·AX terms."""
-
-    def __init__(self, width: int, n_heads: int, logit_identity: bool = False, value_identity: bool = False,
-                 attention: str = "sdpa"):
-        super().__init__()
-        if attention not in ATTENTION:
-            raise ConfigError(f"attention must be one of {ATTENTION}, got {attention!r}")
-        self.n_heads, self.head_dim, self.attention = n_heads, width // n_heads, attention
-        self.qkv = nn.Linear(width, 3 * width)
-        self.out = nn.Linear(width, width)
-        self.a = nn.Parameter(torch.zeros(n_heads)) if logit_identity else None
-        self.b = nn.Parameter(torch.zeros(n_heads)) if value_identity else None
-
-    def forward(self, x: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
-        """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
-        values still come from every token, each query seeing the tokens up to its own)."""
-        batch, t, width = x.shape
-        rows = slice(None) if queries is None else queries
-        # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
-        # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
-        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
-                   for part in self.qkv(x).split(width, -1))
-        q = q[:, :, rows]
-        if self.b is not None:
-            # A_h X for every head comes out of the same attention call: append X to each head's values.
-            v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
-        if self.attention == "sdpa" and self.a is None and queries is None:
-            heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        else:
-            # Additive mask (query rows × key columns): -inf above the diagonal, i.e. on future tokens.
-            mask = torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
-            if self.a is not None:
-                # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
-                mask = mask + self.a[:, None, None] * (x[:, rows] @ x.transpose(1, 2))[:, None]
-            if self.attention == "sdpa":
-                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            else:
-                heads = _softmax_attention(q, k, v, mask)
-        tq = heads.shape[2]
-        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, width))
-        if self.b is not None:
-            out = out + torch.einsum("h,bhtw->btw", self.b, heads[..., self.head_dim:])
-        return out
-
-
-def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, with heads folded into the batch
-    so the scale, the mask and QKᵀ are one ``baddbmm``."""
-    batch, heads, tq, head_dim = q.shape
-    fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
-    logits = torch.baddbmm(mask if mask.ndim == 2 else fold(mask), fold(q), fold(k).transpose(1, 2),
-                           alpha=1 / math.sqrt(head_dim))
-    return (logits.softmax(-1) @ fold(v)).view(batch, heads, tq, -1)
+INITS = ("gpt2", "pytorch")
+"""``gpt2``: N(0, σ²) weights, embeddings and positions, zero biases, residual output
+projections at σ/√(2L). ``pytorch``: every ``nn.Linear``'s own default (uniform ±1/√fan_in for
+weights and biases) and N(0, 1) embeddings, positions and CLS token, as in ``nn.Embedding`` and
+Boix-Adserà et al.'s ViT-style code."""
 
 
 class Block(nn.Module):
-    """One pre-LayerNorm GPT block: attention then MLP, each on a residual branch."""
+    """One pre-LayerNorm block: attention then MLP, each on a residual branch."""
 
-    def __init__(self, width: int, n_heads: int, mlp_ratio: float, logit_identity: bool, value_identity: bool,
-                 attention: str):
+    def __init__(self, width: int, n_heads: int, mlp_ratio: float, **attention):
         super().__init__()
         hidden = int(mlp_ratio * width)
         self.ln_attn = nn.LayerNorm(width)
-        self.attn = CausalSelfAttention(width, n_heads, logit_identity, value_identity, attention)
+        self.attn = SelfAttention(width, n_heads, **attention)
         self.ln_mlp = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
 
     def forward(self, h: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
         """The new hidden states, or only those at the positions ``queries`` (see
-        :meth:`CausalSelfAttention.forward`)."""
+        :meth:`SelfAttention.forward`)."""
         attended = self.attn(self.ln_attn(h), queries)
         h = (h if queries is None else h[:, queries]) + attended
         return h + self.mlp(self.ln_mlp(h))
 
 
 class GPTTransformer(nn.Module):
-    """Pre-LN causal transformer with linear read-in/read-out; see the module docstring.
+    """Pre-LN transformer with a linear or embedding read-in; see the module docstring.
 
     Args:
-        token_dim: D, the size of a token row.
-        n_layers, n_heads, width: depth, heads per layer and residual width (``width`` must be
-            a multiple of ``n_heads``).
+        token_dim: D, the size of a token row (a linear read-in), or None with ``vocab_size``.
+        n_layers, n_heads, width: depth, heads per layer and residual width.
         mlp_ratio: the MLP's hidden width over ``width``.
-        max_tokens: the number of learned positions (the longest prompt it can read).
+        max_tokens: the number of learned positions (the longest sequence it can read, CLS included).
         stride: predictions are read at tokens 0, stride, 2·stride, … (2 for interleaved x/y).
         logit_identity, value_identity: switch on the per-head a·XXᵀ and b·AX terms.
-        attention: ``"sdpa"`` or ``"math"`` (see :data:`ATTENTION`; same function, pick by speed).
-        init_scale: standard deviation of the N(0, σ²) weight init (GPT-2: 0.02; the output
-            projections of each residual branch get σ/√(2·n_layers)).
+        attention: ``"sdpa"`` or ``"math"`` (see :data:`iclab.models.attention.ATTENTION`).
+        identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
+        init_scale: σ of the ``gpt2`` initialisation.
         generator: the random stream for the initialisation.
+        vocab_size: read token ids through an embedding of this many tokens (instead of ``token_dim``).
+        head_dim: the size of each head (default ``width // n_heads``).
+        causal: causal attention (GPT) or bidirectional (ViT).
+        cls: append a learned CLS token at the end and read the prediction there.
+        tied_output: logits h Eᵀ over the vocabulary instead of a linear read-out.
+        bias: biases in the attention's Q, K, V and output projections.
+        ln_out_affine: a learned scale and shift in the final LayerNorm.
+        init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
     """
 
     def __init__(
         self,
-        token_dim: int,
+        token_dim: int | None,
         n_layers: int = 4,
         n_heads: int = 4,
         width: int = 64,
@@ -149,48 +103,81 @@ class GPTTransformer(nn.Module):
         attention: str = "sdpa",
         init_scale: float = 0.02,
         generator: torch.Generator | None = None,
+        *,
+        vocab_size: int | None = None,
+        head_dim: int | None = None,
+        causal: bool = True,
+        cls: bool = False,
+        tied_output: bool = False,
+        bias: bool = True,
+        ln_out_affine: bool = True,
+        init: str = "gpt2",
+        identity_scale: float = 1.0,
     ):
         super().__init__()
-        if min(token_dim, n_layers, n_heads, width, max_tokens, stride) < 1 or width % n_heads:
-            raise ConfigError(
-                f"transformer needs positive sizes and width divisible by n_heads, got width={width}, n_heads={n_heads}"
-            )
+        if (token_dim is None) == (vocab_size is None):
+            raise ConfigError("transformer reads either token rows (token_dim) or token ids (vocab_size), not both")
+        if min(token_dim or vocab_size, n_layers, n_heads, width, max_tokens, stride, head_dim or 1) < 1:
+            raise ConfigError(f"transformer needs positive sizes, got width={width}, n_heads={n_heads}")
+        if head_dim is None and width % n_heads:
+            raise ConfigError(f"width must be divisible by n_heads (or give head_dim), got {width} and {n_heads}")
+        if tied_output and vocab_size is None:
+            raise ConfigError("a tied output needs a token embedding (vocab_size)")
+        if init not in INITS:
+            raise ConfigError(f"init must be one of {INITS}, got {init!r}")
         self.max_tokens, self.stride = max_tokens, stride
-        self.read_in = nn.Linear(token_dim, width)
+        self.read_in = nn.Linear(token_dim, width) if vocab_size is None else None
+        self.embedding = None if vocab_size is None else nn.Embedding(vocab_size, width)
         self.positions = nn.Parameter(torch.zeros(max_tokens, width))
-        self.layers = nn.ModuleList(
-            Block(width, n_heads, mlp_ratio, logit_identity, value_identity, attention) for _ in range(n_layers)
-        )
-        self.ln_out = nn.LayerNorm(width)
-        self.read_out = nn.Linear(width, 1)
-        self.reset_parameters(init_scale, generator)
+        self.cls_token = nn.Parameter(torch.zeros(width)) if cls else None
+        attention_options = dict(head_dim=head_dim, causal=causal, bias=bias, logit_identity=logit_identity,
+                                 value_identity=value_identity, identity_scale=identity_scale, attention=attention)
+        self.layers = nn.ModuleList(Block(width, n_heads, mlp_ratio, **attention_options) for _ in range(n_layers))
+        self.ln_out = nn.LayerNorm(width, elementwise_affine=ln_out_affine)
+        self.read_out = None if tied_output else nn.Linear(width, 1)
+        self.reset_parameters(init_scale, generator, init)
 
-    def reset_parameters(self, scale: float = 0.02, generator: torch.Generator | None = None):
-        """GPT-2 initialisation: N(0, σ²) weights and positions, zero biases, unit LayerNorms,
-        residual output projections scaled by 1/√(2L); the a, b scalars stay at 0."""
+    def reset_parameters(self, scale: float = 0.02, generator: torch.Generator | None = None, init: str = "gpt2"):
+        """Initialise every weight from ``generator`` (see :data:`INITS`); LayerNorms are unit,
+        the a, b scalars 0."""
         residual_scale = scale / math.sqrt(2 * len(self.layers))
+        vector_scale = scale if init == "gpt2" else 1.0
         with torch.no_grad():
-            self.positions.copy_(scale * torch.randn(self.positions.shape, generator=generator))
+            for name, p in self.named_parameters():
+                if name in ("positions", "cls_token", "embedding.weight"):
+                    p.copy_(vector_scale * torch.randn(p.shape, generator=generator))
             for name, module in self.named_modules():
                 if isinstance(module, nn.Linear):
-                    std = residual_scale if name.endswith(("attn.out", "mlp.2")) else scale
-                    module.weight.copy_(std * torch.randn(module.weight.shape, generator=generator))
-                    module.bias.zero_()
+                    if init == "gpt2":
+                        std = residual_scale if name.endswith(("attn.out", "mlp.2")) else scale
+                        module.weight.copy_(std * torch.randn(module.weight.shape, generator=generator))
+                        if module.bias is not None:
+                            module.bias.zero_()
+                    else:
+                        # nn.Linear's default: both uniform on ±1/√fan_in (kaiming_uniform with a = √5).
+                        bound = 1 / math.sqrt(module.in_features)
+                        for p in (module.weight, module.bias):
+                            if p is not None:
+                                nn.init.uniform_(p, -bound, bound, generator=generator)
                 elif isinstance(module, nn.LayerNorm):
                     module.reset_parameters()
-                elif isinstance(module, CausalSelfAttention):
+                elif isinstance(module, SelfAttention):
                     for p in (module.a, module.b):
                         if p is not None:
                             p.zero_()
 
     def forward(self, tokens: torch.Tensor, n_context: int, return_hidden: bool = False):
-        """Predictions ``(B, n_context)`` read at every ``stride``-th token; optionally also the
-        hidden states ``[after read-in, after block 1, …, after block L]``, each ``(B, T, W)``."""
-        t = tokens.shape[1]
+        """Predictions read at every ``stride``-th token, ``(B, n_context)``, or at the CLS token,
+        ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``); optionally also the hidden states
+        ``[after read-in, after block 1, …, after block L]``, each ``(B, T, W)`` (T counts the CLS)."""
+        h = self.read_in(tokens) if self.embedding is None else self.embedding(tokens)  # (B, T, W)
+        if self.cls_token is not None:
+            h = torch.cat([h, self.cls_token.expand(h.shape[0], 1, -1)], dim=1)
+        t = h.shape[1]
         if t > self.max_tokens:
-            raise ConfigError(f"prompt has {t} tokens but the transformer has {self.max_tokens} positions")
-        h = self.read_in(tokens) + self.positions[:t]
-        read = slice(0, self.stride * n_context, self.stride)
+            raise ConfigError(f"sequence has {t} tokens but the transformer has {self.max_tokens} positions")
+        h = h + self.positions[:t]
+        read = slice(t - 1, t) if self.cls_token is not None else slice(0, self.stride * n_context, self.stride)
         if return_hidden:
             hidden = [h]
             for block in self.layers:
@@ -202,5 +189,6 @@ class GPTTransformer(nn.Module):
             for block in self.layers[:-1]:
                 h = block(h)
             h = self.layers[-1](h, read)
-        prediction = self.read_out(self.ln_out(h))[..., 0]
+        h = self.ln_out(h)
+        prediction = h @ self.embedding.weight.T if self.read_out is None else self.read_out(h)[..., 0]
         return (prediction, hidden) if return_hidden else prediction

@@ -1,10 +1,11 @@
 """Task distributions over in-context problems."""
 
 from .autoregressive import AutoregressiveSequences, StartDistribution, autoregressive_from_config
-from .base import Episode
+from .base import Episode, TokenBatch
 from .functions import CLASSES, FunctionClass, function_class
 from .linear import GaussianInputs, LinearRegression, UniformInputs, linear_regression_from_config
 from .sine import SineRegression
+from .templates import Template, TemplateTask, parse_templates, template_task
 
 __all__ = [
     "CLASSES",
@@ -16,7 +17,12 @@ __all__ = [
     "LinearRegression",
     "SineRegression",
     "StartDistribution",
+    "Template",
+    "TemplateTask",
+    "TokenBatch",
     "UniformInputs",
     "autoregressive_from_config",
     "linear_regression_from_config",
+    "parse_templates",
+    "template_task",
 ]

@@ -1,4 +1,5 @@
-"""The Episode: a batch of in-context problems with their hidden truth."""
+"""Batches of problems with their hidden truth: the :class:`Episode` of real-valued in-context
+examples, and the :class:`TokenBatch` of token-id sequences."""
 
 from __future__ import annotations
 
@@ -7,8 +8,25 @@ from dataclasses import dataclass, field, fields, replace
 import torch
 
 
+class Batched:
+    """Tensor fields plus a ``truth`` dict of tensors, all batched along dimension 0."""
+
+    def map(self, fn):
+        """Apply ``fn`` to every tensor (e.g. ``lambda t: t.double()``)."""
+        tensors = {f.name: fn(getattr(self, f.name)) for f in fields(self) if f.name != "truth"}
+        return replace(self, **tensors, truth={k: fn(v) for k, v in self.truth.items()})
+
+    def to(self, device=None, dtype=None):
+        """Move every tensor to ``device`` and/or floating tensors to ``dtype``."""
+        return self.map(lambda t: t.to(device=device, dtype=dtype if t.is_floating_point() else None))
+
+    def __getitem__(self, index):
+        """Select prompts along the batch dimension."""
+        return self.map(lambda t: t[index])
+
+
 @dataclass(frozen=True)
-class Episode:
+class Episode(Batched):
     """A batch of B prompts, each with N context examples and Q queries.
 
     Attributes:
@@ -37,19 +55,6 @@ class Episode:
     def dim(self) -> int:
         return self.xs.shape[2]
 
-    def map(self, fn) -> "Episode":
-        """Apply ``fn`` to every tensor (e.g. ``lambda t: t.double()``)."""
-        tensors = {f.name: fn(getattr(self, f.name)) for f in fields(self) if f.name != "truth"}
-        return replace(self, **tensors, truth={k: fn(v) for k, v in self.truth.items()})
-
-    def to(self, device=None, dtype=None) -> "Episode":
-        """Move every tensor to ``device`` and/or floating tensors to ``dtype``."""
-        return self.map(lambda t: t.to(device=device, dtype=dtype if t.is_floating_point() else None))
-
-    def __getitem__(self, index) -> "Episode":
-        """Select prompts along the batch dimension."""
-        return self.map(lambda t: t[index])
-
     @staticmethod
     def cat(episodes: list["Episode"]) -> "Episode":
         """Concatenate episodes along the batch dimension."""
@@ -61,3 +66,23 @@ class Episode:
         }
         truth = {k: torch.cat([e.truth[k] for e in episodes]) for k in first.truth}
         return Episode(**tensors, truth=truth)
+
+
+@dataclass(frozen=True)
+class TokenBatch(Batched):
+    """A batch of B sequences of token ids with what a model should predict from them.
+
+    Attributes:
+        tokens: token ids ``(B, T)`` (long).
+        targets: ``(B, Q)``: real labels (float) or token ids (long), e.g. one label per
+            sequence (Q = 1) or the next token at every position (Q = T).
+        truth: the hidden structure for analysis, e.g. ``{"template": (B,)}``.
+    """
+
+    tokens: torch.Tensor
+    targets: torch.Tensor
+    truth: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def batch_size(self) -> int:
+        return self.tokens.shape[0]

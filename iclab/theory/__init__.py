@@ -9,6 +9,7 @@ from .descriptors import (
     infinite_n_solution_loss,
     no_descriptor_limit_loss,
 )
+from .kernels import TemplateMatrix, condition_number, template_matrix
 from .linear import OneStepOptimum, gamma_matrix, gd_step_optimum, lsa_optimum, lsa_weights, moments
 from .mesa import ProductOptimum, best_diagonal, best_product, one_step_predictions, product_optimum, product_scatter
 
@@ -17,8 +18,10 @@ __all__ = [
     "GradientFlow",
     "OneStepOptimum",
     "ProductOptimum",
+    "TemplateMatrix",
     "best_diagonal",
     "best_product",
+    "condition_number",
     "descriptor_optimum",
     "gamma_matrix",
     "gd_step_optimum",
@@ -32,4 +35,5 @@ __all__ = [
     "one_step_predictions",
     "product_optimum",
     "product_scatter",
+    "template_matrix",
 ]

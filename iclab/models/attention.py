@@ -1,0 +1,102 @@
+"""Multi-head softmax self-attention, causal or bidirectional, with Boix-Adserà et al.'s identity terms.
+
+Optional per-head scalars (PAPERS.md §6), both initialised at 0 and absent unless switched
+on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits (X = the attention input,
+i.e. the LayerNormed block input; added to the logits as they enter the softmax, after QKᵀ's
+1/√d_h, so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI), ``value_identity`` adds (Σ_h b_h A_h)X to the
+attention output (A_h = head h's attention matrix), i.e. W_V W_Oᵀ → W_V W_Oᵀ + bI. Both terms
+are multiplied by a fixed ``identity_scale`` (the authors' code has such multipliers, 1.0 by
+default; under Adam a scale s acts like an s-fold learning rate for a and b).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ConfigError
+
+ATTENTION = ("sdpa", "math")
+"""``sdpa``: ``F.scaled_dot_product_attention``; ``math``: the same map written out as
+softmax(QKᵀ/√d_h + mask)V. torch 2.13 has no vmap batching rule for SDPA on CPU (it falls
+back to a slow per-seed loop), so seeds trained together through ``torch.func.vmap`` use
+``math``; the two agree to float rounding."""
+
+
+class SelfAttention(nn.Module):
+    """Multi-head softmax self-attention with optional a·XXᵀ and b·AX terms.
+
+    Args:
+        width: the residual width (input and output size).
+        n_heads, head_dim: heads and their size (``head_dim`` defaults to ``width // n_heads``).
+        causal: each token attends to the tokens up to itself (GPT), or to every token (ViT).
+        bias: biases in the Q, K, V and output projections.
+        logit_identity, value_identity: switch on the per-head a·XXᵀ and b·AX terms.
+        identity_scale: the fixed multiplier of both terms.
+        attention: ``"sdpa"`` or ``"math"`` (see :data:`ATTENTION`).
+    """
+
+    def __init__(self, width: int, n_heads: int, head_dim: int | None = None, causal: bool = True, bias: bool = True,
+                 logit_identity: bool = False, value_identity: bool = False, identity_scale: float = 1.0,
+                 attention: str = "sdpa"):
+        super().__init__()
+        if attention not in ATTENTION:
+            raise ConfigError(f"attention must be one of {ATTENTION}, got {attention!r}")
+        self.n_heads, self.head_dim = n_heads, head_dim or width // n_heads
+        self.causal, self.attention, self.identity_scale = causal, attention, identity_scale
+        inner = self.n_heads * self.head_dim
+        self.qkv = nn.Linear(width, 3 * inner, bias=bias)
+        self.out = nn.Linear(inner, width, bias=bias)
+        self.a = nn.Parameter(torch.zeros(n_heads)) if logit_identity else None
+        self.b = nn.Parameter(torch.zeros(n_heads)) if value_identity else None
+
+    def forward(self, x: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
+        """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
+        values still come from every token; a causal query sees the tokens up to its own)."""
+        batch, t, _ = x.shape
+        rows = slice(None) if queries is None else queries
+        inner = self.n_heads * self.head_dim
+        # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
+        # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
+        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
+                   for part in self.qkv(x).split(inner, -1))
+        q = q[:, :, rows]
+        if self.b is not None:
+            # A_h X for every head comes out of the same attention call: append X to each head's values.
+            v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
+        if self.attention == "sdpa" and self.a is None and queries is None:
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+        else:
+            # Additive mask (query rows × key columns): -inf on future tokens when causal.
+            mask = (torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
+                    if self.causal else None)
+            if self.a is not None:
+                # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
+                a = self.identity_scale * self.a
+                identity = a[:, None, None] * (x[:, rows] @ x.transpose(1, 2))[:, None]  # (B, H, Tq, T)
+                mask = identity if mask is None else mask + identity
+            if self.attention == "sdpa":
+                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            else:
+                heads = _softmax_attention(q, k, v, mask)
+        tq = heads.shape[2]
+        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, inner))
+        if self.b is not None:
+            out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim:])
+        return out
+
+
+def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, with heads folded into the batch
+    so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm`` without a mask)."""
+    batch, heads, tq, head_dim = q.shape
+    fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
+    scale = 1 / math.sqrt(head_dim)
+    if mask is None:
+        logits = torch.bmm(fold(q), fold(k).transpose(1, 2)) * scale
+    else:
+        logits = torch.baddbmm(mask if mask.ndim == 2 else fold(mask), fold(q), fold(k).transpose(1, 2), alpha=scale)
+    return (logits.softmax(-1) @ fold(v)).view(batch, heads, tq, -1)

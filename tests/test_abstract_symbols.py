@@ -1,0 +1,102 @@
+import pytest
+import torch
+
+import iclab
+from iclab.config import ConfigError
+from iclab.losses import batch_loss, prompt_losses, token_losses
+from iclab.models import GPTTransformer, OneHotMLP
+from iclab.prompts import TokenFormat
+from iclab.rng import generator
+from iclab.tasks import template_task
+from iclab.theory import condition_number, template_matrix
+from iclab.train import FixedTrainingSet, TrainConfig, train
+
+TINY = {
+    "sweep.n": [4, 16], "sweep.models": ["transformer", "transformer+kq", "mlp"], "train.epochs": 3,
+    "train.log_every": 1, "eval_samples": 50, "transformer.width": 16, "mlp.hidden": 16,
+    "copying.widths": [8, 16], "copying.n": [4, 8], "copying.epochs": 2, "kernel.draws": 4,
+    "kernel.strings": 4, "kernel.width": 16, "kernel.tasks": ["same-different"],
+}
+
+
+def _regression_model(task, **kw):
+    return lambda g: GPTTransformer(None, 2, 2, 16, 2.0, max_tokens=task.length + 1, vocab_size=task.vocab_size,
+                                    causal=False, cls=True, bias=False, ln_out_affine=False, init="pytorch",
+                                    attention="math", generator=g, **kw)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_adam_training_leaves_unseen_embeddings_at_their_initialisation_unless_the_output_is_tied(tied):
+    # Adam without weight decay moves a parameter only where it has had a gradient, and an
+    # embedding row gets one only from the tokens it embeds, or, with a tied output, from the
+    # softmax over the whole vocabulary (Boix-Adserà et al.'s copying model does that too).
+    task = template_task("copy" if tied else "aba-abb", 12)
+    make = _regression_model(task, tied_output=tied, logit_identity=True, value_identity=True)
+    config = TrainConfig(steps=5, batch_size=64, lr=1e-2, train_size=12, loss="cross_entropy" if tied else "mse",
+                         log_every=5, checkpoint_every=5)
+    before = make(generator(0, "init")).embedding.weight.detach()
+    after = train(make, FixedTrainingSet(task, TokenFormat(), 12, 64), config, [0], progress=False).models[0].embedding.weight
+    unseen = torch.tensor([*task.alphabet("validation"), *task.alphabet("test")])
+    seen = torch.tensor(list(task.alphabet("train")))
+    assert not torch.equal(after[seen], before[seen])
+    assert torch.equal(after[unseen], before[unseen]) != tied
+
+
+def test_seeds_of_token_models_train_together_as_they_would_alone():
+    task = template_task("same-different", 10)
+    config = TrainConfig(steps=3, batch_size=64, lr=1e-2, train_size=10, log_every=3, checkpoint_every=3)
+    for make in (_regression_model(task, logit_identity=True), lambda g: OneHotMLP(task.vocab_size, 2, 8, generator=g)):
+        data = FixedTrainingSet(task, TokenFormat(), 10, 64)
+        together = train(make, data, config, [0, 1], progress=False).models
+        alone = train(make, data, config, [1], progress=False).models
+        for p, q in zip(together[1].parameters(), alone[0].parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_token_losses_are_cross_entropy_and_zero_one_error_per_prompt():
+    logits = torch.tensor([[[2.0, 0.0, -1.0]], [[0.0, 1.0, 3.0]]])  # (B, Q = 1, V)
+    target = torch.tensor([[0], [1]])
+    expected = -torch.log_softmax(logits[:, 0], -1)[torch.arange(2), target[:, 0]]
+    torch.testing.assert_close(token_losses(logits, target), expected)
+    torch.testing.assert_close(prompt_losses(logits, target, "error"), torch.tensor([0.0, 1.0]))
+    torch.testing.assert_close(batch_loss(logits, target, "cross_entropy"), expected.mean())
+    with pytest.raises(ConfigError):
+        batch_loss(logits, target, "hinge")
+
+
+def test_template_matrix_of_the_one_hot_mlp_is_constant_and_of_the_equality_mlp_is_not():
+    # Strings over disjoint alphabets have orthogonal one-hot inputs, so the MLP's random-feature
+    # kernel is the same for every pair of templates: N = c·11ᵀ, singular (the paper's theorem).
+    task = template_task("aba-abb", 20, test_size=20)
+    for equality in (False, True):
+        make = lambda g: OneHotMLP(task.vocab_size, 3, 64, equality=equality, generator=g)  # noqa: E731
+        result = template_matrix(lambda tokens, g: make(g).features(tokens), task, 60, seed=0, strings=16)
+        assert result.matrix.shape == (2, 2) and torch.allclose(result.matrix, result.matrix.T)
+        singular = abs(result.smallest) <= 3 * result.smallest_stderr
+        assert singular != equality
+    assert condition_number(torch.eye(3)).item() == pytest.approx(1.0)
+
+
+def test_tiny_run_writes_every_figure_and_claim(tmp_path):
+    result = iclab.run("abstract-symbols", overrides=TINY, out=tmp_path / "run", progress=False)
+    assert {p.name for p in result.folder.figures()} == {"sample_complexity.png", "copying.png",
+                                                         "kernel_template_matrix.png"}
+    ids = {c["id"] for c in result.claims}
+    for spec in ("aba-abb", "same-different"):
+        assert {f"{spec}-kq-more-data-efficient", f"{spec}-plain-needs-1024", f"{spec}-mlp-at-chance"} <= ids
+    assert {"copy-plain-inverse-scaling", "copy-modified-width-free", "same-different-kernel-identity-conditions",
+            "same-different-kernel-mlp-singular"} <= ids
+    metrics = result.metrics
+    selected = metrics[(metrics.metric == "test_mse") & (metrics.model == "transformer+kq")]
+    assert len(selected) == 4 and selected.value.notna().all()
+    assert set(metrics[metrics.setting == "copy-w8"].metric) >= {"test_error", "test_last_error", "best_step_error"}
+
+
+@pytest.mark.parametrize("key, value", [
+    ("sweep.models", ["transformer", "rnn"]), ("sweep.tasks", ["copy"]), ("sweep.n", [1]), ("copying.models", ["mlp"]),
+    ("sweep.tasks", ["ABA:+1,BAB:-1"]), ("sweep.tasks", ["ABCDE:+1,ABCDA:-1"]), ("kernel.draws", 1),
+])
+def test_bad_config_is_rejected_before_training(tmp_path, key, value):
+    with pytest.raises(ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws"):
+        iclab.run("abstract-symbols", overrides={**TINY, key: value}, out=tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
