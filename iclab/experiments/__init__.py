@@ -13,6 +13,7 @@ _MODULES = {
     "gd-mechanism": "iclab.experiments.gd_mechanism",
     "task-descriptors": "iclab.experiments.task_descriptors",
     "mesa-ar": "iclab.experiments.mesa_ar",
+    "algorithm-selection": "iclab.experiments.algorithm_selection",
 }
 
 

@@ -19,11 +19,11 @@ vectorised over prefixes too (prefix sums, masked batched solves, masked distanc
 """
 
 from .base import Learner, LinearLearner, ZeroPredictor
-from .gradient import GDPlusPlus, GradientDescent, gd_plus_plus
+from .gradient import GDPlusPlus, GradientDescent, OnePassSGD, gd_plus_plus
 from .linear import Averaging, BayesLinear, LeastSquares, Ridge
 from .neighbours import NearestNeighbours
 
 __all__ = [
     "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
-    "NearestNeighbours", "Ridge", "ZeroPredictor", "gd_plus_plus",
+    "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus",
 ]
