@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from iclab.metrics import batch_loss
+from iclab.losses import batch_loss
 from iclab.models import CausalLinearAttention
 from iclab.prompts import AutoregressiveFormat
 from iclab.rng import generator

@@ -10,11 +10,12 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from . import experiments
-from .config import ConfigError, resolve
+from .config import ConfigError, parse_assignment, resolve, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
 from .report import write_index, write_report
 from .runs import RunFolder
+from .train import TrainingDiverged
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +42,7 @@ class RunResult:
 
 def list_experiments() -> list[tuple[str, str]]:
     """(name, one-line summary) of every experiment."""
-    return [(name, experiments.get(name).summary) for name in experiments.names()]
+    return [(name, experiments.summary(name)) for name in experiments.names()]
 
 
 def run(
@@ -72,24 +73,51 @@ def run(
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
     dev = pick_device(device)
-    folder = RunFolder.create(experiment, out, root)
-    folder.write_config(config)
-    return _execute(folder, config, dev, progress)
+    folder = RunFolder.create(experiment, config, out, root)
+    return _execute(folder, config, dev, progress, fresh=True)
 
 
-def resume(path: str | Path, device: str | None = None, progress: bool = True) -> RunResult:
-    """Finish an interrupted run: training continues from its last checkpoints."""
+def resume(
+    path: str | Path, device: str | None = None, progress: bool = True,
+    overrides: Iterable[str] | Mapping[str, object] = (),
+) -> RunResult:
+    """Finish an interrupted run: training continues from its last checkpoints.
+
+    ``overrides`` change config keys for the rest of the run (e.g. ``{"train.lr": 1e-4}`` after a
+    divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``.
+    """
     folder = RunFolder.open(path)
     if folder.finished:
         raise ConfigError(f"{path} has already finished (claims.json exists)")
-    return _execute(folder, folder.read_config(), pick_device(device), progress)
+    if not folder.has_checkpoint:
+        raise ConfigError(f"{path} has no checkpoint to resume from; start the run again with `iclab run`")
+    config = folder.read_config()
+    pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
+    if pairs:
+        for key, value in pairs:
+            set_key(config, key, value)
+        config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
+        folder.write_config(config)
+    return _execute(folder, config, pick_device(device), progress)
 
 
-def _execute(folder: RunFolder, config: dict, device, progress: bool) -> RunResult:
+def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: bool = False) -> RunResult:
+    """Run the experiment into ``folder``. A ``fresh`` run that fails before its first checkpoint
+    leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
     context = RunContext(folder, device, progress)
-    claims = spec.run(config, context)
+    try:
+        claims = spec.run(config, context)
+    except BaseException as err:
+        kept = folder.has_checkpoint
+        if fresh and not kept:
+            folder.discard()
+        if isinstance(err, TrainingDiverged):
+            advice = (f"the last good checkpoints are kept: `iclab resume {folder.path} --set train.lr=<smaller>`"
+                      if kept else "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr")
+            raise ConfigError(f"{spec.name}: {err}; {advice}") from None
+        raise
     folder.write_metrics(context.rows)
     folder.write_claims(claims)
     write_report(folder)
@@ -102,8 +130,12 @@ def report(path: str | Path) -> Path:
 
 
 def reproduce(
-    scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True
+    scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True,
+    seed: int | None = None,
 ) -> tuple[list[RunResult], Path]:
-    """Run every experiment, then write ``<root>/index.html``; returns the results and the index."""
-    results = [run(name, scale=scale, device=device, progress=progress, root=root) for name in experiments.names()]
+    """Run every experiment (with base ``seed`` when given), then write ``<root>/index.html``;
+    returns the results and the index."""
+    overrides = {} if seed is None else {"seed": seed}
+    results = [run(name, scale=scale, overrides=overrides, device=device, progress=progress, root=root)
+               for name in experiments.names()]
     return results, write_index(Path(root), [r.folder for r in results])

@@ -1,7 +1,8 @@
 """The ``iclab`` command line: list, run, resume, reproduce, report.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
-``iclab: error: ...`` and exits with status 2.
+``iclab: error: ...`` and exits with status 2. The API (torch, pandas, matplotlib) is imported only
+by the verbs that run something, so ``iclab --help`` and ``iclab list`` answer at once.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import argparse
 import logging
 import sys
 
-from . import api
+from . import experiments
 from .config import ConfigError
 
 
@@ -25,6 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("experiment")
     run.add_argument("--scale", default="quick", help="quick (minutes on a CPU) or paper (default: quick)")
     run.add_argument("--seeds", type=int, help="number of seeds")
+    run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a config key, e.g. --set train.steps=500 (repeatable)")
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
@@ -33,18 +35,21 @@ def _parser() -> argparse.ArgumentParser:
     resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints")
     resume.add_argument("run_dir")
     resume.add_argument("--device")
+    resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write an index page")
     reproduce.add_argument("--scale", default="quick")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
+    reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
 
     report = sub.add_parser("report", help="rewrite a run folder's report.html")
     report.add_argument("run_dir")
     return parser
 
 
-def _print_result(result: api.RunResult) -> None:
+def _print_result(result) -> None:
     for claim in result.claims:
         verdict = "holds" if claim["holds"] else "FAILS"
         print(f"  [{verdict}] {claim['id']}: measured {claim['measured']}, expected {claim['expected']}")
@@ -58,14 +63,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         if args.command == "list":
-            for name, summary in api.list_experiments():
-                print(f"{name:20s} {summary}")
-        elif args.command == "run":
-            _print_result(api.run(args.experiment, args.scale, args.seeds, args.overrides, args.out, args.device))
+            for name in experiments.names():
+                print(f"{name:20s} {experiments.summary(name)}")
+            return 0
+        from . import api
+
+        if args.command == "run":
+            overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
+            _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
         elif args.command == "resume":
-            _print_result(api.resume(args.run_dir, args.device))
+            _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
         elif args.command == "reproduce":
-            results, index = api.reproduce(args.scale, args.out, args.device)
+            results, index = api.reproduce(args.scale, args.out, args.device, seed=args.seed)
             for result in results:
                 _print_result(result)
             print(f"index: {index}")

@@ -1,4 +1,5 @@
-"""Losses, weight alignment, and the evaluation of models and learners on shared prompts."""
+"""Evaluation of models and learners on shared prompts: losses by prefix with bootstrap bands, weight
+alignment, and comparisons of two predictors (the loss conventions are :mod:`iclab.losses`)."""
 
 from __future__ import annotations
 
@@ -9,54 +10,11 @@ import torch
 
 from .config import ConfigError
 from .learners import LinearLearner
+from .losses import loss_scale, prompt_losses
 from .models import LinearSelfAttention
 from .prompts import InterleavedFormat, PairedFormat
 from .rng import generator
 from .tasks.base import Episode
-
-
-LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "mse_over_d": 1.0, "half_sse": 0.5}
-"""Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.);
-``mse_over_d`` is E(ŷ − y)²/d (Garg et al.; Akyürek et al.), which also divides by the input
-dimension (see :data:`PER_DIMENSION`); ``half_sse`` is ½Σ|ŷ − y|², summed over all of a
-prompt's targets (every step and coordinate) and averaged over prompts (Zheng et al.'s
-½Σ_t‖ŷ_t − x_{t+1}‖²)."""
-
-PER_DIMENSION = frozenset({"mse_over_d"})
-"""Conventions that are further divided by the input dimension d (callers pass ``d``)."""
-
-SUMMED_LOSSES = frozenset({"half_sse"})
-"""The conventions that sum, rather than average, over a prompt's targets."""
-
-
-def loss_scale(loss: str, d: int | None = None) -> float:
-    """The factor that turns a mean (or, for :data:`SUMMED_LOSSES`, summed) squared error into
-    the named convention."""
-    if loss not in LOSS_SCALES:
-        raise ConfigError(f"unknown loss {loss!r}; choose from {', '.join(LOSS_SCALES)}")
-    if loss in PER_DIMENSION:
-        if d is None or d < 1:
-            raise ConfigError(f"loss {loss!r} needs the input dimension d")
-        return LOSS_SCALES[loss] / d
-    return LOSS_SCALES[loss]
-
-
-def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
-    """Per-prompt loss ``(B,)`` in the named convention, averaged (or, for :data:`SUMMED_LOSSES`,
-    summed) over each prompt's targets (``d`` is needed for ``mse_over_d``). Complex
-    predictions use the squared modulus |ŷ − y|²."""
-    scale = loss_scale(loss, d)
-    error = prediction - target
-    squared = (torch.view_as_real(error) if error.is_complex() else error).pow(2).flatten(1)
-    per_prompt = squared.sum(1) if loss in SUMMED_LOSSES else squared.mean(1)
-    if error.is_complex() and loss not in SUMMED_LOSSES:
-        per_prompt = 2 * per_prompt  # the mean ran over real and imaginary parts separately
-    return scale * per_prompt
-
-
-def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
-    """The scalar training loss: :func:`prompt_losses` averaged over the batch."""
-    return prompt_losses(prediction, target, loss, d).mean()
 
 
 def loss_by_prefix(

@@ -10,7 +10,9 @@ finished run; a folder without it can be resumed.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -25,23 +27,55 @@ class RunFolder:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._created = False  # whether create() made the directory itself
 
     @classmethod
-    def create(cls, experiment: str, out: str | Path | None = None, root: str | Path = "runs") -> "RunFolder":
-        """Make a new folder: ``out`` exactly (must not exist or be empty), else a timestamped one."""
+    def create(cls, experiment: str, config: dict, out: str | Path | None = None, root: str | Path = "runs") -> "RunFolder":
+        """Make a new folder holding ``config.yaml``: ``out`` exactly (it must not exist, or be empty),
+        else ``<root>/<experiment>-<timestamp>`` with a numbered suffix when taken.
+
+        Creation is atomic (an exclusive ``mkdir``, then an exclusive create of ``config.yaml``), so
+        two runs started at once, even from two processes, never share a folder.
+        """
         if out is not None:
-            path = Path(out)
-            if path.exists() and (not path.is_dir() or any(path.iterdir())):
-                raise ConfigError(f"{path} already exists and is not empty; runs are never overwritten")
-        else:
-            stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-            path = Path(root) / f"{experiment}-{stamp}"
-            suffix = 1
-            while path.exists():
-                suffix += 1
-                path = Path(root) / f"{experiment}-{stamp}-{suffix}"
-        path.mkdir(parents=True, exist_ok=True)
-        return cls(path)
+            folder = cls(out)
+            folder._claim(config)
+            return folder
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        for suffix in itertools.count(1):
+            folder = cls(Path(root) / (f"{experiment}-{stamp}" + (f"-{suffix}" if suffix > 1 else "")))
+            try:
+                folder._claim(config)
+                return folder
+            except ConfigError:
+                continue
+
+    def _claim(self, config: dict) -> None:
+        try:
+            self.path.mkdir(parents=True)
+            self._created = True
+        except FileExistsError:
+            if not self.path.is_dir():
+                raise ConfigError(f"{self.path} already exists and is not a folder") from None
+        try:
+            with open(self.config_file, "x") as f:
+                f.write(dump(config))
+        except FileExistsError:
+            raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten") from None
+        if any(p != self.config_file for p in self.path.iterdir()):
+            self.config_file.unlink()
+            raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten")
+
+    def discard(self) -> None:
+        """Remove what :meth:`create` made: the folder (or, for an ``out`` that existed empty, its contents)."""
+        if self._created:
+            shutil.rmtree(self.path)
+            return
+        for child in self.path.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
 
     @classmethod
     def open(cls, path: str | Path) -> "RunFolder":
@@ -61,6 +95,11 @@ class RunFolder:
     def finished(self) -> bool:
         return self.claims_file.exists()
 
+    @property
+    def has_checkpoint(self) -> bool:
+        """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
+        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.safetensors"))
+
     def figure(self, name: str) -> Path:
         """Path for ``figures/<name>.png`` (the folder is created)."""
         folder = self.path / "figures"
@@ -71,6 +110,7 @@ class RunFolder:
         return sorted((self.path / "figures").glob("*.png"))
 
     def write_config(self, config: dict) -> None:
+        """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""
         self.config_file.write_text(dump(config))
 
     def read_config(self) -> dict:

@@ -27,7 +27,7 @@ from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
 from .config import ConfigError
-from .metrics import batch_loss
+from .losses import batch_loss
 from .prompts import Prompt
 from .rng import generator
 
@@ -49,7 +49,7 @@ class TrainConfig:
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
         warmup: linear warm-up steps.
         train_size: prompts in a fixed training set, or None for fresh prompts every step.
-        loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.metrics.LOSS_SCALES`).
+        loss: the loss convention (``mse``, ``half_mse`` or ``half_sse``; see :data:`iclab.losses.LOSS_SCALES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
@@ -142,6 +142,15 @@ def data_source(task, prompt_format, config: TrainConfig):
     if config.train_size is None:
         return FreshPrompts(task, prompt_format, config.batch_size)
     return FixedTrainingSet(task, prompt_format, config.train_size, config.batch_size)
+
+
+class TrainingDiverged(ConfigError):
+    """A non-finite loss (or weights): training stopped without writing the bad state to a checkpoint."""
+
+    def __init__(self, model: str, seeds: Sequence[int], step: int):
+        self.model, self.seeds, self.step = model, list(seeds), step
+        which = ", ".join(map(str, self.seeds))
+        super().__init__(f"training of {model!r} diverged (non-finite loss) for seed {which} at step {step}")
 
 
 @dataclass
@@ -255,6 +264,7 @@ class _SeedGroup:
                 group["lr"] = c.lr_at(self.step)
             prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
             losses = self._losses(prompts)
+            self._stop_unless_finite(torch.isfinite(losses), self.step + 1)  # before the optimizer applies it
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()
             if c.clip is not None:
@@ -270,6 +280,11 @@ class _SeedGroup:
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _stop_unless_finite(self, finite: torch.Tensor, step: int):
+        """Raise :class:`TrainingDiverged` naming the seeds whose entry of ``finite`` ``(S,)`` is False."""
+        if not finite.all():
+            raise TrainingDiverged(self.name, [s for s, ok in zip(self.seeds, finite.tolist()) if not ok], step)
 
     def _record(self, metrics: Mapping[str, Sequence[float]]):
         for metric, values in metrics.items():
@@ -288,6 +303,9 @@ class _SeedGroup:
 
     # Checkpoints: model.<param>, optim.<param>.<state> and history.* tensors per seed.
     def _save(self):
+        # A finite loss with an infinite gradient still ruins the weights: never checkpoint those.
+        finite = torch.stack([p.reshape(len(self.seeds), -1).isfinite().all(1) for p in self.params.values()]).all(0)
+        self._stop_unless_finite(finite, self.step)
         self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         state = self.optimizer.state_dict()["state"]
         for k, seed in enumerate(self.seeds):

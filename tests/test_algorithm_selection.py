@@ -171,7 +171,8 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     figures = {p.stem for p in (tmp_path / "run" / "figures").glob("*.png")}
     assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2"}
     assert [c["id"] for c in result.claims] == [
-        "a-closest-to-ols", "b-bayes-ridge-closest", "c-depth-algorithms", "d-mlp-beats-linear", "d-decodability-rises",
+        "a-matches-ols", "b-bayes-ridge-closest", "c-one-layer-gd", "c-two-to-four-layers-ridge",
+        "d-mlp-beats-linear", "d-decodability-rises",
     ]
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}

@@ -89,10 +89,26 @@ def test_mesa_ar_smoke(tmp_path):
     result = api.run(
         "mesa-ar", seeds=1, out=tmp_path / "mesa", progress=False,
         overrides=["train.steps=3", "train.train_size=16", "test_size=16", "scatter_draws=64",
-                   "task.length=12", "inits=[[0.5, 1.5]]", "starts={gaussian: [1.0], sparse: [1.0], ones: [1.0]}"],
+                   "task.length=12", "inits=[[0.5, 1.5]]", "starts={gaussian: [1.0, 2.0], sparse: [1.0], ones: [1.0]}",
+                   "size_sweep={sizes: [16, 32], init: [0.5, 1.5]}", "gradient={draws: 64, batches: 4}"],
     )
     ids = {c["id"] for c in result.claims}
-    assert {"ab-star-gaussian-1", "stays-diagonal-sparse-1", "recovered-sparse-1", "ratio-last-step-gaussian-1"} <= ids
+    assert {"ab-star-gaussian-1", "ab-star-gaussian-2", "ab-fits-training-set-gaussian-2", "stays-diagonal-sparse-1",
+            "recovered-sparse-1", "ratio-last-step-gaussian-1", "offdiag-gradient-vanishes-gaussian-1",
+            "offdiag-gradient-vanishes-sparse-1", "offdiag-shrinks-with-m-gaussian-1"} <= ids
+    assert "ratio-last-step-gaussian-2" not in ids  # σ = 2 trains the diagonal model only
     assert {p.name for p in (result.path / "figures").iterdir()} == {
-        "ab_training.png", "prediction_truth_ratio.png", "weights.png"}
+        "ab_training.png", "prediction_truth_ratio.png", "weights.png", "offdiag_vs_m.png"}
+    assert {"expected_gradient_z", "ab_best"} <= set(result.metrics.metric)
     assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)
+
+
+def test_listing_and_help_import_no_heavy_module():
+    code = ("import sys, iclab.cli\n"
+            "from iclab.cli import main\n"
+            "assert main(['list']) == 0\n"
+            "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "lsa-linear" in done.stdout

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
 from iclab.prompts import PairedFormat
 from iclab.rng import generator
@@ -8,7 +9,8 @@ from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import (
     descriptor_optimum, gradient_flow, infinite_n_solution, infinite_n_solution_loss, no_descriptor_limit_loss,
 )
-from iclab.theory.descriptors import embedded_lsa
+from iclab.models import LinearSelfAttention, merged_lsa
+from iclab.theory.descriptors import embed
 
 
 def _task(n, **kw):
@@ -44,7 +46,7 @@ def test_fixed_means_come_from_the_seed():
 def test_optimum_loss_matches_monte_carlo_of_the_lsa_set_to_it(descriptor):
     task = _task(6)
     opt = descriptor_optimum(task, descriptor, mean_draws=100_000)
-    mean, stderr = _lsa_loss(opt.lsa(), task, descriptor)
+    mean, stderr = _lsa_loss(merged_lsa(*opt.weights()), task, descriptor)
     # Moments are Monte Carlo over μ only (1e5 draws): allow that error on top of 4 stderr.
     assert abs(mean - opt.loss) < 4 * stderr + 0.005 * opt.loss
     # It is a minimum: perturbing M raises the (same-moment) loss.
@@ -57,7 +59,7 @@ def test_one_hot_optimum_is_exact_and_descriptors_help():
     with_hot = descriptor_optimum(task, "mean_index_onehot")
     without = descriptor_optimum(task, None)
     assert "exact" in with_hot.method and with_hot.loss < without.loss
-    mean, stderr = _lsa_loss(embedded_lsa(with_hot.matrix), task, "mean_index_onehot")
+    mean, stderr = _lsa_loss(merged_lsa(*embed(with_hot.matrix)), task, "mean_index_onehot")
     assert abs(mean - with_hot.loss) < 4 * stderr
 
 
@@ -66,14 +68,14 @@ def test_infinite_n_solution_loss_closed_form_and_one_over_n():
     for n in (10, 40):
         task = _task(n)
         closed = infinite_n_solution_loss(task)
-        mean, stderr = _lsa_loss(embedded_lsa(infinite_n_solution(task)), task, "mu")
+        mean, stderr = _lsa_loss(merged_lsa(*embed(infinite_n_solution(task))), task, "mu")
         assert abs(mean - closed) < 4 * stderr
         losses.append(closed)
     assert losses[0] / losses[1] == pytest.approx(4.0)
     # The one-hot version uses the means matrix to recover μ from the index.
     hot = _task(40, n_means=3)
     matrix = infinite_n_solution(hot, "mean_index_onehot")
-    mean, stderr = _lsa_loss(embedded_lsa(matrix), hot, "mean_index_onehot")
+    mean, stderr = _lsa_loss(merged_lsa(*embed(matrix)), hot, "mean_index_onehot")
     assert abs(descriptor_optimum(hot, "mean_index_onehot").loss_of(matrix) - mean) < 4 * stderr
 
 
@@ -83,14 +85,29 @@ def test_no_descriptor_limit_is_approached_from_above():
     assert limit > 0.1 and finite == pytest.approx(limit, rel=0.02)
 
 
+def _balanced_start(opt, scale=0.1):
+    dim = opt.matrix.shape[0] + 1
+    return LinearSelfAttention(dim, init="balanced", init_scale=scale, generator=generator(0, "init")).layers[0].merged()
+
+
 def test_gradient_flow_converges_and_keeps_the_balance():
     opt = descriptor_optimum(_task(10), "mu", mean_draws=20_000)
-    flow = gradient_flow(opt, steps=15000, record_every=500)
+    start = _balanced_start(opt)
+    flow = gradient_flow(opt, start, steps=15000, record_every=500)
     assert flow.distance[-1] < 1e-3 and flow.loss[-1] == pytest.approx(opt.loss, rel=1e-6)
     assert abs(flow.balance[0]) < 1e-9
     drift = abs(flow.balance[-1] - flow.balance[0])
     # The drift is a discretisation effect: halving the step halves it.
-    half = gradient_flow(opt, steps=3000, lr_fraction=0.25, record_every=3000)
-    early = gradient_flow(opt, steps=1500, lr_fraction=0.5, record_every=1500)
+    half = gradient_flow(opt, start, steps=3000, lr_fraction=0.25, record_every=3000)
+    early = gradient_flow(opt, start, steps=1500, lr_fraction=0.5, record_every=1500)
     assert abs(half.balance[-1]) == pytest.approx(abs(early.balance[-1]) / 2, rel=0.2)
     assert drift < 0.01 * flow.w_kq.pow(2).sum()
+
+
+def test_gradient_flow_needs_a_balanced_start():
+    opt = descriptor_optimum(_task(10), "mu", mean_draws=2_000)
+    w_kq, w_pv = _balanced_start(opt)
+    w_pv = w_pv.clone()
+    w_pv[0, -1] = 0.5  # the value row would read x too
+    with pytest.raises(ConfigError, match="balanced form"):
+        gradient_flow(opt, (w_kq, w_pv), steps=10)

@@ -8,7 +8,8 @@ from iclab.curriculum import Curriculum, CurriculumPrompts
 from iclab.learners import (
     Averaging, BayesLinear, GradientDescent, LeastSquares, NearestNeighbours, Ridge, ZeroPredictor,
 )
-from iclab.metrics import evaluate, loss_by_prefix, prompt_losses
+from iclab.losses import batch_loss, prompt_losses
+from iclab.metrics import evaluate, loss_by_prefix
 from iclab.models.transformer import GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.rng import generator
@@ -91,3 +92,12 @@ def test_gpt_linear_smoke(tmp_path):
     assert [c["id"] for c in result.claims] == ["tracks-ols", "beats-averaging-and-3nn", "min-norm-below-d"]
     assert {"mse_over_d", "mse_over_d_p05", "mse_over_d_p95", "spd_ols"} <= set(result.metrics.metric)
     assert {p.name for p in (tmp_path / "run" / "figures").iterdir()} == {"loss_by_prefix.png", "training_curve.png"}
+
+
+@pytest.mark.parametrize("loss", ["mse", "half_mse", "mse_over_d", "half_sse"])
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
+def test_batch_loss_is_the_mean_prompt_loss(loss, dtype):
+    g = torch.Generator().manual_seed(3)
+    prediction, target = (torch.randn(7, 4, 3, generator=g, dtype=dtype) for _ in range(2))
+    d = 5 if loss == "mse_over_d" else None
+    torch.testing.assert_close(batch_loss(prediction, target, loss, d), prompt_losses(prediction, target, loss, d).mean())

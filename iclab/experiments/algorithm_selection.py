@@ -10,13 +10,14 @@ learners: OLS (minimum-norm below d), ridge, one-step batch GD from w₀ = 0, w 
 weighted by 1/distance². Four parts, each its own ``setting`` in ``metrics.parquet``:
 
 (a) ``noiseless``: SPD(transformer, learner)/d and ILWD (implicit linear weight difference,
-    with the R² of the transformer's linear fit) at every prefix length k (their Fig 1);
+    with the R² of the transformer's linear fit) at every prefix length k (their Fig 1); claim:
+    both are < 0.01 against OLS for almost every k;
 (b) ``noise``: one model per (σ, τ); MSPD (SPD averaged over 1 ≤ k < d) against OLS and the
     ridges λ = σ²/τ² of every noise level, as a heat map (their Fig 2); claim: in every column
     the closest of them is the Bayes predictor (ridge with λ = σ²/τ², OLS for σ = 0);
 (c) ``depth``: noiseless models of several depths; which learner is closest (mean SPD over
-    1 ≤ k < N) at each depth (their Fig 3), against the paper's 1 layer ≈ GD, 2–4 ≈ ridge,
-    ≥ 8 ≈ OLS;
+    1 ≤ k < N) at each depth (their Fig 3); the paper's 1 layer ≈ GD, 2–4 ≈ ridge, ≥ 8 ≈ OLS
+    are three claims;
 (d) ``probes``: per hidden state of a deep noiseless model, a linear and an MLP probe
     (attention-pooled, :mod:`iclab.probes`) decode Xᵀy and w_OLS after n examples; held-out
     R²; claims: the MLP probe beats the linear one at the last layer, decodability rises from
@@ -63,8 +64,12 @@ DEFAULTS = {
     # Recipe (CPU runs at d = 4, N = 8, 4 layers, seed 1, mse/d at k = 7): batches of 64 stayed on
     # the loss plateau at 3000 steps for lr 1e-3 to 3e-3 (0.6–0.8; seed 0 reached 0.20), and seed 1
     # stayed there with the d curriculum too (0.74); batches of 128 with the curriculum reached 0.054.
-    # Even so the models end far from OLS (SPD/d ≈ 0.07–0.09): the claims test the paper's
+    # Even so the models end far from OLS (SPD/d ≈ 0.09–0.10): the claims test the paper's
     # statements on models that are still shrinking their predictions, and several do not hold.
+    # Seed 0 (merged code): (a) fails (SPD/d, ILWD to OLS 0.103, 0.091; closest: ridge(0.1)), (b) fails
+    # (every column's closest is a ridge with a larger λ than the Bayes one), (c) 1 layer → sgd (fails),
+    # 2–4 layers → ridge (holds), 8 layers → ridge(0.1) (fails), (d) MLP beats linear (holds, +0.32),
+    # decodability rise from block 1 to 8 fails (−0.009: Xᵀy is decodable after the first block).
     "task": {"d": 4, "n_context": 8},
     "model": {"n_layers": 4, "n_heads": 2, "width": 32, "mlp_ratio": 4.0, "attention": "math"},
     "train": {
@@ -91,7 +96,8 @@ DEFAULTS = {
     "bootstrap": 1000,
     # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0), and rise by ≥ 0.1
     # from the first block to the last (a held-out R² on 1024 prompts moves by ~0.01 between probes).
-    "tolerance": {"probe_margin": 0.0, "probe_rise": 0.1},
+    # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
+    "tolerance": {"ols_match": 0.01, "ols_match_share": 0.8, "probe_margin": 0.0, "probe_rise": 0.1},
 }
 
 # Paper scale: the paper's sizes, each model from scratch. A 16-layer, width-512 step (batch 64,
@@ -193,12 +199,11 @@ class _Models:
         if key not in self.trained:
             c, m = self.config, self.config["model"]
             n = c["task"]["n_context"]
-            task, fmt = _task(c, d, sigma, tau), InterleavedFormat()
             if sigma > 0 and c["noise_finetune"] is not None:
                 base = self.get(d, n_layers)
                 cfg = TrainConfig.from_config({**c["train"], **c["noise_finetune"]})
                 make = lambda g: copy.deepcopy(base)  # noqa: E731
-                data = data_source(task, fmt, cfg)
+                data = data_source(_task(c, d, sigma, tau), InterleavedFormat(), cfg)
             else:
                 cfg = TrainConfig.from_config(c["train"])
                 make = lambda g: GPTTransformer(d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"],  # noqa: E731
@@ -210,7 +215,7 @@ class _Models:
 
 
 def _data(config: dict, d: int, sigma: float, tau: float, cfg: TrainConfig):
-    """Fresh prompts of the task, or the curriculum over d and N up to them when one is configured."""
+    """Fresh prompts of the task, or the curriculum up to it when one is configured."""
     if config["curriculum"] is None:
         return data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
     make_task = lambda d_now, n_now: linear_regression_from_config(  # noqa: E731
@@ -277,18 +282,21 @@ def _noiseless(config, ctx, models):
 
     mean_spd = {label: s["mean"][1:].mean().item() for label, s in spds.items()}
     mean_ilwd = {label: s["mean"][1:].mean().item() for label, s in ilwds.items()}
-    closest_spd, closest_ilwd = min(mean_spd, key=mean_spd.get), min(mean_ilwd, key=mean_ilwd.get)
+    bound, share = config["tolerance"]["ols_match"], config["tolerance"]["ols_match_share"]
+    below = (spds["ols"]["mean"][1:] < bound) & (ilwds["ols"]["mean"][1:] < bound)  # (N − 1,) k = 1…N − 1
+    share_below = below.double().mean().item()
     return [
         C.holds_if(
-            "a-closest-to-ols", PAPER,
-            f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers: among the reference learners the "
-            "transformer is closest to OLS, by SPD/d and by ILWD averaged over 1 ≤ k < N (no tolerance: OLS "
-            "must have the smallest of both; the paper's stronger 'both < 0.01 at almost every k' is for "
-            "16 layers, width 512, d = 8)",
-            {"closest_spd": closest_spd, "closest_ilwd": closest_ilwd,
-             "spd_ols": mean_spd["ols"], "ilwd_ols": mean_ilwd["ols"],
+            "a-matches-ols", PAPER,
+            f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width "
+            f"512): against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; tolerance: "
+            f"both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N (measured: that share, the "
+            "mean SPD/d and ILWD to OLS over k, the closest learner by each, the mean R² of the transformer's "
+            "linear fit)",
+            {"share_below": share_below, "spd_ols": mean_spd["ols"], "ilwd_ols": mean_ilwd["ols"],
+             "closest_spd": min(mean_spd, key=mean_spd.get), "closest_ilwd": min(mean_ilwd, key=mean_ilwd.get),
              "mean_r2_gpt": r2_gpt[:, 1:].mean().item()},
-            "ols for both", closest_spd == "ols" and closest_ilwd == "ols",
+            f"share_below ≥ {share:g}", share_below >= share,
         )
     ]
 
@@ -353,18 +361,22 @@ def _depth(config, ctx, models):
     _figure_depth(ctx, table, curves, config["depths"], list(learners), d)
 
     closest = {depth: min(learners, key=lambda label: table[depth, label]) for depth in config["depths"]}
-    expected = {depth: "gd" if depth == 1 else "ridge" if depth <= 4 else "ols" for depth in config["depths"]}
-    seen = {depth: _family(label) for depth, label in closest.items()}
+    # The paper's three statements, each checked on the depths it covers (depths 5–7 are in none).
+    statements = [
+        ("c-one-layer-gd", "one-step GD at 1 layer", "gd", [x for x in config["depths"] if x == 1]),
+        ("c-two-to-four-layers-ridge", "ridge at 2–4 layers", "ridge", [x for x in config["depths"] if 2 <= x <= 4]),
+        ("c-eight-plus-layers-ols", "OLS at ≥ 8 layers", "ols", [x for x in config["depths"] if x >= 8]),
+    ]
     return [
         C.holds_if(
-            "c-depth-algorithms", PAPER,
-            "(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N) is one-step GD at 1 layer, "
-            "ridge at 2–4 layers and OLS at ≥ 8 layers (no tolerance: the closest learner's family must match "
-            "at every depth; measured: depth → closest learner)",
-            {f"L={depth}": label for depth, label in closest.items()},
-            ", ".join(f"L={depth}: {family}" for depth, family in expected.items()),
-            seen == expected,
+            id, PAPER,
+            f"(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N, among {', '.join(learners)}) "
+            f"is {text}; no tolerance: the closest learner's family must be {family} at every such depth "
+            "(measured: depth → closest learner)",
+            {f"L={depth}": closest[depth] for depth in depths}, f"{family} at L = {depths}",
+            all(_family(closest[depth]) == family for depth in depths),
         )
+        for id, text, family, depths in statements if depths
     ]
 
 
@@ -503,7 +515,6 @@ def _figure_probes(ctx, scores, n_states):
 EXPERIMENT = Experiment(
     name="algorithm-selection",
     paper=PAPER,
-    summary="Which learner a transformer matches (SPD, ILWD) as noise and depth vary; probes of its hidden states.",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

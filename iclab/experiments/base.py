@@ -49,7 +49,6 @@ class Experiment:
 
     name: str
     paper: str
-    summary: str
     defaults: dict
     scales: dict
     run: Callable[[dict, RunContext], list[Claim]]

@@ -369,7 +369,6 @@ def _figures(ctx: RunContext, a, b, depth_table, weights, sine_losses, zero):
 EXPERIMENT = Experiment(
     name="gd-mechanism",
     paper=PAPER,
-    summary="Trained linear self-attention matches GD (1 layer) and GD++ (deeper) on linear regression.",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

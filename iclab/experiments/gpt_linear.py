@@ -171,7 +171,7 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
         if "/seed" in name and name != f"gpt/seed{seeds[0]}":
             continue
         k = torch.arange(len(c["mean"]))
-        label = "transformer (seed 0)" if "/seed" in name else labels.get(name.split("(")[0], name)
+        label = f"transformer (seed {seeds[0]})" if "/seed" in name else labels.get(name.split("(")[0], name)
         line = ax.plot(k, c["mean"], marker="o", ms=3, lw=2.5 if "/seed" in name else 1.2, label=label)[0]
         ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
     ax.axvline(d, color="k", ls=":", lw=0.8, label=f"k = d = {d}")
@@ -194,7 +194,6 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
 EXPERIMENT = Experiment(
     name="gpt-linear",
     paper=PAPER,
-    summary="A GPT-style transformer on interleaved prompts tracks OLS at every prefix length.",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

@@ -170,7 +170,6 @@ def _figures(ctx: RunContext, curves, bars, maps):
 EXPERIMENT = Experiment(
     name="lsa-linear",
     paper=PAPER,
-    summary="One-layer linear self-attention converges to one preconditioned GD step (Γ⁻¹).",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

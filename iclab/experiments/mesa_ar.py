@@ -16,11 +16,22 @@ optimum). From (2, 2) the curvature falls about 40-fold, and one constant step s
 would need thousands of steps near ab*. So each run takes lr = ``lr_scale``/(D·(a² + b²)*) with a
 linear warm-up whose first step is ``lr_scale``/(D·(|a₀| + |b₀|)²), the step safe at the start.
 
-Finite training sets: the population gradient off the diagonal is zero along the diagonal
-family (the theorem), but on m sequences it is O(1/√m) (measured at the diagonal init: 1149, 578,
-317 for m = 1k, 4k, 16k against 3000 on the diagonal), so the off-diagonal weights fit the
-sample's noise and shift ab from the diagonal model's optimum (Gaussian σ = 1: off/on ≈ 0.17,
-0.12, 0.07 at m = 500, 2k, 10k). All-ones starts have a population gradient off the diagonal.
+Population versus finite sets. The theorem is about the population loss: along the diagonal
+family the expected gradient on the off-diagonal weights is zero, so GD stays diagonal and ab → ab*.
+The run checks that statement directly, by a Monte Carlo estimate of the expected gradient at the
+diagonal initialisation with its standard error (all-ones starts, outside the theorem, show a
+clear off-diagonal gradient: the estimate has the power to see one). On m training sequences the
+off-diagonal gradient is O(1/√m) instead (measured at the diagonal init: 1149, 578, 317 for
+m = 1k, 4k, 16k against 3000 on the diagonal), so the unrestricted ("full") model's off-diagonal
+weights fit the sample's noise and shift its ab; the run checks that this effect shrinks as m
+grows. The diagonal-only model (weights kept on the diagonal initialisation's support, where the
+population GD stays) is the theorem's dynamics on a finite set: its ab reaches its training set's
+optimum, and the population ab* within the scatter that m implies, at every start scale (the
+1/σ² and 1/c² laws). Its weights are per coordinate (a_j, b_j), a richer family than one scalar
+ab: on a finite set the per-coordinate products differ (Gaussian, m = 1000: 0.16–0.20), so the
+training set's optimum is that family's exact minimiser (:func:`iclab.theory.best_diagonal`), not
+the best scalar ab (:func:`iclab.theory.best_product`, 1.3% lower on seed 0's set), which is
+logged as ``ab_best_scalar``.
 """
 
 from __future__ import annotations
@@ -30,13 +41,15 @@ import math
 import torch
 
 from .. import claims as C
-from ..metrics import prompt_losses
+from ..config import ConfigError
+from ..losses import batch_loss, prompt_losses
 from ..models import CausalLinearAttention
+from ..models.causal_attention import diagonal_support
 from ..prompts import AutoregressiveFormat
 from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
 from ..tasks import AutoregressiveSequences, StartDistribution
-from ..theory import best_product, product_optimum, product_scatter
+from ..theory import best_diagonal, best_product, product_optimum, product_scatter
 from ..train import FixedTrainingSet, TrainConfig
 from .base import Experiment, RunContext
 
@@ -46,23 +59,36 @@ DEFAULTS = {
     "seed": 0,
     "seeds": 1,
     "task": {"d": 5, "length": 100},
-    # Start kind → scales (σ for Gaussian, c for sparse, a multiplier of the all-ones vector).
+    # Start kind → scales (σ for Gaussian, c for sparse, a multiplier of the all-ones vector). The
+    # diagonal-only model trains at every one; ``full_model`` names those where the unrestricted
+    # model trains too (a subset of ``starts``).
     "starts": {"gaussian": [0.5, 1.0, 2.0], "sparse": [0.5, 1.0, 2.0], "ones": [1.0]},
+    "full_model": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
     "inits": [[0.1, 0.1], [0.5, 1.5], [2.0, 2.0]],
-    "diagonal_only": False,
+    # The full model's off/on ratio against the training-set size (Gaussian σ = 1, one init); the
+    # run of size train.train_size with that init is reused.
+    "size_sweep": {"sizes": [1000, 4000, 16000], "init": [0.5, 1.5]},
+    "gradient": {"draws": 40000, "batches": 20},  # Monte Carlo of the expected gradient at the diagonal init
     "lr_scale": 0.7,  # largest step × curvature ≈ 1 at the optimum (module docstring)
     # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale (module docstring).
     "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
               "log_every": 10, "checkpoint_every": 1000},
     "test_size": 2000,
     "scatter_draws": 20000,
-    "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3},
+    "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3,
+                  "gradient_z": 3.0},
 }
 
 SCALES = {
-    "quick": {"starts": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]}},
-    "paper": {"train": {"steps": 3000, "train_size": 10000}, "test_size": 10000},
+    # Quick stops at 100 steps: what the claims read has settled by then (seed 0: the diagonal model's ab
+    # is 0.1836 at steps 100, 150 and 200 from both extreme inits; the full model's off/on ratio moves by
+    # < 0.01 between 100 and 200 at every m).
+    "quick": {"train": {"steps": 100}},
+    "paper": {"train": {"steps": 3000, "train_size": 10000}, "test_size": 10000,
+              "size_sweep": {"sizes": [1000, 4000, 16000, 64000]}},
 }
+
+VARIANTS = {True: "diagonal", False: "full"}  # diagonal_only → the variant's name
 
 
 def _name(kind: str, scale: float) -> str:
@@ -89,154 +115,278 @@ def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Te
     return ratio.sum((0, 2)) / seen.sum((0, 2))
 
 
-def _setting(kind: str, scale: float, config: dict, ctx: RunContext) -> dict:
-    """Train every initialisation on one start distribution; returns what claims and figures need."""
-    name = _name(kind, scale)
-    task = AutoregressiveSequences(config["task"]["d"], config["task"]["length"], StartDistribution(kind, scale))
-    optimum = product_optimum(task)
+def _expected_gradient(task, a0: float, b0: float, config: dict, device) -> dict:
+    """The population gradient at the diagonal init (a₀, b₀), by Monte Carlo over fresh sequences.
+
+    The draws are split into batches; the batch-mean gradients give the mean and its standard error
+    per real coordinate. ``z`` = ‖mean off the diagonal support‖ / √(Σ its squared standard errors)
+    is ≈ 1 when the off-diagonal expectation is zero and grows like √draws when it is not.
+    """
+    model = CausalLinearAttention(task.d, a0=a0, b0=b0).to(device)
+    fmt, spec = AutoregressiveFormat(), config["gradient"]
+    grads = []
+    for k in range(spec["batches"]):
+        episode = task.sample(spec["draws"] // spec["batches"], generator(config["seed"], "gradient", k))
+        prompt = fmt.encode(episode.to(device))
+        loss = batch_loss(model(prompt.tokens), prompt.targets, "half_sse")
+        parts = torch.autograd.grad(loss, [model.w_kq, model.w_pv])
+        grads.append(torch.cat([torch.view_as_real(g).flatten() for g in parts]))
+    grads = torch.stack(grads).double().cpu()  # (batches, 2·parameters): real and imaginary parts
+    on = torch.cat([m.flatten() for m in diagonal_support(task.d)]).repeat_interleave(2)
+    mean, stderr = grads.mean(0), grads.std(0) / math.sqrt(len(grads))
+    off_norm, noise = mean[~on].norm().item(), stderr[~on].norm().item()
+    return {"z": off_norm / noise if noise > 0 else 0.0, "off": off_norm, "on": mean[on].norm().item()}
+
+
+def _train_runs(name: str, task, optimum, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext,
+                setting: str) -> list[dict]:
+    """Train one variant from every init on a fixed training set of ``size`` sequences (full batch)
+    and evaluate it on the setting's test sequences; one dict per (init, seed)."""
     fmt = AutoregressiveFormat()
-    size = config["train"]["train_size"]
     data = FixedTrainingSet(task, fmt, size, size)
     seeds = [config["seed"] + k for k in range(config["seeds"])]
-    fitted = [best_product(_sequences(data.training_set(s, ctx.device)).cpu()).real for s in seeds]
-    scatter = product_scatter(task, size, generator(config["seed"], "scatter"), config["scatter_draws"])
+    sequences = [_sequences(data.training_set(s, ctx.device)).cpu() for s in seeds]
+    fitted = [best_diagonal(xs) for xs in sequences]  # (d,) products of the diagonal model's optimum
+    scalar = [best_product(xs).real for xs in sequences]
     test = fmt.encode(task.sample(config["test_size"], generator(config["seed"], "test")).to(ctx.device))
-    ctx.log(setting=name, model="theory", metric="ab_star", value=optimum.product)
-    ctx.log(setting=name, model="theory", metric="ab_relative_scatter", value=scatter)
-    for s, value in zip(seeds, fitted):
-        ctx.log(setting=name, model="training-set", seed=s, metric="ab_best", value=value)
     zero_loss = prompt_losses(torch.zeros_like(test.targets), test.targets, "half_sse").mean().item()
-
-    runs = []
-    for a0, b0 in config["inits"]:
-        label = f"a{a0:g}-b{b0:g}"
+    variant, runs = VARIANTS[diagonal_only], []
+    for a0, b0 in inits:
+        label = f"{variant}-a{a0:g}-b{b0:g}"
         lr, warmup = _learning_rate(optimum, a0, b0, config["lr_scale"])
-        cfg = TrainConfig.from_config({**config["train"], "batch_size": size, "lr": lr, "warmup": warmup})
+        cfg = TrainConfig.from_config({**config["train"], "train_size": size, "batch_size": size, "lr": lr,
+                                       "warmup": warmup})
 
         def make(g, a0=a0, b0=b0):
-            return CausalLinearAttention(task.d, a0=a0, b0=b0, diagonal_only=config["diagonal_only"], generator=g)
+            return CausalLinearAttention(task.d, a0=a0, b0=b0, diagonal_only=diagonal_only, generator=g)
 
         def track(step, models):
             return {"ab": [m.diagonal_product().mean().real.item() for m in models],
                     "offdiag_ratio": [m.off_diagonal_ratio() for m in models]}
 
         # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
-        result = ctx.train(f"{name}-{label}", make, data, cfg, seeds, setting=name, callback=track, vectorize=False)
-        for s, model in zip(seeds, result.models):
+        result = ctx.train(f"{name}-{label}", make, data, cfg, seeds, setting=setting, callback=track, vectorize=False)
+        for s, fit, best_scalar, model in zip(seeds, fitted, scalar, result.models):
             with torch.no_grad():
                 prediction = model(test.tokens, test.n_context)
-            ab = model.diagonal_product().mean().item()
-            row = dict(setting=name, model=label, seed=s)
-            ctx.log(**row, metric="ab_final", value=ab.real)
-            ctx.log(**row, metric="ab_final_imag", value=ab.imag)
-            ctx.log(**row, metric="offdiag_ratio_final", value=model.off_diagonal_ratio())
+            products = model.diagonal_product().detach().cpu().to(fit.dtype)
+            ab = products.mean().item()
+            coordinate_gap = ((products - fit).abs() / fit.abs()).max().item()
             loss = prompt_losses(prediction, test.targets, "half_sse").mean().item()
-            ctx.log(**row, metric="test_half_sse", value=loss)
-            ctx.log(**row, metric="test_relative_loss", value=loss / zero_loss)
             ratio = _ratio_over_time(prediction.cpu(), test.targets.cpu())
+            row = dict(setting=setting, model=label, seed=s)
+            for metric, value in (("ab_final", ab.real), ("ab_final_imag", ab.imag), ("ab_best", fit.mean().real.item()),
+                                  ("ab_best_scalar", best_scalar), ("coordinate_gap", coordinate_gap),
+                                  ("offdiag_ratio_final", model.off_diagonal_ratio()), ("test_half_sse", loss),
+                                  ("test_relative_loss", loss / zero_loss)):
+                ctx.log(**row, metric=metric, value=value)
             for t, value in enumerate(ratio.tolist(), start=2):
                 ctx.log(**row, n=t, metric="prediction_truth_ratio", value=value)
-            runs.append(dict(init=label, seed=s, ab=ab, fit=fitted[seeds.index(s)], offdiag=model.off_diagonal_ratio(),
-                             relative_loss=loss / zero_loss, ratio=ratio, model=model))
-    return dict(name=name, kind=kind, scale=scale, task=task, optimum=optimum, scatter=scatter, runs=runs,
-                second_moment=task.start.abs_moment(2, task.d))
+            runs.append(dict(init=(a0, b0), label=label, seed=s, size=size, ab=ab, fit=fit.mean().item(),
+                             coordinate_gap=coordinate_gap,
+                             offdiag=model.off_diagonal_ratio(), relative_loss=loss / zero_loss, ratio=ratio,
+                             model=model))
+    return runs
 
 
-def _claims(s: dict, config: dict) -> list:
-    tol, name, runs, p = config["tolerance"], s["name"], s["runs"], s["optimum"].product
-    population_tol = max(tol["population"], tol["fit"] + tol["sigmas"] * s["scatter"])
-    worst_fit = max(runs, key=lambda r: abs(r["ab"] - r["fit"]) / abs(r["fit"]))
-    worst_pop = max(runs, key=lambda r: abs(r["ab"] - p))
-    m = config["train"]["train_size"]
-    out = [
-        C.within(f"ab-fits-training-set-{name}", PAPER,
-                 f"{name}: the trained ab reaches its training set's optimum Σ⟨u,x⟩/Σ‖u‖² of the diagonal "
-                 f"model (worst of {len(runs)} runs; complex ab, relative distance; off-diagonal weights "
-                 f"grown on the finite set, or by all-ones starts, shift it)",
-                 worst_fit["fit"] + abs(worst_fit["ab"] - worst_fit["fit"]), worst_fit["fit"], tol["fit"]),
-        C.within(f"ab-star-{name}", PAPER,
-                 f"{name}: the trained ab converges to the population ab* (tolerance max({tol['population']:.0%}, "
-                 f"{tol['fit']:.0%} + {tol['sigmas']:g}×{s['scatter']:.2%}), the scatter of a training "
-                 f"set of m = {m} sequences; worst run)",
-                 p + abs(worst_pop["ab"] - p), p, population_tol),
-    ]
-    if s["kind"] in ("gaussian", "sparse"):
-        out.append(C.at_most(
-            f"stays-diagonal-{name}", PAPER,
-            f"{name}: from the diagonal initialisation the off-diagonal weights stay below "
-            f"{tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run; a population "
-            f"statement: on m = {m} sequences the off-diagonal gradient is O(1/√m), not 0)",
-            max(r["offdiag"] for r in runs), tol["offdiag"]))
-    if s["kind"] == "gaussian":
-        expected = p * s["second_moment"]
-        last = [r["ratio"][-1].item() for r in runs]
-        out.append(C.within(
-            f"ratio-last-step-{name}", PAPER,
-            f"{name}: prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so the "
-            f"sequence is not recovered (worst run; same tolerance as ab*)",
-            max(last, key=lambda v: abs(v - expected)), expected, population_tol))
-        out.append(C.at_least(
-            f"not-recovered-{name}", PAPER,
-            f"{name}: test loss relative to predicting 0 stays large (best run)",
-            min(r["relative_loss"] for r in runs), 0.1))
-    if s["kind"] == "sparse":
-        out.append(C.at_most(
-            f"recovered-{name}", PAPER,
-            f"{name}: test loss relative to predicting 0 → ≈ 0, the sequence is recovered (worst run)",
-            max(r["relative_loss"] for r in runs), tol["recovered"]))
+def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext) -> dict:
+    """Both variants (the full one when ``full``) from every init on one start distribution."""
+    name = _name(kind, scale)
+    task = AutoregressiveSequences(config["task"]["d"], config["task"]["length"], StartDistribution(kind, scale))
+    optimum = product_optimum(task)
+    size = config["train"]["train_size"]
+    scatter = product_scatter(task, size, generator(config["seed"], "scatter"), config["scatter_draws"])
+    ctx.log(setting=name, model="theory", metric="ab_star", value=optimum.product)
+    ctx.log(setting=name, model="theory", metric="ab_relative_scatter", value=scatter)
+    out = dict(name=name, kind=kind, scale=scale, task=task, optimum=optimum, scatter=scatter, full=[], gradient=[],
+               second_moment=task.start.abs_moment(2, task.d))
+    out["diagonal"] = _train_runs(name, task, optimum, size, True, config["inits"], config, ctx, name)
+    if full:
+        out["full"] = _train_runs(name, task, optimum, size, False, config["inits"], config, ctx, name)
+        for a0, b0 in config["inits"]:
+            gradient = _expected_gradient(task, a0, b0, config, ctx.device)
+            for metric, value in gradient.items():
+                ctx.log(setting=name, model=f"init-a{a0:g}-b{b0:g}", metric=f"expected_gradient_{metric}", value=value)
+            out["gradient"].append(gradient)
     return out
 
 
+def _size_sweep(setting: dict, config: dict, ctx: RunContext) -> dict[int, list[dict]]:
+    """The full model from the sweep's init at every training-set size (Gaussian σ = 1)."""
+    init = tuple(config["size_sweep"]["init"])
+    by_size = {config["train"]["train_size"]: [r for r in setting["full"] if r["init"] == init]}
+    for size in config["size_sweep"]["sizes"]:
+        if not by_size.get(size):
+            by_size[size] = _train_runs(f"{setting['name']}-m{size}", setting["task"], setting["optimum"], size, False,
+                                        [init], config, ctx, f"{setting['name']}-m{size}")
+    return {size: by_size[size] for size in config["size_sweep"]["sizes"]}
+
+
+def _population_tolerance(s: dict, tol: dict) -> float:
+    """ab's tolerance around ab*: max(population, fit + sigmas × the training set's relative scatter)."""
+    return max(tol["population"], tol["fit"] + tol["sigmas"] * s["scatter"])
+
+
+def _claims(s: dict, config: dict, contrast: dict | None) -> list:
+    tol, name, p, m = config["tolerance"], s["name"], s["optimum"].product, config["train"]["train_size"]
+    diagonal, full = s["diagonal"], s["full"]
+    population_tol = _population_tolerance(s, tol)
+    fit_gaps = [abs(r["ab"] - r["fit"]) / abs(r["fit"]) for r in diagonal]
+    worst_pop = max(diagonal, key=lambda r: abs(r["ab"] - p))
+    full_ab = ", ".join(f"{r['ab'].real:.4g}" for r in full)
+    beside = f"; the full model's ab on the same sets: {full_ab}" if full else ""
+    law = {"gaussian": f"ab*·σ² = {p * s['scale'] ** 2:.4g}", "sparse": f"ab*·c² = {p * s['scale'] ** 2:.4g}"}
+    out = [
+        C.at_most(f"ab-fits-training-set-{name}", PAPER,
+                  f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's "
+                  f"support) drives ab = mean_j a_j b_j to its training set's optimum (the diagonal model's exact "
+                  f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
+                  f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
+                  f"{max(r['coordinate_gap'] for r in diagonal):.2%}){beside}",
+                  max(fit_gaps), tol["fit"]),
+        C.within(f"ab-star-{name}", PAPER,
+                 f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s['kind'], 'all-ones')}; "
+                 f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s['scatter']:.2%}), "
+                 f"the scatter of a training set of m = {m} sequences; worst run)",
+                 p + abs(worst_pop["ab"] - p), p, population_tol),
+    ]
+    if s["gradient"] and s["kind"] in ("gaussian", "sparse"):
+        worst = max(s["gradient"], key=lambda g: g["z"])
+        draws = config["gradient"]["draws"]
+        power = f"; all-ones starts, outside the theorem: z = {contrast['z']:.3g}" if contrast else ""
+        out.append(C.at_most(
+            f"offdiag-gradient-vanishes-{name}", PAPER,
+            f"{name}: at the diagonal initialisation the population gradient on the off-diagonal weights is zero: "
+            f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors of "
+            f"0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s['gradient'])} inits; "
+            f"‖ĝ_off‖/‖ĝ_on‖ = {worst['off'] / worst['on']:.2g}{power})",
+            worst["z"], tol["gradient_z"]))
+    if full and s["kind"] == "sparse":
+        out.append(C.at_most(
+            f"stays-diagonal-{name}", PAPER,
+            f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
+            f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
+            f"sequences)",
+            max(r["offdiag"] for r in full), tol["offdiag"]))
+        out.append(C.at_most(
+            f"recovered-{name}", PAPER,
+            f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst run)",
+            max(r["relative_loss"] for r in full), tol["recovered"]))
+    if full and s["kind"] == "gaussian":
+        expected = p * s["second_moment"]
+        last = [r["ratio"][-1].item() for r in full]
+        out.append(C.within(
+            f"ratio-last-step-{name}", PAPER,
+            f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so "
+            f"the sequence is not recovered (worst run; same tolerance as ab*)",
+            max(last, key=lambda v: abs(v - expected)), expected, population_tol))
+        out.append(C.at_least(
+            f"not-recovered-{name}", PAPER,
+            f"{name}: the full model's test loss relative to predicting 0 stays large (best run)",
+            min(r["relative_loss"] for r in full), 0.1))
+    return out
+
+
+def _sweep_claim(name: str, sweep: dict[int, list[dict]], config: dict):
+    sizes = list(sweep)
+    ratio = {m: sum(r["offdiag"] for r in runs) / len(runs) for m, runs in sweep.items()}
+    slope = (math.log(ratio[sizes[-1]]) - math.log(ratio[sizes[0]])) / (math.log(sizes[-1]) - math.log(sizes[0]))
+    return C.holds_if(
+        f"offdiag-shrinks-with-m-{name}", PAPER,
+        f"{name}: on a finite training set the full model's off-diagonal weights fit the sample's O(1/√m) "
+        f"off-diagonal gradient, and that effect shrinks as the set grows: the trained off/on ratio "
+        f"(init {tuple(config['size_sweep']['init'])}, seed mean) falls with m (log-log slope {slope:.2f})",
+        {m: round(v, 4) for m, v in ratio.items()}, f"decreasing over m = {sizes}",
+        len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])),
+    )
+
+
+def _check(config: dict):
+    for kind, scales in config["full_model"].items():
+        missing = set(scales) - set(config["starts"].get(kind, []))
+        if missing:
+            raise ConfigError(f"full_model.{kind} has scales {sorted(missing)} that are not in starts.{kind}")
+    if config["gradient"]["batches"] < 2 or config["gradient"]["draws"] < config["gradient"]["batches"]:
+        raise ConfigError("gradient needs batches >= 2 and draws >= batches")
+    if list(config["size_sweep"]["init"]) not in [list(i) for i in config["inits"]]:
+        raise ConfigError(f"size_sweep.init {config['size_sweep']['init']} must be one of inits {config['inits']}")
+
+
 def run(config: dict, ctx: RunContext):
-    """Train every start × initialisation, check the claims and draw the figures."""
-    settings = [_setting(kind, float(scale), config, ctx) for kind, scales in config["starts"].items() for scale in scales]
-    claims = [c for s in settings for c in _claims(s, config)]
-    _figures(ctx, settings)
+    """Train every start × variant × initialisation, the size sweep, check the claims, draw the figures."""
+    _check(config)
+    settings = [
+        _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
+        for kind, scales in config["starts"].items() for scale in scales
+    ]
+    ones = next((s for s in settings if s["kind"] == "ones" and s["gradient"]), None)
+    contrast = max(ones["gradient"], key=lambda g: g["z"]) if ones else None
+    claims = [c for s in settings for c in _claims(s, config, contrast)]
+    sweep_setting = next((s for s in settings if s["name"] == "gaussian-1" and s["full"]), None)
+    sweep = None
+    if sweep_setting is not None and config["size_sweep"]["sizes"]:
+        sweep = _size_sweep(sweep_setting, config, ctx)
+        claims.append(_sweep_claim(sweep_setting["name"], sweep, config))
+    _figures(ctx, settings, sweep)
     return claims
 
 
-def _figures(ctx: RunContext, settings: list[dict]):
+def _figures(ctx: RunContext, settings: list[dict], sweep: dict | None):
     import pandas as pd
 
     rows = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "ab" and r.get("step") is not None])
     fig, axes = new_figure(len(settings), width=3.8)
     for ax, s in zip(axes, settings):
-        for k, run in enumerate(sorted({r["init"] for r in s["runs"]})):
-            part = rows[(rows.setting == s["name"]) & (rows.model == f"{s['name']}-{run}")]
-            mean = part.groupby("step").value.mean()
-            ax.plot(mean.index, mean.values, color=f"C{k}", label=f"init {run}")
-        ax.axhline(s["optimum"].product, color="k", ls="--", label=f"ab* = {s['optimum'].product:.3f}")
+        for variant, style in (("diagonal", "--"), ("full", "-")):
+            for k, label in enumerate(dict.fromkeys(r["label"] for r in s[variant])):
+                part = rows[(rows.setting == s["name"]) & (rows.model == f"{s['name']}-{label}")]
+                mean = part.groupby("step").value.mean()
+                ax.plot(mean.index, mean.values, color=f"C{k}", ls=style, label=label)
+        ax.axhline(s["optimum"].product, color="k", ls=":", label=f"ab* = {s['optimum'].product:.3f}")
         ax.set_yscale("log")
         ax.set_xlabel("GD step")
         ax.set_ylabel("ab (mean of a_j b_j)")
         ax.set_title(s["name"])
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=6)
     save(fig, ctx.folder.figure("ab_training"))
 
     fig, axes = new_figure(1, width=6)
     for k, s in enumerate(settings):
-        ratio = torch.stack([r["ratio"] for r in s["runs"]]).mean(0)
-        ax = axes[0]
-        ax.plot(range(2, 2 + len(ratio)), ratio, color=f"C{k}", label=s["name"])
-        ax.axhline(s["optimum"].product * s["second_moment"], color=f"C{k}", ls=":", lw=1)
+        runs = s["full"] or s["diagonal"]
+        ratio = torch.stack([r["ratio"] for r in runs]).mean(0)
+        axes[0].plot(range(2, 2 + len(ratio)), ratio, color=f"C{k}", label=f"{s['name']} ({runs[0]['label'].split('-')[0]})")
+        axes[0].axhline(s["optimum"].product * s["second_moment"], color=f"C{k}", ls=":", lw=1)
     axes[0].set_xlabel("t")
     axes[0].set_ylabel("mean Re(ŷ_t / x_{t+1}) (test)")
     axes[0].set_title("prediction/truth (dotted: ab*·E|x₁|²)")
     axes[0].legend(fontsize=7)
     save(fig, ctx.folder.figure("prediction_truth_ratio"))
 
-    fig, axes = new_figure(2, width=3.6, height=3.2, rows=len(settings))
-    for row, s in enumerate(settings):
-        w_kq, w_pv = (w.detach().abs().cpu() for w in s["runs"][0]["model"].weights())
-        heatmap(axes[2 * row], w_kq, f"{s['name']} {s['runs'][0]['init']}: |W^KQ|")
-        heatmap(axes[2 * row + 1], w_pv, f"{s['name']}: |W^PV|")
-    save(fig, ctx.folder.figure("weights"))
+    full = [s for s in settings if s["full"]]
+    if full:
+        fig, axes = new_figure(2, width=3.6, height=3.2, rows=len(full))
+        for row, s in enumerate(full):
+            w_kq, w_pv = (w.detach().abs().cpu() for w in s["full"][0]["model"].weights())
+            heatmap(axes[2 * row], w_kq, f"{s['name']} {s['full'][0]['label']}: |W^KQ|")
+            heatmap(axes[2 * row + 1], w_pv, f"{s['name']}: |W^PV|")
+        save(fig, ctx.folder.figure("weights"))
+
+    if sweep:
+        fig, axes = new_figure(1, width=4.5)
+        sizes = list(sweep)
+        ratio = [sum(r["offdiag"] for r in sweep[m]) / len(sweep[m]) for m in sizes]
+        axes[0].loglog(sizes, ratio, marker="o", label="trained full model")
+        axes[0].loglog(sizes, [ratio[0] * (sizes[0] / m) ** 0.5 for m in sizes], ls=":", color="k", label="∝ 1/√m")
+        axes[0].set_xlabel("training sequences m")
+        axes[0].set_ylabel("‖off‖_F / ‖on‖_F after training")
+        axes[0].set_title("gaussian-1: off-diagonal fit of a finite set")
+        axes[0].legend(fontsize=8)
+        save(fig, ctx.folder.figure("offdiag_vs_m"))
 
 
 EXPERIMENT = Experiment(
     name="mesa-ar",
     paper=PAPER,
-    summary="Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian starts).",
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,

@@ -16,14 +16,23 @@ lengths at once (what a causal transformer on interleaved prompts is compared wi
 With no example (k = 0) every learner predicts 0. The base class answers with one batched
 ``predict`` call per prefix length; the learners below override it with a computation
 vectorised over prefixes too (prefix sums, masked batched solves, masked distances).
+
+Families beyond linear regression (Garg et al.'s baselines): ``sparse`` (the Lasso, exact along its
+homotopy path), ``trees`` (a batched greedy regression tree; XGBoost per prompt), ``nets`` (a
+2-layer ReLU network fitted by Adam, every prompt's network at once).
 """
 
-from .base import Learner, LinearLearner, ZeroPredictor
+from .base import Learner, LinearLearner, OnFeatures, ZeroPredictor
 from .gradient import GDPlusPlus, GradientDescent, OnePassSGD, gd_plus_plus
 from .linear import Averaging, BayesLinear, LeastSquares, Ridge
+from .nets import TwoLayerNetGD
 from .neighbours import NearestNeighbours
+from .sparse import LASSO_ALPHAS, Lasso
+from .trees import BoostedTrees, GreedyTree
 
 __all__ = [
     "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
     "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus",
+    # Garg et al.'s baselines for other function classes
+    "BoostedTrees", "GreedyTree", "LASSO_ALPHAS", "Lasso", "OnFeatures", "TwoLayerNetGD",
 ]

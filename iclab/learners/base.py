@@ -8,6 +8,15 @@ import torch
 from ..tasks.base import Episode
 
 
+def prefix_sums(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Gram matrices Σ_{i<k} x_i x_iᵀ ``(B, N, d, d)`` and moments Σ_{i<k} y_i x_i ``(B, N, d)``
+    of the first k examples, k = 0…N − 1 (exclusive prefix sums)."""
+    outer = torch.einsum("bni,bnj->bnij", xs, xs)
+    gram = torch.cumsum(outer, dim=1) - outer
+    moment = ys[..., None] * xs
+    return gram, torch.cumsum(moment, dim=1) - moment
+
+
 class Learner:
     """Base class: subclasses implement :meth:`predict`; ``name`` labels results."""
 
@@ -72,3 +81,16 @@ class ZeroPredictor(Learner):
 
     def predict_prefixes(self, xs, ys):
         return torch.zeros(ys.shape, dtype=torch.float64, device=ys.device)
+
+
+class OnFeatures(Learner):
+    """``learner`` run on features φ(x) instead of x (e.g. least squares on x⊙x for quadratic functions)."""
+
+    def __init__(self, learner: Learner, features, name: str):
+        self.learner, self.features, self.name = learner, features, name
+
+    def predict(self, xs, ys, x_query):
+        return self.learner.predict(self.features(xs.double()), ys, self.features(x_query.double()))
+
+    def predict_prefixes(self, xs, ys):
+        return self.learner.predict_prefixes(self.features(xs.double()), ys)

@@ -7,16 +7,7 @@ import torch
 
 from ..config import ConfigError
 from ..tasks.base import Episode
-from .base import LinearLearner
-
-
-def _prefix_sums(xs: torch.Tensor, ys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Gram matrices Σ_{i<k} x_i x_iᵀ ``(B, N, d, d)`` and moments Σ_{i<k} y_i x_i ``(B, N, d)``
-    of the first k examples, k = 0…N − 1 (exclusive prefix sums)."""
-    outer = torch.einsum("bni,bnj->bnij", xs, xs)
-    gram = torch.cumsum(outer, dim=1) - outer
-    moment = ys[..., None] * xs
-    return gram, torch.cumsum(moment, dim=1) - moment
+from .base import LinearLearner, prefix_sums
 
 
 class GradientDescent(LinearLearner):
@@ -56,7 +47,7 @@ class GradientDescent(LinearLearner):
 
     def prefix_weights(self, xs, ys):
         """The same steps for every prefix at once, with prefix-summed Gram matrices (w = 0 at k = 0)."""
-        gram, moment = _prefix_sums(xs, ys)
+        gram, moment = prefix_sums(xs, ys)
         count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device)[None, :, None]
         return self._descend(gram, moment, count)
 

@@ -64,3 +64,13 @@ def gd_construction(model: LinearSelfAttention, n_context: int, lrs, gammas=0.0)
                 layer.w_v.copy_(-(1.0 if gamma else 0.0) * x_block - y_entry)
                 layer.w_p.copy_(gamma * x_block + lr * y_entry)
     return model
+
+
+def merged_lsa(w_kq: torch.Tensor, w_pv: torch.Tensor) -> LinearSelfAttention:
+    """A one-layer merged LSA (float32, like trained models) with the given (W_KQ, W_PV), e.g. a
+    theoretical optimum's weights (:meth:`iclab.theory.DescriptorOptimum.weights`)."""
+    model = LinearSelfAttention(w_kq.shape[0])
+    with torch.no_grad():
+        model.layers[0].w_kq.copy_(w_kq)
+        model.layers[0].w_pv.copy_(w_pv)
+    return model.eval()

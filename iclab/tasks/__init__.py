@@ -2,10 +2,14 @@
 
 from .autoregressive import AutoregressiveSequences, StartDistribution, autoregressive_from_config
 from .base import Episode
+from .functions import CLASSES, FunctionClass, function_class
 from .linear import GaussianInputs, LinearRegression, UniformInputs, linear_regression_from_config
 from .sine import SineRegression
 
 __all__ = [
+    "CLASSES",
+    "FunctionClass",
+    "function_class",
     "AutoregressiveSequences",
     "Episode",
     "GaussianInputs",

@@ -10,13 +10,14 @@ from .descriptors import (
     no_descriptor_limit_loss,
 )
 from .linear import OneStepOptimum, gamma_matrix, gd_step_optimum, lsa_optimum, lsa_weights, moments
-from .mesa import ProductOptimum, best_product, one_step_predictions, product_optimum, product_scatter
+from .mesa import ProductOptimum, best_diagonal, best_product, one_step_predictions, product_optimum, product_scatter
 
 __all__ = [
     "DescriptorOptimum",
     "GradientFlow",
     "OneStepOptimum",
     "ProductOptimum",
+    "best_diagonal",
     "best_product",
     "descriptor_optimum",
     "gamma_matrix",

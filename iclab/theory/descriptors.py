@@ -35,7 +35,6 @@ from dataclasses import dataclass
 import torch
 
 from ..config import ConfigError
-from ..models import LinearSelfAttention
 from ..rng import generator
 from ..tasks.linear import GaussianInputs, LinearRegression
 
@@ -143,10 +142,6 @@ class DescriptorOptimum:
         """(W_KQ, W_PV) of a one-layer LSA (token size D' + 1) that predicts with M*."""
         return embed(self.matrix)
 
-    def lsa(self) -> LinearSelfAttention:
-        """A one-layer LSA that predicts with M* (:func:`embedded_lsa`)."""
-        return embedded_lsa(self.matrix)
-
     def query_descriptor_norm(self) -> float:
         """‖M*[:, d:]‖_F: the weight on the query's descriptor rows (0 for the infinite-N solution)."""
         return self.matrix[:, self.d:].norm().item()
@@ -160,16 +155,6 @@ def embed(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     w_pv = torch.zeros(dim, dim, dtype=torch.float64)
     w_pv[-1, -1] = 1.0
     return w_kq, w_pv
-
-
-def embedded_lsa(matrix: torch.Tensor) -> LinearSelfAttention:
-    """A one-layer merged LSA (float32, like trained models) with the weights of :func:`embed`."""
-    w_kq, w_pv = embed(matrix)
-    model = LinearSelfAttention(w_kq.shape[0])
-    with torch.no_grad():
-        model.layers[0].w_kq.copy_(w_kq)
-        model.layers[0].w_pv.copy_(w_pv)
-    return model.eval()
 
 
 def descriptor_optimum(
@@ -269,13 +254,13 @@ class GradientFlow:
 
 def gradient_flow(
     optimum: DescriptorOptimum,
+    start: tuple[torch.Tensor, torch.Tensor],
     steps: int = 40000,
     lr_fraction: float = 0.5,
-    init_scale: float = 0.1,
     record_every: int = 100,
-    seed: int = 0,
 ) -> GradientFlow:
-    """Gradient descent with a small step on (W_KQ, W_PV) of a one-layer LSA from the balanced init.
+    """Gradient descent with a small step on (W_KQ, W_PV) of a one-layer LSA from ``start``, a
+    balanced initialisation (e.g. the weights of ``LinearSelfAttention(init="balanced")``).
 
     The loss is the one :func:`descriptor_optimum` minimised (moments exact given μ, averaged
     over its fixed sample of means), so its minimiser is exactly M*. From the balanced init
@@ -287,9 +272,11 @@ def gradient_flow(
     optimum, so the discrete trajectory tracks the flow.
     """
     dim = optimum.matrix.shape[0] + 1
-    model = LinearSelfAttention(dim, init="balanced", init_scale=init_scale, generator=generator(seed, "init"))
-    w_kq0, w_pv0 = (w.detach().double() for w in model.layers[0].merged())
+    w_kq0, w_pv0 = (torch.as_tensor(w).detach().double() for w in start)
     m, v = w_kq0[:-1, :-1].reshape(-1).clone(), w_pv0[-1, -1].item()
+    kq_form, pv_form = embed(w_kq0[:-1, :-1])
+    if w_kq0.shape != (dim, dim) or not (torch.equal(w_kq0, kq_form) and torch.equal(w_pv0, v * pv_form)):
+        raise ConfigError(f"the flow starts from a {dim}×{dim} balanced form: W_KQ = [[M, 0], [0, 0]], W_PV = v·e_D e_Dᵀ")
     q, b, target = optimum.quadratic, optimum.linear, optimum.matrix.reshape(-1)
     lr = lr_fraction / (torch.linalg.eigvalsh(q)[-1].item() * target.norm().item())
     record = {"steps": [], "loss": [], "distance": [], "balance": []}

@@ -18,6 +18,8 @@ and averaging over θ (the phase sums have mean 0 and mean square t − 1) gives
 with x = x_1 and H_n the n-th harmonic number: 0.192/σ² for Gaussian starts at d = 5, T = 100,
 1/c² for sparse ones. On a finite set of sequences the best p is the same ratio of sample
 sums (:func:`best_product`); its scatter around p* shrinks like 1/√m (:func:`product_scatter`).
+A model with per-coordinate diagonals (a_j, b_j) fits a finite set better still: its exact
+optimum is :func:`best_diagonal`.
 """
 
 from __future__ import annotations
@@ -58,16 +60,20 @@ def product_optimum(task: AutoregressiveSequences) -> ProductOptimum:
     return ProductOptimum(numerator, denominator)
 
 
+def _scaled_steps(xs: torch.Tensor, block: int = 1024):
+    """Blocks of G_t/(t − 1) = (1/(t − 1)) Σ_{i<t} x_{i+1}x_iᴴ, ``(b, T − 2, d, d)`` for t = 2..T−1, with
+    their sequences ``(b, T, d)``: the one-step GD matrices at lr = 1. Blocks bound the memory."""
+    t_minus_1 = torch.arange(1, xs.shape[1] - 1, device=xs.device, dtype=xs.real.dtype)
+    for s in range(0, xs.shape[0], block):
+        x = xs[s: s + block]
+        steps = torch.cumsum(x[:, 1:-1, :, None] * x[:, :-2, None, :].conj(), dim=1)  # Σ_{i<t} x_{i+1}x_iᴴ
+        yield steps / t_minus_1[:, None, None], x
+
+
 def one_step_predictions(xs: torch.Tensor, lr: float = 1.0, block: int = 1024) -> torch.Tensor:
     """ŷ_t = W_t x_t for t = 2..T−1, ``(B, T − 2, d)``, W_t one GD step of size lr/(t − 1) from 0
     on ½Σ_{i<t}‖x_{i+1} − W x_i‖² (in the dtype of ``xs``; use float64/complex128)."""
-    out = []
-    for s in range(0, xs.shape[0], block):  # blocks of sequences bound the (b, T, d, d) memory
-        x = xs[s: s + block]
-        steps = torch.cumsum(x[:, 1:-1, :, None] * x[:, :-2, None, :].conj(), dim=1)  # Σ_{i<t} x_{i+1}x_iᴴ
-        out.append(torch.einsum("btjk,btk->btj", steps, x[:, 1:-1]))
-    t_minus_1 = torch.arange(1, xs.shape[1] - 1, device=xs.device, dtype=torch.float64)
-    return lr * torch.cat(out) / t_minus_1[:, None].to(xs.real.dtype)
+    return lr * torch.cat([torch.einsum("btjk,btk->btj", g, x[:, 1:-1]) for g, x in _scaled_steps(xs, block)])
 
 
 def per_sequence_sums(xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,3 +100,46 @@ def product_scatter(task: AutoregressiveSequences, m: int, generator: torch.Gene
     p = product_optimum(task).product
     residual = numerator.real - p * denominator
     return (residual.std() / (math.sqrt(m) * numerator.real.mean())).item()
+
+
+def best_diagonal(xs: torch.Tensor) -> torch.Tensor:
+    """The products a_j·b_j ``(d,)`` (complex128) of the diagonal model's optimum on these sequences.
+
+    The diagonal model (W^{KQ} bottom-left block diag(a), W^{PV} = [diag(b), 0]) predicts
+    ŷ_{t,j} = b_j (V_t a)_j with V_t[j, k] = G_t[j, k] x_{t,k}/(t − 1) (G_t as in
+    :func:`one_step_predictions`): per-coordinate a_j, b_j, a richer family than the scalar ab of
+    :func:`best_product` (which is a = 1, b = ab·1). With Q_j = Σ V[j, :]ᴴV[j, :] and
+    r_j = Σ V[j, :]ᴴx_{t+1,j} over sequences and t, the training loss is, up to a constant,
+    Σ_j |b_j|² aᴴQ_j a − 2 Re(b̄_j aᴴr_j); its minimiser in b given a is b_j = aᴴr_j / aᴴQ_j a, which
+    leaves −Σ_j |aᴴr_j|² / aᴴQ_j a to minimise over a (L-BFGS on its 2d real coordinates, from the
+    scalar model a = 1). The products are invariant to the gauge a → ca, b → b/c.
+    """
+    xs = xs.to(torch.complex128)
+    d = xs.shape[-1]
+    q = torch.zeros(d, d, d, dtype=xs.dtype, device=xs.device)
+    r = torch.zeros(d, d, dtype=xs.dtype, device=xs.device)
+    for g, x in _scaled_steps(xs):
+        v = g * x[:, 1:-1, None, :]  # (b, T − 2, d, d): V_t[j, k]
+        q += torch.einsum("btjk,btjl->jkl", v.conj(), v)
+        r += torch.einsum("btjk,btj->jk", v.conj(), x[:, 2:])
+    scale = r.abs().max()  # keeps the reduced loss O(1) for L-BFGS's tolerances
+
+    def fit(a):  # numerators aᴴr_j and denominators aᴴQ_j a
+        return torch.einsum("k,jk->j", a.conj(), r / scale), torch.einsum("k,jkl,l->j", a.conj(), q / scale, a).real
+
+    coords = torch.cat([torch.ones(d), torch.zeros(d)]).double().to(xs.device).requires_grad_(True)
+    optimizer = torch.optim.LBFGS([coords], max_iter=1000, tolerance_grad=1e-14, tolerance_change=0.0,
+                                  line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        numerator, denominator = fit(torch.complex(coords[:d], coords[d:]))
+        loss = -(numerator.abs() ** 2 / denominator).sum()
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    with torch.no_grad():
+        a = torch.complex(coords[:d], coords[d:])
+        numerator, denominator = fit(a)
+        return a * numerator / denominator

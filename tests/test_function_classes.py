@@ -1,0 +1,227 @@
+"""Garg et al.'s function classes, their baselines (Lasso, trees, fitted nets) and the shifted prompts."""
+
+import math
+
+import pytest
+import torch
+
+from iclab import shifts
+from iclab.config import ConfigError
+from iclab.learners import BoostedTrees, GreedyTree, Lasso, LeastSquares, OnFeatures, TwoLayerNetGD
+from iclab.learners.sparse import lasso_homotopy
+from iclab.losses import batch_loss
+from iclab.rng import generator
+from iclab.tasks import CLASSES, function_class
+
+
+def _x(*rows):
+    return torch.tensor(rows, dtype=torch.float64)[None]  # (1, T, d)
+
+
+def test_classes_against_their_definitions():
+    x = _x([1.0, -2.0, 0.5], [-1.0, 0.0, 3.0])
+    w = torch.tensor([[2.0, 1.0, -1.0]], dtype=torch.float64)
+    linear = function_class("linear", 3, 4)
+    assert torch.allclose(linear.function(x, {"w": w}), torch.tensor([[-0.5, -5.0]], dtype=torch.float64))
+    assert torch.equal(function_class("linear-classification", 3, 4).function(x, {"w": w}), torch.tensor([[-1.0, -1.0]], dtype=torch.float64))
+    quadratic = function_class("quadratic", 3, 4)
+    assert torch.allclose(quadratic.function(x, {"w": w}), torch.tensor([[(2 + 4 - 0.25) / math.sqrt(3), (2 - 9) / math.sqrt(3)]], dtype=torch.float64))
+    noisy = function_class("noisy-linear", 3, 4, noise=1.0)
+    assert torch.allclose(noisy.function(x, {"w": w}), math.sqrt(3 / 4) * linear.function(x, {"w": w}))
+    # relu-net with h = 2 units: √(2/2)·(v₁ relu(u₁ᵀx) + v₂ relu(u₂ᵀx)).
+    relu = function_class("relu-net", 3, 4, hidden=2)
+    u = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]], dtype=torch.float64)
+    v = torch.tensor([[3.0, -1.0]], dtype=torch.float64)
+    assert torch.allclose(relu.function(x, {"u": u, "v": v}), torch.tensor([[3.0 - 0.5, -3.0]], dtype=torch.float64))
+    # depth-2 tree: root tests x_2; its children test x_0 (left) and x_1 (right); leaves 10, 11, 12, 13.
+    tree = function_class("decision-tree", 3, 4, depth=2)
+    truth = {"coordinates": torch.tensor([[2, 0, 1]]), "leaves": torch.tensor([[10.0, 11.0, 12.0, 13.0]], dtype=torch.float64)}
+    points = _x([1.0, -1.0, -1.0], [-1.0, 1.0, -1.0], [0.0, -1.0, 1.0], [0.0, 1.0, 1.0])
+    assert torch.equal(tree.function(points, truth), torch.tensor([[11.0, 10.0, 12.0, 13.0]], dtype=torch.float64))
+
+
+def test_sparse_weights_and_zero_errors():
+    w = function_class("sparse-linear", 8, 4, sparsity=3).sample_function(500, generator(0))["w"]
+    assert ((w != 0).sum(1) == 3).all()
+    for name in CLASSES:
+        task = function_class(name, 6, 10)
+        e = task.sample(4000, generator(1), torch.float64)
+        second = torch.cat([e.ys, e.y_query], 1).pow(2).mean().item()
+        assert second == pytest.approx(task.zero_error, rel=0.06), name  # E[y²] = the zero predictor's error
+    with pytest.raises(ConfigError):
+        function_class("cubic", 3, 4)
+    with pytest.raises(ConfigError):
+        function_class("relu-net", 3, 4, width=5)
+
+
+def test_lasso_closed_form_on_orthogonal_design_and_kkt():
+    # XᵀX/n = I: the Lasso is the soft-thresholded Xᵀy/n.
+    n, d, alpha = 12, 4, 0.3
+    q, _ = torch.linalg.qr(torch.randn(5, n, d, generator=generator(2), dtype=torch.float64))
+    xs = math.sqrt(n) * q
+    ys = torch.randn(5, n, generator=generator(3), dtype=torch.float64)
+    c = torch.einsum("bnd,bn->bd", xs, ys) / n
+    expected = torch.sign(c) * (c.abs() - alpha).clamp(min=0)
+    assert torch.allclose(Lasso(alpha).weights(xs, ys), expected, atol=1e-12)
+    # General problems, under- and over-determined: the KKT conditions hold.
+    for n in (3, 9):
+        x = torch.randn(50, n, 6, generator=generator(4, n), dtype=torch.float64)
+        y = torch.randn(50, n, generator=generator(5, n), dtype=torch.float64)
+        gram, moment = x.transpose(1, 2) @ x / n, torch.einsum("bnd,bn->bd", x, y) / n
+        for alpha in (0.5, 1e-3):
+            w = lasso_homotopy(gram, moment, alpha)
+            r = moment - (gram @ w[..., None])[..., 0]
+            on = w != 0
+            assert torch.allclose(r[on], alpha * torch.sign(w[on]), atol=1e-10)
+            assert (r[~on].abs() <= alpha + 1e-10).all()
+    # Every prefix at once equals one fit per prefix.
+    x, y = torch.randn(4, 7, 5, dtype=torch.float64), torch.randn(4, 7, dtype=torch.float64)
+    per_prefix = torch.stack([torch.zeros(4, dtype=torch.float64)]
+                             + [Lasso(0.05).predict(x[:, :k], y[:, :k], x[:, k : k + 1])[:, 0] for k in range(1, 7)], 1)
+    assert torch.allclose(Lasso(0.05).predict_prefixes(x, y), per_prefix, atol=1e-10)
+
+
+def _planted(n, seed):
+    """A depth-2 tree on signs: root tests x_0, left child x_1, right child x_2; leaves −3, −1, 1, 3."""
+    x = torch.randn(1, n, 4, generator=generator(seed), dtype=torch.float64)
+    tree = function_class("decision-tree", 4, n, depth=2)
+    truth = {"coordinates": torch.tensor([[0, 1, 2]]), "leaves": torch.tensor([[-3.0, -1.0, 1.0, 3.0]], dtype=torch.float64)}
+    return x, tree.function(x, truth)
+
+
+def test_greedy_tree_recovers_a_planted_tree():
+    xs, ys = _planted(400, 6)
+    xq, yq = _planted(200, 7)
+    away = (xq[..., :3].abs() > 0.1).all(-1)  # thresholds sit between the sampled points nearest 0
+    for depth in (2, None):
+        prediction = GreedyTree(depth).predict(xs, ys, xq)
+        assert torch.equal(prediction[away], yq[away]), depth
+    # Unlimited depth fits distinct points exactly; depth 1 is the best single split.
+    x, y = torch.randn(3, 9, 2, dtype=torch.float64), torch.randn(3, 9, dtype=torch.float64)
+    assert torch.allclose(GreedyTree().predict(x, y, x), y)
+    stump = GreedyTree(1).predict(x, y, x)
+    assert all(len(row.unique()) == 2 for row in stump)
+    assert ((stump - y).pow(2).sum(1) < (y - y.mean(1, keepdim=True)).pow(2).sum(1)).all()
+    per_prefix = torch.stack([torch.zeros(3, dtype=torch.float64)]
+                             + [GreedyTree(3).predict(x[:, :k], y[:, :k], x[:, k : k + 1])[:, 0] for k in range(1, 9)], 1)
+    assert torch.equal(GreedyTree(3).predict_prefixes(x, y), per_prefix)
+
+
+def test_boosted_trees_fit_a_step():
+    x = torch.linspace(-1, 1, 20, dtype=torch.float64).view(1, 20, 1)
+    y = torch.where(x[..., 0] > 0, 2.0, -1.0)
+    query = torch.tensor([[[-0.5], [0.5]]], dtype=torch.float64)
+    assert torch.allclose(BoostedTrees().predict(x, y, query), torch.tensor([[-1.0, 2.0]], dtype=torch.float64), atol=1e-3)
+    prefixes = BoostedTrees(rounds=5).predict_prefixes(x[:, :4], y[:, :4])
+    assert prefixes.shape == (1, 4) and prefixes[0, 0] == 0
+
+
+def test_two_layer_net_fits_its_examples():
+    x = torch.randn(6, 8, 2, generator=generator(8), dtype=torch.float64)
+    y = x[..., 0] - 0.5 * x[..., 1]
+    net = TwoLayerNetGD(hidden=20, steps=150, lr=0.05)
+    fitted = net.predict(x, y, x)
+    assert (fitted - y).pow(2).mean() < 0.02 * y.pow(2).mean()
+    assert torch.equal(net.predict(x, y, x), fitted)  # same seed, same networks
+    prefixes = TwoLayerNetGD(hidden=5, steps=3).predict_prefixes(x, y)
+    assert prefixes.shape == (6, 8) and (prefixes[:, 0] == 0).all()
+
+
+def test_least_squares_on_features():
+    task = function_class("quadratic", 3, 8)
+    e = task.sample(10, generator(9), torch.float64)
+    squares = OnFeatures(LeastSquares(), lambda x: x * x, "ols on x⊙x")
+    assert torch.allclose(squares.predict_episode(e), e.y_query, atol=1e-8)  # y is linear in x⊙x
+
+
+def _episode(n=12, d=6, batch=300):
+    task = function_class("linear", d, n)
+    return task, task.sample(batch, generator(10), torch.float64)
+
+
+def test_input_shifts():
+    task, e = _episode()
+    relabelled = lambda s: torch.allclose(s.ys, task.function(s.xs, s.truth)) and torch.allclose(s.y_query, task.function(s.x_query, s.truth))  # noqa: E731
+    for name in ("standard", "skewed", "subspace", "scale-x=3", "random-orthants", "orthogonal", "overlapping", "duplicated"):
+        assert relabelled(shifts.shift(name)(e, task, generator(11))), name
+    scaled = shifts.shift("scale-x=3")(e, task, generator(11))
+    assert torch.allclose(scaled.xs, 3 * e.xs) and torch.equal(scaled.x_query, scaled.xs)
+    assert shifts.shift("scale-x=3").error_scale == 9
+    # skewed: covariance U diag(λ²) Uᵀ·d/Σλ² with λ_i = 1/i; subspace: rank ⌊d/2⌋, E‖x‖² = d.
+    many = task.sample(20000, generator(12), torch.float64)
+    skewed = shifts.shift("skewed")(many, task, generator(13)).xs.flatten(0, 1)
+    eigen = torch.linalg.eigvalsh(skewed.T @ skewed / len(skewed)).flip(0)
+    lam = 1 / torch.arange(1, 7, dtype=torch.float64) ** 2
+    assert torch.allclose(eigen, 6 * lam / lam.sum(), rtol=0.05, atol=0.01)
+    half = shifts.shift("subspace")(many, task, generator(13)).xs.flatten(0, 1)
+    assert torch.linalg.matrix_rank(half[:50]) == 3 and half.pow(2).sum(1).mean() == pytest.approx(6, rel=0.03)
+
+
+def test_query_shifts():
+    task, e = _episode()
+    ortho = shifts.shift("orthogonal")(e, task, generator(14))
+    assert ortho.x_query.shape == (300, 6, 6)
+    for k in range(6):
+        assert torch.allclose(torch.einsum("bkd,bd->bk", e.xs[:, :k], ortho.x_query[:, k]), torch.zeros(300, k, dtype=torch.float64), atol=1e-9)
+    assert torch.allclose(ortho.x_query.norm(dim=-1), e.xs[:, :6].norm(dim=-1))
+    overlap = shifts.shift("overlapping")(e, task, generator(14))
+    for k in range(1, 12):
+        assert ((overlap.x_query[:, k, None] == e.xs[:, :k]).all(-1).any(-1)).all()
+    orthants = shifts.shift("random-orthants")(e, task, generator(14))
+    assert (torch.sign(orthants.xs) == torch.sign(orthants.xs[:, :1])).all()
+    assert torch.equal(orthants.x_query, e.xs) and torch.allclose(orthants.xs.abs(), e.xs.abs())
+    dup = shifts.shift("duplicated")(e, task, generator(14))
+    assert torch.equal(dup.xs[:, 0::2], e.xs[:, :6]) and torch.equal(dup.xs[:, 1::2], e.xs[:, :6])
+    assert not torch.equal(dup.x_query, dup.xs)
+
+
+def test_label_shifts():
+    task, e = _episode(batch=4000)
+    scaled = shifts.shift("scale-y=0.5")(e, task, generator(15))
+    assert torch.allclose(scaled.ys, 0.5 * e.ys) and torch.equal(scaled.xs, e.xs)
+    noisy = shifts.shift("noisy")(e, task, generator(15))
+    assert noisy.ys.pow(2).mean().item() == pytest.approx(task.zero_error, rel=0.05)  # renormalised to E[y²] = d
+    assert not torch.allclose(noisy.ys, e.ys * math.sqrt(6 / 7))
+    with pytest.raises(ConfigError):
+        shifts.shift("scale-x=-1")
+    with pytest.raises(ConfigError):
+        shifts.shift("tilted")
+
+
+def test_logistic_loss_is_binary_cross_entropy():
+    prediction = torch.tensor([[2.0, -0.5, 0.0]])
+    target = torch.tensor([[1.0, 1.0, -1.0]])
+    bce = torch.nn.functional.binary_cross_entropy(torch.sigmoid(prediction), (target + 1) / 2)
+    assert batch_loss(prediction, target, "logistic").item() == pytest.approx(bce.item(), rel=1e-6)
+
+
+TINY = {
+    "d": 3, "train.steps": 4, "train.warmup": 1, "train.checkpoint_every": 2, "curriculum.every": 2,
+    "model.n_layers": 1, "model.width": 16, "eval_prompts": 16, "slow_prompts": 2, "bootstrap": 10,
+    "baselines.net_steps": 2, "baselines.boosting_rounds": 2, "functions.sparse-linear.sparsity": 1,
+}
+
+
+def test_tiny_run_writes_every_figure_and_claim(tmp_path):
+    import iclab
+    from iclab.experiments.function_classes import DEFAULTS, FAILING_SHIFTS, ROBUST_SHIFTS
+
+    result = iclab.run("function-classes", overrides=TINY, out=tmp_path / "run", progress=False)
+    figures = {p.name for p in (result.path / "figures").iterdir()}
+    assert figures == {"classes.png", "shifts.png", "training_curves.png"}
+    ids = {c["id"] for c in result.claims}
+    assert ids == ({"sparse-beats-ols", "sparse-approaches-lasso", "tree-beats-greedy-and-boosted", "relu-matches-net-gd",
+                    "beats-knn-and-averaging"} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}
+                   | {f"ood-fails-{s}" for s in FAILING_SHIFTS})
+    metrics = result.metrics
+    assert set(metrics.setting.dropna()) >= set(CLASSES) | {f"shift/{s}" for s in DEFAULTS["shifts"]}
+
+
+def test_class_selection_and_bad_config(tmp_path):
+    import iclab
+
+    result = iclab.run("function-classes", overrides={**TINY, "classes": ["quadratic"]}, out=tmp_path / "one", progress=False)
+    assert [c["id"] for c in result.claims] == ["beats-knn-and-averaging"]
+    for index, bad in enumerate(({"classes": ["cubic"]}, {"shifts": ["tilted"]}, {"functions.relu-net.width": 3})):
+        with pytest.raises(ConfigError):
+            iclab.run("function-classes", overrides={**TINY, **bad}, out=tmp_path / f"bad{index}", progress=False)

@@ -1,0 +1,120 @@
+"""Run folders: atomic creation, no trace of a failed start, and divergence that stays resumable."""
+
+import threading
+
+import pytest
+import yaml
+from safetensors import safe_open
+
+from iclab import api
+from iclab.cli import main
+from iclab.runs import RunFolder
+from iclab.train import FreshPrompts
+
+FAST = ["--set", "train.steps=6", "--set", "eval_prompts=500", "--seeds", "2"]
+
+
+@pytest.mark.parametrize(
+    "overrides, device, message",
+    [
+        (["task.d=0"], None, "task.d must be a positive integer"),
+        (["train.steps=-5"], None, "must be >= 1"),
+        (["covariances.anisotropic=[1.0, 1.0, 1.0, 1.0, -1.0]"], None, "eigenvalues must be positive"),
+        ([], "tpu", "unknown device"),
+    ],
+)
+@pytest.mark.parametrize("where", ["root", "new-out", "empty-out"])
+def test_config_errors_leave_no_trace(overrides, device, message, where, tmp_path, capsys):
+    out = tmp_path / "run"
+    if where == "empty-out":
+        out.mkdir()
+    target = ["--out", str(out)] if where != "root" else []
+    argv = ["run", "lsa-linear", *FAST, *(f"--set={o}" for o in overrides), *target]
+    if device:
+        argv += ["--device", device]
+    if where == "root":  # the default folder goes under ./runs: run from tmp_path
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(tmp_path)
+            assert main(argv) == 2
+        assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    else:
+        assert main(argv) == 2
+        assert (where == "empty-out") == out.exists()
+        assert not out.exists() or not any(out.iterdir())  # an empty --out given by the user stays, empty
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+
+
+def test_concurrent_creates_get_distinct_folders(tmp_path):
+    barrier, made = threading.Barrier(8), []
+
+    def create():
+        barrier.wait()
+        made.append(RunFolder.create("exp", {"experiment": "exp"}, root=tmp_path).path)
+
+    threads = [threading.Thread(target=create) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(made)) == 8 and all((p / "config.yaml").exists() for p in made)
+
+
+def test_an_out_folder_is_claimed_once(tmp_path):
+    RunFolder.create("exp", {}, out=tmp_path / "run")
+    with pytest.raises(Exception, match="not empty"):
+        RunFolder.create("exp", {}, out=tmp_path / "run")
+
+
+def test_resume_refuses_a_folder_with_nothing_to_resume(tmp_path, capsys):
+    folder = RunFolder.create("lsa-linear", {"experiment": "lsa-linear", "scale": "quick"}, out=tmp_path / "run")
+    assert main(["resume", str(folder.path)]) == 2
+    assert "no checkpoint to resume from" in capsys.readouterr().err
+
+
+def _plant_nan(monkeypatch, seed: int, from_step: int):
+    """Make the training prompts of ``seed`` non-finite from step ``from_step`` (0-based) on."""
+    original = FreshPrompts.batch
+
+    def batch(self, s, step, device):
+        prompt = original(self, s, step, device)
+        if s == seed and step >= from_step:
+            prompt.tokens[0, 0, 0] = float("nan")
+        return prompt
+
+    monkeypatch.setattr(FreshPrompts, "batch", batch)
+
+
+def test_divergence_stops_with_one_line_and_stays_resumable(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    _plant_nan(monkeypatch, seed=1, from_step=3)
+    assert main(["run", "lsa-linear", *FAST, "--set", "train.checkpoint_every=2", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic'")
+    assert "seed 1 at step 4" in err and "iclab resume" in err
+    checkpoint = out / "checkpoints" / "lsa-isotropic-seed1.safetensors"
+    with safe_open(checkpoint, "pt") as f:
+        assert f.metadata()["step"] == "2"  # the last good one
+        assert all(f.get_tensor(k).isfinite().all() for k in f.keys())
+    monkeypatch.undo()
+    assert main(["resume", str(out), "--set", "train.lr=0.001"]) == 0
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["train"]["lr"] == 0.001 and config["resume_overrides"] == ["train.lr=0.001"]
+    assert (out / "claims.json").exists()
+
+
+def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    _plant_nan(monkeypatch, seed=0, from_step=0)
+    assert main(["run", "lsa-linear", *FAST, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "seed 0 at step 1" in err and "run folder was removed" in err
+    assert not out.exists()
+
+
+def test_resume_rejects_unknown_override(tmp_path):
+    out = tmp_path / "run"
+    api.run("lsa-linear", overrides=["train.steps=4", "eval_prompts=500"], seeds=1, out=out, progress=False)
+    (out / "claims.json").unlink()
+    with pytest.raises(Exception, match="unknown config key"):
+        api.resume(out, overrides=["train.lrr=0.1"], progress=False)
