@@ -12,7 +12,7 @@ from .config import ConfigError
 from .learners import LinearLearner
 from .losses import loss_scale, prompt_losses
 from .models import LinearSelfAttention
-from .prompts import PairedFormat
+from .prompts import InterleavedFormat, PairedFormat
 from .rng import generator
 from .tasks.base import Episode
 
@@ -182,3 +182,100 @@ def interpolate_lsa(trained, construction, weight: float = 0.5):
             out.w_kq.copy_((1 - weight) * c * kq_a + weight * kq_b)
             out.w_pv.copy_((1 - weight) * pv_a / c + weight * pv_b)
     return mixed
+
+
+# Which learning algorithm a predictor implements (Akyürek et al. 2023): squared prediction
+# distance between two predictors on shared prompts at every prefix length, and the distance
+# between their implicit linear weights. Predictors are causal models reading interleaved
+# prompts or learners; column k of every (B, N) array is the prediction from the first k examples.
+
+
+def prefix_predictions(source, episode: Episode, prompt_format=InterleavedFormat()) -> torch.Tensor:
+    """``(B, N)`` float64: a model's predictions of every context label from the examples before it
+    (a causal ``nn.Module`` on interleaved prompts), or a learner's :meth:`predict_prefixes`."""
+    if isinstance(source, torch.nn.Module):
+        return model_predictor(source, prompt_format)(episode).cpu()
+    return source.predict_prefixes_episode(episode.to(dtype=torch.float64)).cpu()
+
+
+def spd(a: torch.Tensor, b: torch.Tensor, d: int, n_boot: int = 1000, seed: int = 0) -> dict[str, torch.Tensor]:
+    """SPD(A, B)/d = E(A(D)(x) − B(D)(x))²/d at every prefix length, from ``(B, N)`` predictions
+    on the same prompts, with a bootstrap 5–95% band: :func:`loss_by_prefix` with B as the target."""
+    return loss_by_prefix(a, b, "mse_over_d", d, n_boot, seed=seed)
+
+
+def mspd(spd_by_prefix: torch.Tensor, d: int) -> float:
+    """MSPD: SPD averaged over the prefix lengths 1 ≤ k < d (the under-determined regime, where
+    learners differ most). k = 0 is left out: every learner predicts 0 there, so it would add the
+    same number to every learner's MSPD."""
+    if not 1 < d <= len(spd_by_prefix):
+        raise ConfigError(f"MSPD needs 2 <= d <= N = {len(spd_by_prefix)}, got d = {d}")
+    return spd_by_prefix[1:d].mean().item()
+
+
+def probe_labels(source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat(),
+                 chunk: int = 8192) -> torch.Tensor:
+    """``(B, N, P)`` float64: the labels a predictor gives P probe inputs ``probes (B, P, d)`` after
+    each prefix of k = 0…N − 1 examples of every prompt's context.
+
+    A causal model reads, for each k, P prompts per context whose token 2k is a probe (the first k
+    examples, then [x'; 0]): B·P sequences of 2k + 1 tokens, run ``chunk`` at a time. A learner
+    predicts the probes from the first k examples (0 for k = 0).
+    """
+    e = episode.to(dtype=torch.float64)
+    batch, n = e.ys.shape
+    n_probes = probes.shape[1]
+    columns = [torch.zeros(batch, n_probes, dtype=torch.float64)]
+    if not isinstance(source, torch.nn.Module):
+        columns += [source.predict(e.xs[:, :k], e.ys[:, :k], probes.double()).cpu() for k in range(1, n)]
+        return torch.stack(columns, dim=1)
+    parameter = next(source.parameters())
+    tokens = prompt_format.encode(e).tokens.to(parameter)  # (B, 2N, D)
+    probe_tokens = torch.cat([probes, torch.zeros_like(probes[..., :1])], -1).to(parameter)  # (B, P, D)
+    columns = []
+    with torch.no_grad():
+        for k in range(n):
+            context = tokens[:, None, : 2 * k].expand(-1, n_probes, -1, -1)  # (B, P, 2k, D)
+            rows = torch.cat([context, probe_tokens[:, :, None]], 2).flatten(0, 1)  # (B·P, 2k + 1, D)
+            out = [source(rows[i : i + chunk], k + 1)[:, -1] for i in range(0, len(rows), chunk)]
+            columns.append(torch.cat(out).double().cpu().view(batch, n_probes))
+    return torch.stack(columns, dim=1)
+
+
+def implicit_weights(probes: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The linear map closest to a predictor around each context: least squares with intercept of
+    ``labels (B, N, P)`` on ``probes (B, P, d)`` (the same probes for every prefix), batched.
+
+    Returns ŵ ``(B, N, d)`` and the fit's R² ``(B, N)`` (1 for a linear predictor, lower where it
+    is not linear; a constant predictor counts as linear, R² = 1).
+    """
+    probes, labels = probes.double().cpu(), labels.double().cpu()
+    centred = probes - probes.mean(1, keepdim=True)  # the intercept absorbs the means
+    residual_labels = labels - labels.mean(-1, keepdim=True)
+    w = torch.einsum("bdp,bnp->bnd", torch.linalg.pinv(centred), residual_labels)
+    residual = residual_labels - torch.einsum("bpd,bnd->bnp", centred, w)
+    total = residual_labels.pow(2).sum(-1)
+    # Constant labels (e.g. every learner at k = 0) have no variance to explain: R² = 1 up to rounding.
+    r2 = 1 - residual.pow(2).sum(-1) / total.clamp_min(1e-12 * labels.pow(2).sum(-1) + 1e-300)
+    return w, r2
+
+
+def prefix_weights(source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat()):
+    """A predictor's (implicit) linear weights after every prefix, ``(B, N, d)``, and the R² of
+    the fit ``(B, N)``: a linear learner contributes its own w (R² = 1), anything else the least
+    squares fit of its labels on the probe inputs (:func:`probe_labels`, :func:`implicit_weights`)."""
+    if isinstance(source, LinearLearner):
+        e = episode.to(dtype=torch.float64)
+        w = source.prefix_weights(e.xs, e.ys)
+        if w is None:
+            w = torch.stack([torch.zeros_like(e.xs[:, 0])] + [source.weights(e.xs[:, :k], e.ys[:, :k])
+                                                               for k in range(1, e.xs.shape[1])], dim=1)
+        return w.cpu(), torch.ones(w.shape[:2], dtype=torch.float64)
+    return implicit_weights(probes, probe_labels(source, episode, probes, prompt_format))
+
+
+def ilwd(w_a: torch.Tensor, w_b: torch.Tensor, n_boot: int = 1000, seed: int = 0) -> dict[str, torch.Tensor]:
+    """ILWD = E‖ŵ_A − ŵ_B‖²/d at every prefix length from ``(B, N, d)`` weights, with a bootstrap
+    5–95% band (:func:`loss_by_prefix` of ‖ŵ_A − ŵ_B‖ against 0 in the ``mse_over_d`` convention)."""
+    distance = (w_a.double() - w_b.double()).norm(dim=-1)  # (B, N)
+    return loss_by_prefix(distance, torch.zeros_like(distance), "mse_over_d", w_a.shape[-1], n_boot, seed=seed)

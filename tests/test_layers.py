@@ -20,7 +20,7 @@ LAYERS = [
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},
-    {"metrics"},
+    {"metrics", "probes"},
     {"runs"},
     {"report"},
     {"experiments"},

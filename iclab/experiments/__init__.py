@@ -18,6 +18,7 @@ _EXPERIMENTS = {
     "task-descriptors": ("iclab.experiments.task_descriptors", "Task descriptors (the inputs' mean) lower the loss of LSA trained in context; exact one-layer optimum."),
     "mesa-ar": ("iclab.experiments.mesa_ar", "Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian starts)."),
     "function-classes": ("iclab.experiments.function_classes", "One transformer per Garg et al. function class against their baselines, and the linear one under their shifted prompts."),
+    "algorithm-selection": ("iclab.experiments.algorithm_selection", "Which learner a trained transformer matches (Akyürek et al.): SPD/ILWD, the Bayes ridge under noise, depth, probes."),
     "abstract-symbols": ("iclab.experiments.abstract_symbols", "Transformers on template tasks over unseen symbols with and without the identity terms, MLP baselines, copying vs width, the template kernel matrix."),
 }
 

@@ -16,7 +16,7 @@ from .. import claims as C
 from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
-from ..metrics import loss_by_prefix
+from ..metrics import loss_by_prefix, spd as squared_prediction_distance
 from ..models.transformer import GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
@@ -118,7 +118,8 @@ def run(config: dict, ctx: RunContext):
     spd = {}
     for seed in seeds:
         for ref in ("ols", "3-nn"):
-            spd[seed, ref] = (predictions[f"gpt/seed{seed}"] - predictions[ref]).pow(2).mean(0) / d
+            spd[seed, ref] = squared_prediction_distance(
+                predictions[f"gpt/seed{seed}"], predictions[ref], d, config["bootstrap"], config["seed"])["mean"]
             for k in range(n):
                 ctx.log(setting="linear", model="gpt", seed=seed, n=k, metric=f"spd_{ref}", value=spd[seed, ref][k].item())
 

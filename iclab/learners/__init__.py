@@ -23,7 +23,7 @@ homotopy path), ``trees`` (a batched greedy regression tree; XGBoost per prompt)
 """
 
 from .base import Learner, LinearLearner, OnFeatures, ZeroPredictor
-from .gradient import GDPlusPlus, GradientDescent, gd_plus_plus
+from .gradient import GDPlusPlus, GradientDescent, OnePassSGD, gd_plus_plus
 from .linear import Averaging, BayesLinear, LeastSquares, Ridge
 from .nets import TwoLayerNetGD
 from .neighbours import NearestNeighbours
@@ -32,7 +32,7 @@ from .trees import BoostedTrees, GreedyTree
 
 __all__ = [
     "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
-    "NearestNeighbours", "Ridge", "ZeroPredictor", "gd_plus_plus",
+    "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus",
     # Garg et al.'s baselines for other function classes
     "BoostedTrees", "GreedyTree", "LASSO_ALPHAS", "Lasso", "OnFeatures", "TwoLayerNetGD",
 ]

@@ -1,4 +1,5 @@
-"""Gradient-descent learners: k steps of (preconditioned) GD from w = 0, and GD++ (von Oswald et al.)."""
+"""Gradient-descent learners: k steps of (preconditioned, optionally ridge-penalised) GD from w = 0,
+one-pass SGD (Akyürek et al.), and GD++ (von Oswald et al.)."""
 
 from __future__ import annotations
 
@@ -10,39 +11,78 @@ from .base import LinearLearner, prefix_sums
 
 
 class GradientDescent(LinearLearner):
-    """k steps of (preconditioned) gradient descent from w₀ = 0 on L(w) = (1/2N) Σ (wᵀx_i − y_i)².
+    """k steps of (preconditioned) gradient descent from w₀ = 0 on
 
-    Each step is w ← w − η P ∇L(w) with P = ``preconditioner`` (identity if None).
+        L(w) = (1/2c) [Σ (wᵀx_i − y_i)² + λ‖w‖²],   c = N (``average``, the default) or 1.
+
+    Each step is w ← w − η P ∇L(w) = w − (η/c) P (XᵀXw − Xᵀy + λw), P = ``preconditioner``
+    (identity if None). The default is plain GD on the mean squared error (1/2N)Σ(wᵀx − y)²;
+    Akyürek et al.'s one-step batch GD w = w₀ − 2α(XᵀXw₀ − XᵀY + λw₀) is
+    ``GradientDescent(1, lr=2α, lam=λ, average=False)``.
     """
 
-    def __init__(self, steps: int = 1, lr: float = 1.0, preconditioner: torch.Tensor | None = None):
-        if steps < 1:
-            raise ConfigError(f"GD needs steps >= 1, got {steps}")
-        self.steps, self.lr = steps, lr
+    def __init__(self, steps: int = 1, lr: float = 1.0, preconditioner: torch.Tensor | None = None,
+                 lam: float = 0.0, average: bool = True):
+        if steps < 1 or lam < 0:
+            raise ConfigError(f"GD needs steps >= 1 and lam >= 0, got {steps}, {lam}")
+        self.steps, self.lr, self.lam, self.average = steps, lr, lam, average
         self.preconditioner = None if preconditioner is None else torch.as_tensor(preconditioner, dtype=torch.float64)
-        self.name = f"gd{steps}(η={lr:.3g}{', P' if preconditioner is not None else ''})"
+        extras = (", P" if preconditioner is not None else "") + (f", λ={lam:g}" if lam else "") + ("" if average else ", Σ")
+        self.name = f"gd{steps}(η={lr:.3g}{extras})"
 
-    def weights(self, xs, ys):
-        n = xs.shape[1]
-        w = torch.zeros(xs.shape[0], xs.shape[2], dtype=xs.dtype, device=xs.device)
+    def _descend(self, gram: torch.Tensor, moment: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        """The steps from w = 0 given XᵀX ``(..., d, d)``, Xᵀy ``(..., d)`` and N ``(..., 1)``."""
+        scale = count.clamp(min=1) if self.average else torch.ones_like(count)
+        w = torch.zeros_like(moment)
         for _ in range(self.steps):
-            grad = torch.einsum("bnd,bn->bd", xs, torch.einsum("bnd,bd->bn", xs, w) - ys) / n
+            grad = (torch.einsum("...ij,...j->...i", gram, w) - moment + self.lam * w) / scale
             if self.preconditioner is not None:
-                grad = grad @ self.preconditioner.to(xs.device).T
+                grad = grad @ self.preconditioner.to(gram.device).T
             w = w - self.lr * grad
         return w
+
+    def weights(self, xs, ys):
+        count = torch.full((xs.shape[0], 1), xs.shape[1], dtype=xs.dtype, device=xs.device)
+        return self._descend(xs.transpose(1, 2) @ xs, torch.einsum("bnd,bn->bd", xs, ys), count)
 
     def prefix_weights(self, xs, ys):
         """The same steps for every prefix at once, with prefix-summed Gram matrices (w = 0 at k = 0)."""
         gram, moment = prefix_sums(xs, ys)
-        count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device).clamp(min=1)[None, :, None]
-        w = torch.zeros_like(moment)
-        for _ in range(self.steps):
-            grad = (torch.einsum("bkij,bkj->bki", gram, w) - moment) / count
-            if self.preconditioner is not None:
-                grad = grad @ self.preconditioner.to(xs.device).T
-            w = w - self.lr * grad
-        return w
+        count = torch.arange(xs.shape[1], dtype=xs.dtype, device=xs.device)[None, :, None]
+        return self._descend(gram, moment, count)
+
+
+class OnePassSGD(LinearLearner):
+    """One pass of SGD with batch 1 over the context, in order, from w₀ = 0 (Akyürek et al.):
+
+        w_i = w_{i−1} − η (x_i x_iᵀ w_{i−1} − x_i y_i + λ w_{i−1}),
+
+    a step on ½[(wᵀx_i − y_i)² + λ‖w‖²]; Akyürek et al.'s step α is η = 2α. The weights after k
+    examples are the prefix weights at k, so every prefix comes out of the one pass.
+    """
+
+    def __init__(self, lr: float, lam: float = 0.0):
+        if lr <= 0 or lam < 0:
+            raise ConfigError(f"SGD needs lr > 0 and lam >= 0, got {lr}, {lam}")
+        self.lr, self.lam = lr, lam
+        self.name = f"sgd(η={lr:.3g}" + (f", λ={lam:g})" if lam else ")")
+
+    def _pass(self, xs: torch.Tensor, ys: torch.Tensor, steps: int) -> torch.Tensor:
+        """``(B, steps + 1, d)``: w₀ = 0 and the weights after each of the first ``steps`` examples."""
+        w = torch.zeros_like(xs[:, 0])
+        out = [w]
+        for i in range(steps):
+            x, y = xs[:, i], ys[:, i]
+            w = w - self.lr * (x * (torch.einsum("bd,bd->b", x, w) - y)[:, None] + self.lam * w)
+            out.append(w)
+        return torch.stack(out, dim=1)
+
+    def weights(self, xs, ys):
+        return self._pass(xs, ys, xs.shape[1])[:, -1]
+
+    def prefix_weights(self, xs, ys):
+        """``(B, N, d)`` from one loop over positions, vectorised over prompts."""
+        return self._pass(xs, ys, xs.shape[1] - 1)
 
 
 def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs, gammas) -> torch.Tensor:

@@ -11,15 +11,18 @@ from .base import Learner
 class NearestNeighbours(Learner):
     """k-nearest-neighbour regression over the context (all of it when N < k).
 
-    ``weights="uniform"`` averages the neighbours' labels; ``"distance"`` weights them by 1/distance
-    (an exact match takes its own label).
+    ``weights="uniform"`` averages the neighbours' labels; ``"distance"`` weights them by 1/distance,
+    ``"distance2"`` by 1/distance² (Akyürek et al.'s weighted kNN); an exact match takes its own label.
     """
 
+    WEIGHTS = {"uniform": 0, "distance": 1, "distance2": 2}  # the power of 1/distance
+
     def __init__(self, k: int = 3, weights: str = "uniform"):
-        if k < 1 or weights not in ("uniform", "distance"):
-            raise ConfigError(f"kNN needs k >= 1 and weights 'uniform' or 'distance', got {k}, {weights!r}")
+        if k < 1 or weights not in self.WEIGHTS:
+            raise ConfigError(f"kNN needs k >= 1 and weights one of {', '.join(self.WEIGHTS)}, got {k}, {weights!r}")
         self.k, self.weighting = k, weights
-        self.name = f"{k}-nn" + ("" if weights == "uniform" else "(1/dist)")
+        self.power = self.WEIGHTS[weights]
+        self.name = f"{k}-nn" + {0: "", 1: "(1/dist)", 2: "(1/dist²)"}[self.power]
 
     def predict(self, xs, ys, x_query):
         xs, ys, x_query = xs.double(), ys.double(), x_query.double()
@@ -27,9 +30,9 @@ class NearestNeighbours(Learner):
         k = min(self.k, xs.shape[1])
         near, index = dist.topk(k, dim=-1, largest=False)
         labels = torch.gather(ys[:, None, :].expand(-1, x_query.shape[1], -1), 2, index)
-        if self.weighting == "uniform":
+        if self.power == 0:
             return labels.mean(-1)
-        inverse = 1.0 / near.clamp_min(1e-12)
+        inverse = near.clamp_min(1e-12) ** -self.power
         return (inverse * labels).sum(-1) / inverse.sum(-1)
 
     def predict_prefixes(self, xs, ys):
@@ -44,10 +47,10 @@ class NearestNeighbours(Learner):
         near, index = squared.masked_fill(later, float("inf")).topk(min(self.k, n), dim=-1, largest=False)
         valid = near.isfinite()
         labels = torch.gather(ys[:, None, :].expand(-1, n, -1), 2, index)
-        if self.weighting == "uniform":
+        if self.power == 0:
             weight = valid.to(ys.dtype)
         else:
             neighbours = torch.gather(xs[:, None].expand(-1, n, -1, -1), 2, index[..., None].expand(-1, -1, -1, xs.shape[2]))
             distance = (neighbours - xs[:, :, None]).norm(dim=-1)
-            weight = torch.where(valid, 1.0 / distance.clamp_min(1e-12), 0.0)
+            weight = torch.where(valid, distance.clamp_min(1e-12) ** -self.power, 0.0)
         return (weight * labels).sum(-1) / weight.sum(-1).clamp_min(1e-300)

@@ -1,0 +1,187 @@
+"""Akyürek et al.'s learners (one-step GD with λ, one-pass SGD, 1/distance² kNN), the SPD / MSPD /
+ILWD metrics, the hidden-state probes, and a tiny run of the algorithm-selection experiment."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from iclab.config import ConfigError
+from iclab.learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge
+from iclab.metrics import ilwd, implicit_weights, mspd, prefix_predictions, prefix_weights, probe_labels, spd
+from iclab.models.transformer import GPTTransformer
+from iclab.prompts import InterleavedFormat
+from iclab.rng import generator
+from iclab.tasks import GaussianInputs, LinearRegression
+
+
+def _episode(n=7, d=3, batch=5, noise=0.3, seed=0):
+    task = LinearRegression(GaussianInputs(d), n_context=n, n_query=2, noise=noise, w_scale=1.5)
+    return task.sample(batch, generator(seed), torch.float64)
+
+
+def test_one_step_gd_with_ridge_penalty_matches_akyurek_formula():
+    e = _episode()
+    xs, ys, xq = e.xs.numpy(), e.ys.numpy(), e.x_query.numpy()
+    alpha, lam = 0.02, 0.3
+    # w = w₀ − 2α(XᵀXw₀ − XᵀY + λw₀) from w₀ = 0, two steps, per prompt in plain numpy.
+    expected = []
+    for b in range(len(xs)):
+        w = np.zeros(3)
+        for _ in range(2):
+            w = w - 2 * alpha * (xs[b].T @ xs[b] @ w - xs[b].T @ ys[b] + lam * w)
+        expected.append(xq[b] @ w)
+    learner = GradientDescent(2, lr=2 * alpha, lam=lam, average=False)
+    np.testing.assert_allclose(learner.predict_episode(e).numpy(), np.stack(expected), rtol=1e-10, atol=1e-12)
+    # Every prefix at once equals the per-prefix loop.
+    loop = [np.zeros(len(xs))]
+    for k in range(1, xs.shape[1]):
+        w = np.zeros((len(xs), 3))
+        for _ in range(2):
+            grad = np.einsum("bkd,bk->bd", xs[:, :k], np.einsum("bkd,bd->bk", xs[:, :k], w) - ys[:, :k]) + lam * w
+            w = w - 2 * alpha * grad
+        loop.append(np.einsum("bd,bd->b", xs[:, k], w))
+    np.testing.assert_allclose(learner.predict_prefixes(e.xs, e.ys).numpy(), np.stack(loop, 1), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ConfigError):
+        GradientDescent(1, 0.1, lam=-1.0)
+
+
+def test_one_pass_sgd_matches_a_numpy_loop():
+    e = _episode(n=9)
+    xs, ys, xq = e.xs.numpy(), e.ys.numpy(), e.x_query.numpy()
+    alpha, lam = 0.03, 0.1
+    prefix, final = np.zeros(ys.shape), []
+    for b in range(len(xs)):
+        w = np.zeros(3)
+        for i in range(xs.shape[1]):
+            prefix[b, i] = xs[b, i] @ w  # predicted from the first i examples
+            w = w - 2 * alpha * (np.outer(xs[b, i], xs[b, i]) @ w - xs[b, i] * ys[b, i] + lam * w)
+        final.append(xq[b] @ w)
+    sgd = OnePassSGD(lr=2 * alpha, lam=lam)
+    np.testing.assert_allclose(sgd.predict_episode(e).numpy(), np.stack(final), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(sgd.predict_prefixes(e.xs, e.ys).numpy(), prefix, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ConfigError):
+        OnePassSGD(0.0)
+
+
+def test_inverse_square_distance_knn():
+    e = _episode(n=8)
+    xs, ys, xq = e.xs.numpy(), e.ys.numpy(), e.x_query.numpy()
+    expected = []
+    for b in range(len(xs)):
+        for q in range(xq.shape[1]):
+            dist = np.linalg.norm(xs[b] - xq[b, q], axis=1)
+            near = np.argsort(dist)[:3]
+            expected.append((ys[b, near] / dist[near] ** 2).sum() / (1 / dist[near] ** 2).sum())
+    knn = NearestNeighbours(3, "distance2")
+    np.testing.assert_allclose(knn.predict_episode(e).numpy().ravel(), expected, rtol=1e-10)
+    reference = torch.stack([torch.zeros(5, dtype=torch.float64)]
+                            + [knn.predict(e.xs[:, :k], e.ys[:, :k], e.xs[:, k : k + 1])[:, 0] for k in range(1, 8)], 1)
+    torch.testing.assert_close(knn.predict_prefixes(e.xs, e.ys), reference, rtol=1e-10, atol=1e-12)
+    assert knn.name == "3-nn(1/dist²)"
+
+
+def test_spd_of_a_learner_with_itself_is_zero_and_mspd_averages_below_d():
+    e = _episode(n=8, d=4, batch=200)
+    ols, ridge = (prefix_predictions(l, e) for l in (LeastSquares(), Ridge(0.5)))
+    same = spd(ols, ols, d=4, n_boot=50)
+    assert all((v == 0).all() for v in same.values())
+    diff = spd(ols, ridge, d=4, n_boot=200)
+    torch.testing.assert_close(diff["mean"], (ols - ridge).pow(2).mean(0) / 4)
+    assert (diff["low"] <= diff["mean"]).all() and (diff["mean"] <= diff["high"]).all() and diff["mean"][1:].min() > 0
+    assert mspd(diff["mean"], 4) == pytest.approx(diff["mean"][1:4].mean().item())
+    with pytest.raises(ConfigError):
+        mspd(diff["mean"], 9)
+
+
+def test_ilwd_recovers_a_linear_map_exactly_and_flags_knn_as_nonlinear():
+    e = _episode(n=6, d=3, batch=50, noise=0.0)
+    probes = torch.randn(50, 16, 3, generator=generator(1), dtype=torch.float64)
+    # A linear learner, fitted through its probe labels: its own weights, R² = 1 (no intercept).
+    ridge = Ridge(0.4)
+    own, ones = prefix_weights(ridge, e, probes)
+    fitted, r2 = implicit_weights(probes, probe_labels(ridge, e, probes))
+    torch.testing.assert_close(fitted, own, rtol=1e-9, atol=1e-10)
+    torch.testing.assert_close(r2, ones, rtol=0, atol=1e-10)
+    assert ilwd(own, fitted, n_boot=50)["mean"].max() < 1e-18
+    # An affine map: the intercept is fitted apart from the weights.
+    w = torch.randn(50, 6, 3, generator=generator(2), dtype=torch.float64)
+    fitted, r2 = implicit_weights(probes, torch.einsum("bpd,bnd->bnp", probes, w) + 2.5)
+    torch.testing.assert_close(fitted, w, rtol=1e-9, atol=1e-10)
+    assert (r2 > 1 - 1e-10).all()
+    # kNN is not linear around a context of several examples.
+    _, r2_knn = prefix_weights(NearestNeighbours(3, "distance2"), e, probes)
+    assert (r2_knn[:, 0] > 1 - 1e-9).all()  # it predicts 0 with no example: a constant
+    assert r2_knn[:, 3:].mean() < 0.9
+    # ILWD between OLS and ridge by hand.
+    w_ols, _ = prefix_weights(LeastSquares(), e, probes)
+    torch.testing.assert_close(ilwd(w_ols, own, n_boot=50)["mean"], (w_ols - own).pow(2).sum(-1).mean(0) / 3)
+
+
+def test_model_probe_labels_equal_one_prompt_per_probe():
+    d, n = 3, 5
+    e = _episode(n=n, d=d, batch=4)
+    model = GPTTransformer(d + 1, 2, 2, 16, max_tokens=2 * n, generator=generator(0)).double().eval()
+    probes = torch.randn(4, 3, d, generator=generator(3), dtype=torch.float64)
+    labels = probe_labels(model, e, probes, chunk=5)
+    # Reference: put probe p in place of x_{k+1} in the full prompt and read the prediction at token 2k.
+    for k in range(n):
+        for p in range(3):
+            xs = e.xs.clone()
+            xs[:, k] = probes[:, p]
+            tokens = InterleavedFormat().encode(replace(e, xs=xs)).tokens
+            with torch.no_grad():
+                expected = model(tokens, n)[:, k]
+            torch.testing.assert_close(labels[:, k, p], expected, rtol=1e-10, atol=1e-12)
+
+
+def test_probe_recovers_a_planted_linear_target_and_not_noise():
+    from iclab.probes import PoolingProbes, ProbeData, score, standardise
+    from iclab.train import TrainConfig, train
+
+    b, t, w, n, o = 1024, 6, 8, 3, 2
+    g = generator(0, "planted")
+    signal = torch.randn(b, t, w, generator=g)
+    noise = torch.randn(b, t, w, generator=g)
+    hidden = torch.stack([noise, signal], dim=1)  # (B, S = 2, T, W): state 1 carries the target
+    mix = torch.randn(w, o, generator=g)
+    # Target after "n" examples: a linear map of the state at position 2n (one position per n).
+    raw = torch.stack([signal[:, 2 * i] @ mix for i in range(n)], dim=1)[:, None].double()  # (B, K = 1, N, O)
+    z, _, std = standardise(raw, raw[:768])
+    cfg = TrainConfig(steps=400, batch_size=256, lr=0.03, log_every=100)
+    make = lambda gen: PoolingProbes(2, 1, n, t, w, o, generator=gen)  # noqa: E731
+    probes = train(make, ProbeData(hidden[:768], z[:768].float(), 256), cfg, seeds=[0], progress=False).models[0]
+    r2 = score(probes, hidden[768:], z[768:], std)["r2"][:, 0]
+    assert r2[1] > 0.95 and r2[0] < 0.05
+    # The learned pooling picks the planted position for each n.
+    assert (probes.scores[1, 0].argmax(-1) == torch.arange(0, 2 * n, 2)).all()
+
+
+def test_tiny_run_writes_every_figure_and_claim(tmp_path):
+    import iclab
+
+    overrides = {
+        "task.n_context": 5, "task.d": 3, "model.width": 16, "train.steps": 3, "train.warmup": 1,
+        "train.checkpoint_every": 3, "depths": [1, 2], "noise": [[0.0, 1.0], [0.5, 1.0]], "eval_prompts": 64,
+        "ilwd.contexts": 8, "ilwd.probes": 6, "bootstrap": 20, "probe.d": 3, "probe.n_layers": 2,
+        "probe.train_prompts": 64, "probe.test_prompts": 32, "probe.train.steps": 3, "probe.hidden_units": 8,
+    }
+    result = iclab.run("algorithm-selection", overrides=overrides, out=tmp_path / "run", progress=False)
+    figures = {p.stem for p in (tmp_path / "run" / "figures").glob("*.png")}
+    assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2"}
+    assert [c["id"] for c in result.claims] == [
+        "a-matches-ols", "b-bayes-ridge-closest", "c-one-layer-gd", "c-two-to-four-layers-ridge",
+        "d-mlp-beats-linear", "d-decodability-rises",
+    ]
+    metrics = result.metrics
+    assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
+    # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
+    checkpoints = {p.name for p in (tmp_path / "run" / "checkpoints").iterdir()}
+    assert checkpoints == {
+        "gpt-d3-L4-sigma0-tau1-seed0.safetensors", "gpt-d3-L4-sigma0.5-tau1-seed0.safetensors",
+        "gpt-d3-L1-sigma0-tau1-seed0.safetensors", "gpt-d3-L2-sigma0-tau1-seed0.safetensors",
+        "probe-linear-seed0.safetensors", "probe-mlp-seed0.safetensors",
+    }
+    with pytest.raises(ConfigError):
+        iclab.run("algorithm-selection", overrides={**overrides, "ilwd.probes": 3}, out=tmp_path / "bad", progress=False)
