@@ -158,6 +158,7 @@ class SweepFolder:
           sweep.parquet     every finished point's metric rows, with the grid values as columns
           claims.parquet    one row per (point, claim): grid values, claim id, holds, measured, expected
           figures/*.png  report.html
+          .locks/           a lock per point, held while a worker runs it
     """
 
     def __init__(self, path: str | Path):

@@ -236,22 +236,36 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
 def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> tuple[str, str | None]:
     """One grid point, in a Ray worker: resume its run folder if it has a checkpoint, else run it
     afresh. Returns ``(status, error)``; errors are returned, not raised, so one point failing
-    stops no other."""
+    stops no other.
+
+    The point is run under an exclusive lock on ``.locks/<point>.lock`` in the sweep folder: a
+    worker orphaned by a killed driver goes on with its point for a while, and a resumed sweep must
+    wait for it rather than run the same folder twice (the lock dies with its process, so a killed
+    worker never leaves it held)."""
+    import fcntl
+
     import torch
 
     torch.set_num_threads(max(1, math.floor(cpus)))
     folder = Path(path)
-    try:
-        if (folder / "config.yaml").exists() and RunFolder(folder).has_checkpoint:
-            api.resume(folder, device=None if gpus else "cpu", progress=False)
-        else:
-            if folder.exists():  # killed before its first checkpoint: nothing to resume
-                shutil.rmtree(folder)
-            api.run(experiment, scale=scale, overrides=overrides, out=folder,
-                    device=None if gpus else "cpu", progress=False)
-        return "finished", None
-    except Exception as err:  # noqa: BLE001 (any failure is the point's result, recorded with its message)
-        return "failed", f"{type(err).__name__}: {err}"
+    locks = folder.parent / ".locks"
+    locks.mkdir(exist_ok=True)
+    with open(locks / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            run = RunFolder(folder)
+            if run.finished:  # finished by the orphaned worker we waited for
+                return "finished", None
+            if run.config_file.exists() and run.has_checkpoint:
+                api.resume(folder, device=None if gpus else "cpu", progress=False)
+            else:
+                if folder.exists():  # killed before its first checkpoint: nothing to resume
+                    shutil.rmtree(folder)
+                api.run(experiment, scale=scale, overrides=overrides, out=folder,
+                        device=None if gpus else "cpu", progress=False)
+            return "finished", None
+        except Exception as err:  # noqa: BLE001 (any failure is the point's result, recorded with its message)
+            return "failed", f"{type(err).__name__}: {err}"
 
 
 def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tuple[str, str | None]]) -> None:

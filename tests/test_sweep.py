@@ -54,7 +54,7 @@ def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys
     argv = ["sweep", "lsa-linear", "--grid", "task.d=2,3", "--grid", "train.lr=0.02,0.05", "--out", str(out), *TINY]
     assert main(argv) == 0
     names = {"task.d=2__train.lr=0.02", "task.d=2__train.lr=0.05", "task.d=3__train.lr=0.02", "task.d=3__train.lr=0.05"}
-    assert {p.name for p in out.iterdir() if p.is_dir() and p.name != "figures"} == names
+    assert {p.name for p in out.iterdir() if p.is_dir() and p.name not in ("figures", ".locks")} == names
     assert all((out / name / "claims.json").exists() for name in names)
     table = pd.read_parquet(out / "sweep.parquet")
     assert {"task.d", "train.lr", "point", "metric", "value"} <= set(table.columns)
