@@ -23,11 +23,27 @@ from .claims import Claim
 from .config import ConfigError, dump
 
 
-class RunFolder:
-    """Paths and readers/writers for one run folder."""
+class _Folder:
+    """A folder with figures: the part run and sweep folders share."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+
+    def figure(self, name: str) -> Path:
+        """Path for ``figures/<name>.png`` (the folder is created)."""
+        folder = self.path / "figures"
+        folder.mkdir(exist_ok=True)
+        return folder / f"{name}.png"
+
+    def figures(self) -> list[Path]:
+        return sorted((self.path / "figures").glob("*.png"))
+
+
+class RunFolder(_Folder):
+    """Paths and readers/writers for one run folder."""
+
+    def __init__(self, path: str | Path):
+        super().__init__(path)
         self._created = False  # whether create() made the directory itself
 
     @classmethod
@@ -102,15 +118,6 @@ class RunFolder:
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
         return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.safetensors"))
 
-    def figure(self, name: str) -> Path:
-        """Path for ``figures/<name>.png`` (the folder is created)."""
-        folder = self.path / "figures"
-        folder.mkdir(exist_ok=True)
-        return folder / f"{name}.png"
-
-    def figures(self) -> list[Path]:
-        return sorted((self.path / "figures").glob("*.png"))
-
     def write_config(self, config: dict) -> None:
         """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""
         self.config_file.write_text(dump(config))
@@ -148,7 +155,7 @@ class RunFolder:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
         return json.loads(self.info_file.read_text()) if self.info_file.exists() else {}
 
-class SweepFolder:
+class SweepFolder(_Folder):
     """Paths and readers/writers for a sweep: one run folder per grid point, and the sweep's tables.
 
         runs/sweep-<experiment>-<yyyymmdd-hhmmss>/
@@ -160,9 +167,6 @@ class SweepFolder:
           figures/*.png  report.html
           .locks/           a lock per point, held while a worker runs it
     """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
 
     spec_file = property(lambda self: self.path / "sweep.yaml")
     points_file = property(lambda self: self.path / "points.parquet")
@@ -203,15 +207,6 @@ class SweepFolder:
     def run(self, point: str) -> RunFolder:
         """The run folder of one grid point."""
         return RunFolder(self.path / point)
-
-    def figure(self, name: str) -> Path:
-        """Path for ``figures/<name>.png`` (the folder is created)."""
-        folder = self.path / "figures"
-        folder.mkdir(exist_ok=True)
-        return folder / f"{name}.png"
-
-    def figures(self) -> list[Path]:
-        return sorted((self.path / "figures").glob("*.png"))
 
     def read_table(self, path: Path) -> pd.DataFrame:
         """One of the sweep's parquet tables (empty when it was not written)."""
