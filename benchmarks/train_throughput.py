@@ -148,6 +148,48 @@ def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: i
     return steps / min(run(steps) for _ in range(2))
 
 
+def garg_source_steps_per_second(src: Path, d: int, points: int, width: int, layers: int, heads: int, batch: int,
+                                  steps: int) -> float:
+    """Steps/s of Garg et al.'s own code, from a checkout of their ``src/`` folder: their
+    ``TransformerModel`` (models.py, which imports transformers, scikit-learn and xgboost), their
+    Gaussian sampler and linear-regression task (samplers.py, tasks.py) and their ``train_step``,
+    read unmodified out of train.py (which cannot be imported here: it needs wandb and quinine) and
+    called the way their ``train`` calls it, with Adam and fresh prompts every step."""
+    import ast
+    import sys
+
+    if not (src / "train.py").is_file() or not (src / "models.py").is_file():
+        raise SystemExit(f"--garg-src {src}: not their src/ folder (no train.py and models.py)")
+    sys.path.insert(0, str(src))
+    try:
+        import models
+        import samplers
+        import tasks
+    except ImportError as err:
+        raise SystemExit(f"--garg-src {src}: their modules need {err.name} (pip install it)") from err
+    source = (src / "train.py").read_text()
+    definition = next(node for node in ast.parse(source).body
+                      if isinstance(node, ast.FunctionDef) and node.name == "train_step")
+    namespace: dict = {}
+    exec(compile(ast.Module([definition], type_ignores=[]), str(src / "train.py"), "exec"), namespace)
+    train_step = namespace["train_step"]
+    model = models.TransformerModel(n_dims=d, n_positions=points, n_embd=width, n_layer=layers, n_head=heads)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    data_sampler = samplers.get_data_sampler("gaussian", n_dims=d)
+    task_sampler = tasks.get_task_sampler("linear_regression", d, batch)
+
+    def run(n):
+        start = time.perf_counter()
+        for _ in range(n):
+            xs = data_sampler.sample_xs(points, batch)
+            task = task_sampler()
+            train_step(model, xs, task.evaluate(xs), optimizer, task.get_training_metric())
+        return time.perf_counter() - start
+
+    run(5)
+    return steps / min(run(steps) for _ in range(2))
+
+
 def learner_seconds(repeats: int = 3) -> dict[str, float]:
     """Best seconds of ``predict_prefixes`` per learner on 1280 prompts × 40 examples, d = 20."""
     episode = LinearRegression(GaussianInputs(20), n_context=40).sample(1280, generator(0), dtype=torch.float64)
@@ -163,14 +205,16 @@ def learner_seconds(repeats: int = 3) -> dict[str, float]:
     return out
 
 
-def main(threads: int = 2, steps: int = 200, rounds: int = 3) -> dict:
-    """Measure everything, print the table and update ``results.json``."""
+def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | None = None) -> dict:
+    """Measure everything, print the table and update ``results.json``; ``garg_src`` (a checkout of
+    Garg et al.'s ``src/``) times their own code as the reference instead of the GPT2Model loop."""
     torch.set_num_threads(threads)
     peak = matmul_flops()
     task_a = LinearRegression(GaussianInputs(5), n_context=11)
     flops_a = transformer_flops(64, 22, 6, 64, 2)
-    garg_measured = transformers_installed()
-    measures = {"garg": lambda: garg_steps_per_second(5, 11, 64, 2, 2, 64, steps)} if garg_measured else {}
+    garg_measured = garg_src is not None or transformers_installed()
+    reference = partial(garg_source_steps_per_second, garg_src) if garg_src is not None else garg_steps_per_second
+    measures = {"garg": lambda: reference(5, 11, 64, 2, 2, 64, steps)} if garg_measured else {}
 
     def transformer_a(attention: str, compiled: bool) -> float:
         make = lambda g: GPTTransformer(6, 2, 2, 64, max_tokens=22, attention=attention, generator=g)  # noqa: E731
@@ -200,21 +244,24 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3) -> dict:
         "rounds": rounds,
         "garg_reference_steps_per_s": garg,
         "garg_reference_rounds": garg_rounds,
-        "garg_reference_note": "measured here: a GPT2Model loop on the same configuration and threads" if garg_measured
-        else "quoted from Garg et al.'s loop on two cores (PAPERS.md): transformers is not installed",
+        "garg_reference_note": (f"measured here: their own train_step and TransformerModel from {garg_src}" if garg_src
+                                else "measured here: a GPT2Model loop on the same configuration and threads"
+                                if garg_measured
+                                else "quoted from Garg et al.'s loop on two cores (PAPERS.md): transformers is not installed"),
         **rows,
         "c_learners_seconds": learners,
         "c_learners_total_seconds": sum(learners.values()),
         "targets": {
-            "a_steps_vs_garg": ">= 2", "a_flops_fraction": ">= 0.35", "c_total_seconds": "< 1",
+            "a_eager_vs_garg": ">= 2.5", "a_compiled_vs_garg": ">= 3", "a_flops_fraction": ">= 0.45",
+            "c_total_seconds": "< 1",
         },
     }
-    best_name = max((k for k in rows if k.startswith("a_")), key=lambda k: rows[k]["steps_per_s"])
-    best_a = rows[best_name]
-    result["a_targets_judged_on"] = best_name
+    eager = max((rows[k] for k in ("a_transformer_sdpa", "a_transformer_math")), key=lambda r: r["steps_per_s"])
+    compiled = rows["a_transformer_math_compiled"]
     result["targets_met"] = {
-        "a_steps_vs_garg": best_a["vs_garg"] >= 2,
-        "a_flops_fraction": best_a["flops_fraction"] >= 0.35,
+        "a_eager_vs_garg": eager["vs_garg"] >= 2.5,
+        "a_compiled_vs_garg": compiled["vs_garg"] >= 3,
+        "a_flops_fraction": max(eager["flops_fraction"], compiled["flops_fraction"]) >= 0.45,
         "c_total_seconds": result["c_learners_total_seconds"] < 1,
     }
     print(f"threads {threads}, matmul {peak / 1e9:.1f} GFLOP/s")
@@ -238,5 +285,7 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--garg-src", type=Path, metavar="PATH",
+                        help="a checkout of Garg et al.'s src/ folder: time their own train_step as the reference")
     args = parser.parse_args()
-    main(args.threads, args.steps, args.rounds)
+    main(args.threads, args.steps, args.rounds, args.garg_src)

@@ -10,6 +10,7 @@ interrupted and resumed ends with the same weights as one that never stopped.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import logging
@@ -32,6 +33,9 @@ from .prompts import Prompt
 from .rng import generator
 
 log = logging.getLogger(__name__)
+
+PRECISIONS = ("fp32", "tf32", "bf16")
+"""Training precisions (see :attr:`TrainConfig.precision`)."""
 
 
 @dataclass
@@ -58,6 +62,11 @@ class TrainConfig:
             (the throughput benchmark's 2-layer transformer: +15–20% steps/s on two cores) at a
             compile of ≈ 25 s, repeated for every new prompt length; after torch's limit of 8
             lengths (a long N curriculum) the rest runs uncompiled.
+        precision: ``fp32``; ``tf32`` (CUDA matrix products in TensorFloat-32, fp32's range with a
+            10-bit mantissa; no effect on a CPU); or ``bf16`` (the forward pass under autocast to
+            bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,
+            gradients and optimizer state stay fp32 in every mode, so checkpoints and exact resume
+            are unchanged.
     """
 
     steps: int = 1000
@@ -74,6 +83,7 @@ class TrainConfig:
     log_every: int = 10
     checkpoint_every: int = 1000
     compile: bool = False
+    precision: str = "fp32"
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -84,6 +94,8 @@ class TrainConfig:
             raise ConfigError(f"train.schedule must be constant or cosine, got {self.schedule!r}")
         if self.train_size is not None and self.train_size < 1:
             raise ConfigError("train.train_size must be >= 1 or null")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
@@ -204,6 +216,19 @@ def train(
     return TrainResult(models, history)
 
 
+@contextlib.contextmanager
+def _matmul_precision(precision: str):
+    """CUDA's fp32 matrix products in TensorFloat-32 inside the block for ``tf32`` (a global switch,
+    restored on the way out)."""
+    before = torch.backends.cuda.matmul.fp32_precision
+    if precision == "tf32":
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
+
+
 class _SeedGroup:
     """Several seeds of one model trained in lockstep with stacked parameters."""
 
@@ -240,7 +265,10 @@ class _SeedGroup:
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
         def one_seed(params, buffers, tokens, targets):
-            prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
+                prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
+            if prediction.dtype == torch.bfloat16:
+                prediction = prediction.float()
             return batch_loss(prediction, targets, self.config.loss)
 
         if len(self.seeds) == 1:
@@ -258,6 +286,10 @@ class _SeedGroup:
             g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))
 
     def run(self, progress: bool, callback: Callback | None):
+        with _matmul_precision(self.config.precision):
+            self._run(progress, callback)
+
+    def _run(self, progress: bool, callback: Callback | None):
         c = self.config
         bar = tqdm(total=c.steps, initial=self.step, desc=self.name, disable=None if progress else True, leave=False)
         while self.step < c.steps:

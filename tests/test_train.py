@@ -99,3 +99,28 @@ def test_compiled_training_equals_eager():
             runs.append(train(make, data_source(TASK, InterleavedFormat(), cfg), cfg, seeds=seeds, progress=False))
         for eager, compiled in zip(*(_params(r.models) for r in runs)):
             torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)
+
+
+def test_bf16_training_tracks_fp32():
+    # Autocast runs the forward in bfloat16 (8-bit mantissa, ≈ 0.4% per rounding) and the loss in
+    # fp32: a short run's losses stay within a few percent of fp32's, yet differ (autocast engaged),
+    # while the weights stay fp32. One and two seeds (the vmapped path).
+    from iclab.models.transformer import GPTTransformer
+    from iclab.prompts import InterleavedFormat
+
+    make = lambda g: GPTTransformer(4, 2, 2, 32, max_tokens=20, attention="math", generator=g)  # noqa: E731
+    for seeds in ([0], [0, 1]):
+        losses = {}
+        for precision in ("fp32", "tf32", "bf16"):
+            cfg = TrainConfig(steps=20, batch_size=32, lr=3e-3, log_every=5, precision=precision)
+            result = train(make, data_source(TASK, InterleavedFormat(), cfg), cfg, seeds=seeds, progress=False)
+            assert all(p.dtype == torch.float32 for m in result.models for p in m.parameters())
+            losses[precision] = torch.tensor([r["value"] for r in result.history])
+        assert torch.equal(losses["tf32"], losses["fp32"])  # tf32 touches CUDA matmuls only
+        assert not torch.equal(losses["bf16"], losses["fp32"])
+        torch.testing.assert_close(losses["bf16"], losses["fp32"], rtol=0.05, atol=0)
+
+
+def test_unknown_precision_is_a_config_error():
+    with pytest.raises(ConfigError, match="precision"):
+        TrainConfig(precision="fp16")

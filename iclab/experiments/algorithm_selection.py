@@ -74,7 +74,7 @@ DEFAULTS = {
     "model": {"n_layers": 4, "n_heads": 2, "width": 32, "mlp_ratio": 4.0, "attention": "math"},
     "train": {
         "steps": 3000, "batch_size": 128, "lr": 0.001, "optimizer": "adam", "schedule": "cosine",
-        "warmup": 300, "clip": None, "log_every": 50, "checkpoint_every": 500,
+        "warmup": 300, "clip": None, "log_every": 50, "checkpoint_every": 500, "precision": "fp32",
     },
     # d (and N, from n_start if given) grow every `every` steps up to the model's own d and N.
     "curriculum": {"d_start": 1, "d_step": 1, "every": 400},

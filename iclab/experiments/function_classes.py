@@ -87,7 +87,7 @@ DEFAULTS = {
     "train": {
         "steps": 2000, "batch_size": 64, "lr": 0.001, "optimizer": "adam",
         "schedule": "cosine", "warmup": 400, "clip": None, "log_every": 50, "checkpoint_every": 500,
-        "compile": False,
+        "compile": False, "precision": "fp32",
     },
     "shifts": ["standard", "skewed", "subspace", "noisy", "scale-x=0.333", "scale-x=0.5", "scale-x=2", "scale-x=3",
                "scale-y=0.333", "scale-y=0.5", "scale-y=2", "scale-y=3", "random-orthants", "orthogonal",

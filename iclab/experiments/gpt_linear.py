@@ -48,6 +48,7 @@ DEFAULTS = {
         "steps": 5000, "batch_size": 128, "lr": 0.0007, "optimizer": "adam",
         "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,
         "compile": False,  # torch.compile the loss: pays for long runs (see TrainConfig)
+        "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
     },
     "curriculum": None,
     "ridge_lam": 0.1,
