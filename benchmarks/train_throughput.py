@@ -91,13 +91,15 @@ def lsa_flops(batch: int, tokens: int, dim: int, n_context: int) -> float:
     return 3 * forward
 
 
-def steps_per_second(make_model, task, fmt, batch: int, steps: int, compiled: bool = False, windows: int = 2) -> float:
-    """Steps/s of :func:`iclab.train.train` (Adam, one seed, fresh prompts): the best of ``windows``
-    stretches of ``steps`` steps, timed after a first stretch that warms up (and compiles)."""
+def steps_per_second(make_model, task, fmt, batch: int, steps: int, compiled: bool = False, windows: int = 2,
+                     device: str = "cpu", precision: str = "fp32", seeds: int = 1) -> float:
+    """Steps/s of :func:`iclab.train.train` (Adam, fresh prompts, ``seeds`` seeds vmapped together):
+    the best of ``windows`` stretches of ``steps`` steps, timed after a first stretch that warms up
+    (and compiles). Each stretch ends at a logging step, which reads the losses back (a device sync)."""
     stamps = []
     cfg = TrainConfig(steps=steps * (windows + 1), batch_size=batch, lr=1e-4, log_every=steps,
-                      checkpoint_every=10**9, compile=compiled)
-    train(make_model, data_source(task, fmt, cfg), cfg, seeds=[0], progress=False,
+                      checkpoint_every=10**9, compile=compiled, precision=precision)
+    train(make_model, data_source(task, fmt, cfg), cfg, seeds=list(range(seeds)), device=device, progress=False,
           callback=lambda step, models: stamps.append(time.perf_counter()))
     return steps / min(b - a for a, b in zip(stamps, stamps[1:]))
 
@@ -111,7 +113,8 @@ def transformers_installed() -> bool:
     return True
 
 
-def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int) -> float:
+def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int,
+                          device: str = "cpu") -> float:
     """Steps/s of a Garg et al.-style training loop on the same configuration (needs
     ``transformers``): a Hugging Face ``GPT2Model`` (no dropout) between linear read-in/out, the
     sequence x_1, [y_1, 0…], x_2, … built each step from fresh N(0, I) inputs and weights, Adam,
@@ -123,14 +126,15 @@ def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: i
     config = GPT2Config(n_positions=2 * points, n_embd=width, n_layer=layers, n_head=heads,
                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
                         attn_implementation="eager")
-    read_in, backbone, read_out = torch.nn.Linear(d, width), GPT2Model(config), torch.nn.Linear(width, 1)
+    read_in, backbone, read_out = (m.to(device) for m in (torch.nn.Linear(d, width), GPT2Model(config),
+                                                          torch.nn.Linear(width, 1)))
     params = [*read_in.parameters(), *backbone.parameters(), *read_out.parameters()]
     optimizer = torch.optim.Adam(params, lr=1e-4)
 
     def step():
-        xs, w = torch.randn(batch, points, d), torch.randn(batch, d, 1)
+        xs, w = torch.randn(batch, points, d, device=device), torch.randn(batch, d, 1, device=device)
         ys = (xs @ w)[..., 0]
-        y_rows = torch.cat([ys[..., None], torch.zeros(batch, points, d - 1)], dim=-1)
+        y_rows = torch.cat([ys[..., None], torch.zeros(batch, points, d - 1, device=device)], dim=-1)
         sequence = torch.stack([xs, y_rows], dim=2).view(batch, 2 * points, d)
         hidden = backbone(inputs_embeds=read_in(sequence)).last_hidden_state
         loss = (read_out(hidden)[:, ::2, 0] - ys).square().mean()
@@ -142,6 +146,8 @@ def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: i
         start = time.perf_counter()
         for _ in range(n):
             step()
+        if torch.device(device).type == "cuda":
+            torch.cuda.synchronize()
         return time.perf_counter() - start
 
     run(5)
