@@ -264,8 +264,14 @@ class _SeedGroup:
 
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
+        # A model that computes this loss itself, in one pass with its gradients, is handed the targets.
+        fused = self.config.loss in getattr(self.template, "fused_losses", ())
+
         def one_seed(params, buffers, tokens, targets):
             with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
+                if fused:
+                    return functional_call(self.template, (params, buffers), (tokens,),
+                                           {"n_context": n_context, "targets": targets})
                 prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
             if prediction.dtype == torch.bfloat16:
                 prediction = prediction.float()

@@ -158,6 +158,53 @@ def test_complex_gradients_match_finite_differences():
                 assert getattr(p.grad[index], part).item() == pytest.approx(numeric.item(), rel=1e-5, abs=1e-7)
 
 
+def _fused_and_autograd(model, prompt):
+    """(loss, gradients) through the fused loss and through autograd on the predictions."""
+    out = []
+    for fused in (True, False):
+        model.zero_grad(set_to_none=True)
+        loss = (model(prompt.tokens, targets=prompt.targets) if fused
+                else batch_loss(model(prompt.tokens), prompt.targets, "half_sse"))
+        loss.backward()
+        out.append((loss.detach(), [p.grad.clone() for p in (model.w_kq, model.w_pv)]))
+    return out
+
+
+@pytest.mark.parametrize("complex_weights, diagonal_only", [(True, False), (True, True), (False, False)])
+def test_fused_loss_equals_autograd_through_the_predictions(monkeypatch, complex_weights, diagonal_only):
+    # Blocks of 3, 3 and 1 sequences; T = 17 pads the 16 tokens to two chunks of 10.
+    monkeypatch.setattr("iclab.models.causal_attention.FUSED_BLOCK", 3)
+    d, rotation = (3, "complex") if complex_weights else (2, "real")
+    episode = AutoregressiveSequences(d, 17, rotation=rotation).sample(7, generator(2), torch.float64)
+    prompt = AutoregressiveFormat().encode(episode)
+    model = CausalLinearAttention(d, init="random", complex=complex_weights, diagonal_only=diagonal_only,
+                                  dtype=torch.float64, generator=generator(3))
+    (fused_loss, fused_grads), (loss, grads) = _fused_and_autograd(model, prompt)
+    torch.testing.assert_close(fused_loss, loss, rtol=1e-12, atol=0)
+    for fused_grad, grad in zip(fused_grads, grads):
+        torch.testing.assert_close(fused_grad, grad, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_loss_trains_seeds_under_vmap_as_autograd_does(monkeypatch):
+    # Two seeds stacked (vmap through the fused Function), then the same run through the predictions.
+    task = AutoregressiveSequences(2, 12)
+    data = FixedTrainingSet(task, AutoregressiveFormat(), 16, 16)
+    make = lambda g: CausalLinearAttention(2, init="random", dtype=torch.float64, generator=g)  # noqa: E731
+    cfg = TrainConfig(steps=5, batch_size=16, lr=0.05, optimizer="sgd", loss="half_sse")
+    import iclab.models.causal_attention as module
+
+    calls = []
+    fused_pass = module._half_sse_and_gradients
+    monkeypatch.setattr(module, "_half_sse_and_gradients", lambda *a: calls.append(1) or fused_pass(*a))
+    fused = train(make, data, cfg, seeds=[0, 1], progress=False).models
+    assert calls  # the training loop took the fused path
+    monkeypatch.setattr(CausalLinearAttention, "fused_losses", frozenset())
+    plain = train(make, data, cfg, seeds=[0, 1], progress=False).models
+    for a, b in zip(fused, plain):
+        for p, q in zip(a.parameters(), b.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-10, atol=1e-12)
+
+
 def test_half_sse_convention_and_real_losses_unchanged():
     pred = torch.tensor([[1 + 1j, 0j], [2j, 1 + 0j]])
     target = torch.zeros(2, 2, dtype=torch.complex64)
