@@ -26,6 +26,21 @@ validation blocks) per layer and head for every variant, beside uniform causal a
 
 The paper reports a small perplexity gain and no numbers; the claims check that the modified
 models are not worse beyond the seed spread, and report whether, and by how much, they are better.
+
+Quick scale (2 layers, width 64, 4 heads, block 64, BPE of 1024 tokens: 147k training, 8.4k
+validation tokens; 600 steps of 16 blocks; 205–226 s user + 41–44 s sys CPU on one thread),
+runs with ``seed`` = 0, 1, 2 (each trains seeds seed … seed + 2; a seed's numbers are the same
+in every run that trains it). Final validation perplexity, mean ± sd over the run's seeds:
+plain 60.14 ± 0.44 / 60.29 ± 0.28 / 60.41 ± 0.49, ``kq`` 60.77 ± 0.65 / 60.62 ± 0.84 / 60.82 ±
+0.86, ``kq-nodiag`` 60.55 ± 0.23 / 60.47 ± 0.29 / 60.60 ± 0.31. Not worse beyond the seed spread
+holds for both modified models in all three runs; the paper's gain does not show at this scale:
+both are 0.3–1.1% worse than plain (within two standard errors), so the ``-gain`` claims fail.
+The learned a stay small (|a| ≤ 0.05 after 600 steps; ``kq-nodiag``'s are mostly positive,
+``kq``'s of both signs). Diagonal mass (per seed, layer and head): the plain model's heads sit
+around uniform causal attention's 0.060 (0.038–0.097), a·XXᵀ grows it in a few heads (up to
+0.19), and in the masked variant, whose a no longer rewards attending to oneself, it stays at
+0.026–0.075: the large diagonals of trained GPT-2 heads that the paper points to do not appear
+in this small model.
 """
 
 from __future__ import annotations
@@ -221,7 +236,8 @@ def _claims(config: dict, final: dict) -> list:
         stderr = math.sqrt(_sd(modified) ** 2 / len(modified) + _sd(plain) ** 2 / len(plain))
         what = "a·XXᵀ" if variant == "kq" else "a·XXᵀ with XXᵀ's diagonal masked"
         summary = (f"{variant} {_mean(modified):.4g} ± {_sd(modified):.2g}, plain {_mean(plain):.4g} ± {_sd(plain):.2g} "
-                   f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}")
+                   f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}; "
+                   f"relative gain {-difference / _mean(plain):+.2%}")
         claims.append(C.holds_if(
             f"{variant}-not-worse", PAPER,
             f"The language model with {what} is not worse than the plain one beyond the seed spread: its mean "
@@ -231,8 +247,8 @@ def _claims(config: dict, final: dict) -> list:
         claims.append(C.holds_if(
             f"{variant}-gain", PAPER,
             f"The paper reports a small perplexity gain (no numbers): with {what} the mean final validation "
-            f"perplexity is lower than the plain model's by more than {sigmas:g} standard errors of the difference "
-            f"(measured: the relative gain {-difference / _mean(plain):+.2%})", summary,
+            f"perplexity is lower than the plain model's by more than {sigmas:g} standard errors of the difference",
+            summary,
             f"difference < −{sigmas:g} × standard error", difference < -sigmas * stderr, figure="validation_perplexity"))
     return claims
 
