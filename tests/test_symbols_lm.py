@@ -2,17 +2,18 @@ import math
 
 import pytest
 import torch
+from safetensors import safe_open
 from torch import nn
 
 import iclab
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.data import pack_blocks, pydoc_topics
+from iclab.experiments import symbols_lm
 from iclab.experiments.symbols_lm import VARIANTS, diagonal_mass, next_token_loss, uniform_diagonal_mass
 from iclab.models import GPTTransformer
 from iclab.models.attention import SelfAttention
 from iclab.rng import generator
-from iclab.train import TokenBlocks, TrainConfig, train
 
 TINY = {"seeds": 2, "tokenizer.vocab_size": 300, "data.fractions": [0.8, 0.1, 0.1], "model.width": 16,
         "model.n_heads": 2, "model.n_layers": 1, "model.block": 16, "train.steps": 4, "train.warmup": 1,
@@ -91,30 +92,40 @@ def test_diagonal_mass_of_uniform_attention_is_the_mean_of_one_over_i_plus_one()
     assert uniform_diagonal_mass(12) == pytest.approx(sum(1 / n for n in range(2, 13)) / 11)
 
 
-def test_lm_training_resumes_bit_identically(tmp_path):
-    blocks = pack_blocks(torch.randint(0, 30, (400,), generator=generator(5)), 12)
-    cfg = TrainConfig(steps=6, batch_size=4, lr=0.01, optimizer="adamw", weight_decay=0.01, schedule="cosine",
-                      warmup=2, clip=1.0, loss="cross_entropy", log_every=1, checkpoint_every=3)
-    make = lambda g: _lm("kq-nodiag")  # noqa: E731
-    full = train(make, TokenBlocks(blocks, 4), cfg, seeds=[0, 1], progress=False)
+def _corpus(tmp_path):
+    """40 kB of the default corpus, as a plain text file split by fraction."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(pydoc_topics([0.9, 0.05, 0.05]))[:40_000], encoding="utf-8")
+    return str(corpus)
 
-    def interrupt(step, models):
-        if step == 5:
+
+def test_a_run_killed_mid_training_resumes_bit_identically(tmp_path, monkeypatch):
+    overrides = {**TINY, "data.path": _corpus(tmp_path), "train.steps": 8, "train.checkpoint_every": 4}
+    full = iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "full", progress=False)
+    calls = []
+
+    def killed_at_kq_step_6(*args):  # plain: 4 logs × 2 seeds + 2 splits × 2 seeds = 12 calls; kq's step 6: 17th
+        calls.append(1)
+        if len(calls) == 17:
             raise KeyboardInterrupt
+        return next_token_loss(*args)
 
+    monkeypatch.setattr(symbols_lm, "next_token_loss", killed_at_kq_step_6)
     with pytest.raises(KeyboardInterrupt):
-        train(make, TokenBlocks(blocks, 4), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False, callback=interrupt)
-    resumed = train(make, TokenBlocks(blocks, 4), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
-    for a, b in zip(full.models, resumed.models):
-        for (name, p), q in zip(a.named_parameters(), b.parameters()):
-            assert torch.equal(p, q), name
-    assert any(m.layers[0].attn.a.abs().sum() > 0 for m in full.models)  # a did train
+        iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "cut", progress=False)
+    monkeypatch.undo()
+    with safe_open(tmp_path / "cut" / "checkpoints" / "kq-seed0.safetensors", "pt") as f:
+        assert f.metadata()["step"] == "4"  # kq resumes mid-training
+    resumed = iclab.resume(tmp_path / "cut", progress=False)
+    columns = ["setting", "model", "seed", "step", "metric"]
+    both = full.metrics.merge(resumed.metrics, on=columns, how="outer", suffixes=("_full", "_resumed"))
+    assert len(both) == len(full.metrics) == len(resumed.metrics)
+    assert (both.value_full == both.value_resumed).all()  # every perplexity, a and diagonal mass, exactly
+    assert [c["measured"] for c in full.claims] == [c["measured"] for c in resumed.claims]
 
 
 def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
-    corpus = tmp_path / "corpus.txt"  # 40 kB of the default corpus, as a plain text file split by fraction
-    corpus.write_text("".join(pydoc_topics([0.9, 0.05, 0.05]))[:40_000], encoding="utf-8")
-    overrides = {**TINY, "data.path": str(corpus)}
+    overrides = {**TINY, "data.path": _corpus(tmp_path)}
     result = iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "run", progress=False)
     assert {p.name for p in result.folder.figures()} == {"validation_perplexity.png", "identity_a.png",
                                                          "diagonal_mass.png"}
