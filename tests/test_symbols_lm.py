@@ -100,7 +100,8 @@ def _corpus(tmp_path):
 
 
 def test_a_run_killed_mid_training_resumes_bit_identically(tmp_path, monkeypatch):
-    overrides = {**TINY, "data.path": _corpus(tmp_path), "train.steps": 8, "train.checkpoint_every": 4}
+    overrides = {**TINY, "data.path": _corpus(tmp_path), "variants": ["plain", "kq"], "train.steps": 8,
+                 "train.checkpoint_every": 4}
     full = iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "full", progress=False)
     calls = []
 
