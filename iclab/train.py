@@ -150,6 +150,20 @@ class FixedTrainingSet:
         return Prompt(full.tokens[index], full.targets[index], full.n_context)
 
 
+class TokenBlocks:
+    """Language-model batches: each step takes ``batch_size`` random rows of ``blocks``
+    ``(n_blocks, T + 1)`` (a token stream packed by :func:`iclab.data.pack_blocks`), with inputs
+    ``row[:-1]`` and next-token targets ``row[1:]``, both ``(B, T)``, and ``n_context = T``."""
+
+    def __init__(self, blocks: torch.Tensor, batch_size: int):
+        self.blocks, self.batch_size = blocks, batch_size
+
+    def batch(self, seed: int, step: int, device) -> Prompt:
+        index = torch.randint(len(self.blocks), (self.batch_size,), generator=generator(seed, "minibatch", step))
+        rows = self.blocks[index].to(device)  # (B, T + 1)
+        return Prompt(rows[:, :-1], rows[:, 1:], rows.shape[1] - 1)
+
+
 def data_source(task, prompt_format, config: TrainConfig):
     """The data source a config asks for: fresh prompts, or a fixed training set."""
     if config.train_size is None:

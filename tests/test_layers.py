@@ -1,6 +1,6 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
-    config, rng, claims → devices, tasks, losses → prompts, shifts → models | learners | theory
+    config, rng, claims → devices, tasks, data, losses → prompts, shifts → models | learners | theory
     → train, curriculum → metrics → runs → report → experiments → api → sweeps → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
@@ -16,7 +16,7 @@ import iclab
 
 LAYERS = [
     {"config", "rng", "claims"},
-    {"devices", "tasks", "losses"},
+    {"devices", "tasks", "data", "losses"},
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},

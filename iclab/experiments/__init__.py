@@ -20,6 +20,7 @@ _EXPERIMENTS = {
     "function-classes": ("iclab.experiments.function_classes", "One transformer per Garg et al. function class against their baselines, and the linear one under their shifted prompts."),
     "algorithm-selection": ("iclab.experiments.algorithm_selection", "Which learner a trained transformer matches (Akyürek et al.): SPD/ILWD, the Bayes ridge under noise, depth, probes."),
     "abstract-symbols": ("iclab.experiments.abstract_symbols", "Transformers on template tasks over unseen symbols with and without the identity terms, MLP baselines, copying vs width, the template kernel matrix."),
+    "symbols-lm": ("iclab.experiments.symbols_lm", "A causal language model with and without a·XXᵀ (and its diagonal-masked variant): validation perplexity over seeds, learned a, diagonal attention mass."),
 }
 
 

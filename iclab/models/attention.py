@@ -3,7 +3,9 @@
 Optional per-head scalars (PAPERS.md §6), both initialised at 0 and absent unless switched
 on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits (X = the attention input,
 i.e. the LayerNormed block input; added to the logits as they enter the softmax, after QKᵀ's
-1/√d_h, so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI), ``value_identity`` adds (Σ_h b_h A_h)X to the
+1/√d_h, so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI; with ``mask_identity_diagonal`` the diagonal
+of XXᵀ is left out, so a_h weighs a token's similarity to the other tokens only, not its own
+|x_i|², the variant of their language-model experiment), ``value_identity`` adds (Σ_h b_h A_h)X to the
 attention output (A_h = head h's attention matrix), i.e. W_V W_Oᵀ → W_V W_Oᵀ + bI. Both terms
 are multiplied by a fixed ``identity_scale`` (the authors' code has such multipliers, 1.0 by
 default; under Adam a scale s acts like an s-fold learning rate for a and b).
@@ -37,16 +39,20 @@ class SelfAttention(nn.Module):
         logit_identity, value_identity: switch on the per-head a·XXᵀ and b·AX terms.
         identity_scale: the fixed multiplier of both terms.
         attention: ``"sdpa"`` or ``"math"`` (see :data:`ATTENTION`).
+        mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term (needs ``logit_identity``).
     """
 
     def __init__(self, width: int, n_heads: int, head_dim: int | None = None, causal: bool = True, bias: bool = True,
                  logit_identity: bool = False, value_identity: bool = False, identity_scale: float = 1.0,
-                 attention: str = "sdpa"):
+                 attention: str = "sdpa", mask_identity_diagonal: bool = False):
         super().__init__()
         if attention not in ATTENTION:
             raise ConfigError(f"attention must be one of {ATTENTION}, got {attention!r}")
+        if mask_identity_diagonal and not logit_identity:
+            raise ConfigError("mask_identity_diagonal masks the a·XXᵀ term: it needs logit_identity")
         self.n_heads, self.head_dim = n_heads, head_dim or width // n_heads
         self.causal, self.attention, self.identity_scale = causal, attention, identity_scale
+        self.mask_identity_diagonal = mask_identity_diagonal
         inner = self.n_heads * self.head_dim
         self.qkv = nn.Linear(width, 3 * inner, bias=bias)
         self.out = nn.Linear(inner, width, bias=bias)
@@ -56,28 +62,16 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
         """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
         values still come from every token; a causal query sees the tokens up to its own)."""
-        batch, t, _ = x.shape
-        rows = slice(None) if queries is None else queries
+        batch = x.shape[0]
         inner = self.n_heads * self.head_dim
-        # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
-        # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
-        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
-                   for part in self.qkv(x).split(inner, -1))
-        q = q[:, :, rows]
+        q, k, v = self._qkv(x, queries)
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
             v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
         if self.attention == "sdpa" and self.a is None and queries is None:
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
         else:
-            # Additive mask (query rows × key columns): -inf on future tokens when causal.
-            mask = (torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
-                    if self.causal else None)
-            if self.a is not None:
-                # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
-                a = self.identity_scale * self.a
-                identity = a[:, None, None] * (x[:, rows] @ x.transpose(1, 2))[:, None]  # (B, H, Tq, T)
-                mask = identity if mask is None else mask + identity
+            mask = self._logit_bias(x, queries)
             if self.attention == "sdpa":
                 heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
             else:
@@ -87,6 +81,39 @@ class SelfAttention(nn.Module):
         if self.b is not None:
             out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim:])
         return out
+
+    def weights(self, x: torch.Tensor) -> torch.Tensor:
+        """Every head's attention matrix A_h, ``(B, H, T, T)`` (rows: queries, summing to 1)."""
+        q, k, _ = self._qkv(x, None)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, T, T)
+        mask = self._logit_bias(x, None)
+        return (logits if mask is None else logits + mask).softmax(-1)
+
+    def _qkv(self, x: torch.Tensor, queries: slice | None):
+        """Queries (at the positions ``queries`` only), keys and values, each ``(B, H, ·, d_h)``."""
+        inner = self.n_heads * self.head_dim
+        # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
+        # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
+        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
+                   for part in self.qkv(x).split(inner, -1))
+        return q[:, :, slice(None) if queries is None else queries], k, v
+
+    def _logit_bias(self, x: torch.Tensor, queries: slice | None) -> torch.Tensor | None:
+        """What is added to the scaled logits QKᵀ/√d_h (query rows × key columns): -inf on
+        future tokens when causal, plus a_h·XXᵀ when on; None when nothing is."""
+        t = x.shape[1]
+        rows = slice(None) if queries is None else queries
+        mask = (torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
+                if self.causal else None)
+        if self.a is not None:
+            # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
+            gram = x[:, rows] @ x.transpose(1, 2)  # (B, Tq, T)
+            if self.mask_identity_diagonal:
+                positions = torch.arange(t, device=x.device)
+                gram = gram.masked_fill(positions[rows, None] == positions, 0.0)
+            identity = (self.identity_scale * self.a)[:, None, None] * gram[:, None]  # (B, H, Tq, T)
+            mask = identity if mask is None else mask + identity
+        return mask
 
 
 def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

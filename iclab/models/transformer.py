@@ -20,7 +20,8 @@ The read-out is linear (``(B, ·)`` real predictions), or tied to the token embe
 read positions of the last block reach the output, so unless the hidden states are asked for,
 the last block computes its queries, MLP and residual stream there alone.
 
-Per-head identity terms a·XXᵀ and b·AX (``logit_identity``, ``value_identity``): see
+Per-head identity terms a·XXᵀ (optionally without XXᵀ's diagonal) and b·AX (``logit_identity``,
+``mask_identity_diagonal``, ``value_identity``): see
 :class:`iclab.models.attention.SelfAttention`.
 
 Parameter names: ``read_in`` or ``embedding``, ``positions``, ``cls_token`` (``cls``),
@@ -87,6 +88,7 @@ class GPTTransformer(nn.Module):
         bias: biases in the attention's Q, K, V and output projections.
         ln_out_affine: a learned scale and shift in the final LayerNorm.
         init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
+        mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term.
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class GPTTransformer(nn.Module):
         ln_out_affine: bool = True,
         init: str = "gpt2",
         identity_scale: float = 1.0,
+        mask_identity_diagonal: bool = False,
     ):
         super().__init__()
         if (token_dim is None) == (vocab_size is None):
@@ -131,7 +134,8 @@ class GPTTransformer(nn.Module):
         self.positions = nn.Parameter(torch.zeros(max_tokens, width))
         self.cls_token = nn.Parameter(torch.zeros(width)) if cls else None
         attention_options = dict(head_dim=head_dim, causal=causal, bias=bias, logit_identity=logit_identity,
-                                 value_identity=value_identity, identity_scale=identity_scale, attention=attention)
+                                 value_identity=value_identity, identity_scale=identity_scale, attention=attention,
+                                 mask_identity_diagonal=mask_identity_diagonal)
         self.layers = nn.ModuleList(Block(width, n_heads, mlp_ratio, **attention_options) for _ in range(n_layers))
         self.ln_out = nn.LayerNorm(width, elementwise_affine=ln_out_affine)
         self.read_out = None if tied_output else nn.Linear(width, 1)

@@ -1,0 +1,300 @@
+"""``symbols-lm``: language modelling with Boix-Adserà et al.'s attention modification.
+
+Boix-Adserà, Saremi, Abbe, Bengio, Littwin & Susskind (ICLR 2024); PAPERS.md §6, the language
+modelling paragraph. A GPT-style causal language model (:class:`iclab.models.GPTTransformer`
+read at every position, token embeddings tied to the output, next-token cross-entropy at every
+position) is trained from scratch three ways, all else equal (same initial weights and batches
+per seed): ``plain``; ``kq``, with the trainable per-head a_h·XXᵀ added to the attention logits;
+``kq-nodiag``, the same with XXᵀ's diagonal masked (the paper's variant: a_h then weighs a
+token's similarity to the other tokens, not its own |x_i|²). The a_h start at 0, so at step 0
+the three models are the same function.
+
+Text (:mod:`iclab.data`): ``data.path`` null is the offline default, Python's language
+reference (``pydoc_data.topics``, 465 kB) split 90 / 5 / 5%; a folder in the Wikitext raw layout
+(``wiki.{train,valid,test}.raw``) or a text file (split by ``data.fractions``) otherwise. A
+byte-level BPE of ``tokenizer.vocab_size`` tokens is trained on the training split and cached in
+the run folder (``tokenizer.json``; ``tokenizer.kind = byte`` uses raw bytes). Each split's token
+stream is packed into blocks of ``model.block`` tokens; training draws random blocks, the
+validation perplexity exp(mean cross-entropy) runs over every validation block each
+``train.log_every`` steps. Optimisation: AdamW with linear warm-up, cosine decay and gradient
+clipping (:class:`iclab.train.TrainConfig`); seeds train together under vmap.
+
+Outputs: validation perplexity curves per variant (min–max band over seeds), the final
+validation and test perplexities (mean and standard deviation over seeds), the learned a per
+layer and head, and the attention's diagonal mass (mean A_ii over query positions i ≥ 1, on
+validation blocks) per layer and head for every variant, beside uniform causal attention's.
+
+The paper reports a small perplexity gain and no numbers; the claims check that the modified
+models are not worse beyond the seed spread, and report whether, and by how much, they are better.
+
+Quick scale (2 layers, width 64, 4 heads, block 64, BPE of 1024 tokens: 147k training, 8.4k
+validation tokens; 600 steps of 16 blocks; 205–226 s user + 41–44 s sys CPU on one thread),
+runs with ``seed`` = 0, 1, 2 (each trains seeds seed … seed + 2; a seed's numbers are the same
+in every run that trains it). Final validation perplexity, mean ± sd over the run's seeds:
+plain 60.14 ± 0.44 / 60.29 ± 0.28 / 60.41 ± 0.49, ``kq`` 60.77 ± 0.65 / 60.62 ± 0.84 / 60.82 ±
+0.86, ``kq-nodiag`` 60.55 ± 0.23 / 60.47 ± 0.29 / 60.60 ± 0.31. Not worse beyond the seed spread
+holds for both modified models in all three runs; the paper's gain does not show at this scale:
+both are 0.3–1.1% worse than plain (within two standard errors), so the ``-gain`` claims fail.
+The learned a stay small (|a| ≤ 0.05 after 600 steps; ``kq-nodiag``'s are mostly positive,
+``kq``'s of both signs). Diagonal mass (per seed, layer and head): the plain model's heads sit
+around uniform causal attention's 0.060 (0.038–0.097), a·XXᵀ grows it in a few heads (up to
+0.19), and in the masked variant, whose a no longer rewards attending to oneself, it stays at
+0.026–0.075: the large diagonals of trained GPT-2 heads that the paper points to do not appear
+in this small model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+
+from .. import claims as C
+from ..config import ConfigError
+from ..data import load_corpus, make_tokenizer, pack_blocks
+from ..losses import token_losses
+from ..models import GPTTransformer
+from ..report.figures import heatmap, new_figure, save, training_curve
+from ..train import TokenBlocks, TrainConfig
+from .base import Experiment, RunContext
+
+PAPER = "Boix-Adserà et al. (ICLR 2024)"
+
+VARIANTS = {
+    "plain": {},
+    "kq": {"logit_identity": True},
+    "kq-nodiag": {"logit_identity": True, "mask_identity_diagonal": True},
+}
+"""The models compared: the options of :class:`iclab.models.GPTTransformer` that make each."""
+
+DEFAULTS = {
+    "seed": 0,
+    "seeds": 3,
+    # path: null = Python's language reference (offline); a Wikitext-layout folder; or a text file.
+    # fractions: the train / validation / test split of a text file (and of the default corpus).
+    "data": {"path": None, "fractions": [0.9, 0.05, 0.05]},
+    "tokenizer": {"kind": "bpe", "vocab_size": 1024},
+    "variants": list(VARIANTS),
+    # block: the context length (tokens per training sequence); attention "math": seeds train
+    # together under vmap, which has no batching rule for SDPA on CPU.
+    "model": {"n_layers": 2, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "block": 64, "identity_scale": 1.0,
+              "attention": "math"},
+    # log_every: the validation perplexity is evaluated every log_every steps.
+    "train": {"steps": 600, "batch_size": 16, "lr": 0.002, "optimizer": "adamw", "weight_decay": 0.01,
+              "schedule": "cosine", "warmup": 60, "clip": 1.0, "log_every": 50, "checkpoint_every": 200},
+    "eval": {"batch_size": 64, "diagonal_blocks": 32},
+    # sigmas: "beyond the seed spread" = more than this many standard errors of the difference of
+    # the two variants' mean final validation perplexities (from the seeds' standard deviations).
+    "tolerance": {"sigmas": 2.0},
+}
+
+SCALES = {
+    # Quick: a 2-layer, width-64 model on the language reference (BPE of 1024 tokens, blocks of
+    # 64), 3 seeds × 3 variants, 600 steps of 16 blocks (about 4 passes over the 147k training tokens).
+    "quick": {},
+    # Paper (PAPERS.md §6): GPT-2 small (12 layers, width 768, 12 heads, block 1024) from scratch on
+    # Wikitext-2 raw, AdamW 3e-4, batch 8. It needs the Wikitext-2 raw folder at data.path (not
+    # shipped; iclab downloads nothing) and a GPU (~124M parameters per model and seed). The BPE
+    # has GPT-2's vocabulary size but is trained on Wikitext-2's training split; the steps (about
+    # 20 passes over the ~2.4M training tokens), warm-up, decay and clipping are our choices (the
+    # paper gives none).
+    "paper": {
+        "data": {"path": "wikitext-2-raw"},
+        "tokenizer": {"vocab_size": 50257},
+        "model": {"n_layers": 12, "n_heads": 12, "width": 768, "block": 1024},
+        "train": {"steps": 6000, "batch_size": 8, "lr": 0.0003, "weight_decay": 0.1, "warmup": 300,
+                  "log_every": 200, "checkpoint_every": 1000},
+        "eval": {"batch_size": 8},
+    },
+}
+
+
+def _validate(config: dict):
+    """Reject bad names and sizes before anything trains."""
+    for name in config["variants"]:
+        if name not in VARIANTS:
+            raise ConfigError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    if "plain" not in config["variants"] or len(config["variants"]) < 2:
+        raise ConfigError("variants must hold plain and at least one modified variant to compare with it")
+    if config["seeds"] < 2:
+        raise ConfigError("symbols-lm compares variants beyond the seed spread: it needs seeds >= 2")
+    if min(config["model"]["block"], config["eval"]["batch_size"], config["eval"]["diagonal_blocks"]) < 1:
+        raise ConfigError("model.block, eval.batch_size and eval.diagonal_blocks must be >= 1")
+
+
+def _blocks(ctx: RunContext, config: dict) -> tuple[int, dict[str, torch.Tensor]]:
+    """The vocabulary size and every split's token stream packed into ``(n, block + 1)`` rows."""
+    d = config["data"]
+    corpus = load_corpus(d["path"], d["fractions"])
+    t = config["tokenizer"]
+    tokenizer = make_tokenizer(t["kind"], corpus.train, t["vocab_size"], ctx.folder.path / "tokenizer.json")
+    blocks = {split: pack_blocks(tokenizer.encode(text), config["model"]["block"]) for split, text in corpus._asdict().items()}
+    for split, rows in blocks.items():
+        ctx.log(setting="data", model=t["kind"], metric=f"{split}_tokens", value=rows.numel() - len(rows) + 1)
+    return tokenizer.vocab_size, blocks
+
+
+def _make_model(variant: str, vocab_size: int, config: dict):
+    """A factory ``generator -> model`` for one of :data:`VARIANTS`."""
+    m = config["model"]
+    return lambda g: GPTTransformer(
+        None, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=m["block"], stride=1,
+        attention=m["attention"], generator=g, vocab_size=vocab_size, tied_output=True,
+        identity_scale=m["identity_scale"], **VARIANTS[variant])
+
+
+def next_token_loss(model, blocks: torch.Tensor, batch_size: int) -> float:
+    """The mean next-token cross-entropy (nats) of a causal LM over every target of ``blocks``
+    ``(n, T + 1)`` (inputs ``row[:-1]``, targets ``row[1:]``); its exp is the perplexity."""
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        losses = [token_losses(model(rows[:, :-1], rows.shape[1] - 1), rows[:, 1:]) for rows in
+                  blocks.to(device).split(batch_size)]  # each (b,), every block holding T targets
+    return torch.cat(losses).mean().item()
+
+
+def diagonal_mass(model: GPTTransformer, blocks: torch.Tensor) -> torch.Tensor:
+    """Every head's mean attention to the token itself, A_ii averaged over query positions i ≥ 1
+    (A_00 = 1 under causal attention) and the blocks: ``(L, H)``."""
+    with torch.no_grad():
+        tokens = blocks[:, :-1].to(next(model.parameters()).device)
+        _, hidden = model(tokens, tokens.shape[1], return_hidden=True)
+        masses = [layer.attn.weights(layer.ln_attn(h)).diagonal(dim1=-2, dim2=-1)[..., 1:].mean((0, 2))  # (H,)
+                  for layer, h in zip(model.layers, hidden)]
+    return torch.stack(masses).cpu()
+
+
+def uniform_diagonal_mass(block: int) -> float:
+    """The diagonal mass of uniform causal attention: the mean of 1/(i + 1) over i = 1 … T − 1."""
+    return sum(1 / (i + 1) for i in range(1, block)) / (block - 1)
+
+
+def run(config: dict, ctx: RunContext):
+    """Train every variant on every seed, evaluate, claim and draw."""
+    _validate(config)
+    train_cfg = TrainConfig.from_config({**config["train"], "loss": "cross_entropy"})
+    vocab_size, blocks = _blocks(ctx, config)
+    seeds = [config["seed"] + k for k in range(config["seeds"])]
+    batch = config["eval"]["batch_size"]
+
+    def evaluate(step, models):
+        return {"val_perplexity": [math.exp(next_token_loss(m, blocks["validation"], batch)) for m in models]}
+
+    final, histories, a_values, masses = {}, {}, {}, {}
+    for variant in config["variants"]:
+        result = ctx.train(variant, _make_model(variant, vocab_size, config), TokenBlocks(blocks["train"], train_cfg.batch_size),
+                           train_cfg, seeds, setting="lm", callback=evaluate)
+        histories[variant] = pd.DataFrame(result.history)
+        final[variant] = {split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
+                          for split in ("validation", "test")}
+        masses[variant] = torch.stack([diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]])
+                                       for m in result.models])  # (S, L, H)
+        if VARIANTS[variant]:
+            a_values[variant] = torch.stack([torch.stack([layer.attn.a.detach().cpu() for layer in m.layers])
+                                             for m in result.models])  # (S, L, H)
+        for k, seed in enumerate(seeds):
+            for split, values in final[variant].items():
+                ctx.log(setting="lm", model=variant, seed=seed, metric=f"{split}_perplexity", value=values[k])
+            for (layer, head), mass in _by_head(masses[variant][k]):
+                ctx.log(setting="diagonal", model=variant, seed=seed, metric=f"mass_layer{layer}_head{head}", value=mass)
+            if variant in a_values:
+                for (layer, head), a in _by_head(a_values[variant][k]):
+                    ctx.log(setting="identity", model=variant, seed=seed, metric=f"a_layer{layer}_head{head}", value=a)
+        for split, values in final[variant].items():
+            ctx.log(setting="lm", model=variant, metric=f"{split}_perplexity_sd", value=_sd(values))
+    claims = _claims(config, final)
+    _figures(ctx, config, histories, final, a_values, masses)
+    return claims
+
+
+def _by_head(matrix: torch.Tensor):
+    """``((layer, head), value)`` for every entry of an ``(L, H)`` matrix."""
+    return [((layer, head), value) for layer, row in enumerate(matrix.tolist()) for head, value in enumerate(row)]
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
+
+def _sd(values) -> float:
+    """The sample standard deviation over seeds."""
+    mean = _mean(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def _claims(config: dict, final: dict) -> list:
+    sigmas = config["tolerance"]["sigmas"]
+    plain = final["plain"]["validation"]
+    claims = []
+    for variant in config["variants"]:
+        if variant == "plain":
+            continue
+        modified = final[variant]["validation"]
+        difference = _mean(modified) - _mean(plain)
+        # The standard error of the difference of two means over independent seeds.
+        stderr = math.sqrt(_sd(modified) ** 2 / len(modified) + _sd(plain) ** 2 / len(plain))
+        what = "a·XXᵀ" if variant == "kq" else "a·XXᵀ with XXᵀ's diagonal masked"
+        summary = (f"{variant} {_mean(modified):.4g} ± {_sd(modified):.2g}, plain {_mean(plain):.4g} ± {_sd(plain):.2g} "
+                   f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}; "
+                   f"relative gain {-difference / _mean(plain):+.2%}")
+        claims.append(C.holds_if(
+            f"{variant}-not-worse", PAPER,
+            f"The language model with {what} is not worse than the plain one beyond the seed spread: its mean "
+            f"final validation perplexity exceeds the plain model's by at most {sigmas:g} standard errors of the "
+            "difference", summary, f"difference ≤ {sigmas:g} × standard error", difference <= sigmas * stderr,
+            figure="validation_perplexity"))
+        claims.append(C.holds_if(
+            f"{variant}-gain", PAPER,
+            f"The paper reports a small perplexity gain (no numbers): with {what} the mean final validation "
+            f"perplexity is lower than the plain model's by more than {sigmas:g} standard errors of the difference",
+            summary,
+            f"difference < −{sigmas:g} × standard error", difference < -sigmas * stderr, figure="validation_perplexity"))
+    return claims
+
+
+def _figures(ctx: RunContext, config: dict, histories: dict, final: dict, a_values: dict, masses: dict):
+    fig, axes = new_figure(2, width=5.0, height=3.6)
+    for k, (variant, history) in enumerate(histories.items()):
+        training_curve(axes[0], history, variant, metric="val_perplexity")
+        values = final[variant]["validation"]
+        axes[1].errorbar([k], [_mean(values)], yerr=[_sd(values)], fmt="o", capsize=4)
+        axes[1].plot([k] * len(values), values, "k.", ms=3)
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("validation perplexity (min–max over seeds)")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xticks(range(len(histories)), list(histories))
+    axes[1].set_ylabel("final validation perplexity")
+    axes[1].set_title("mean ± sd over seeds (dots: seeds)", fontsize=9)
+    save(fig, ctx.folder.figure("validation_perplexity"))
+
+    if a_values:
+        fig, axes = new_figure(len(a_values), width=3.6, height=3.0)
+        limit = max(v.abs().max().item() for v in a_values.values()) or 1.0
+        for ax, (variant, values) in zip(axes, a_values.items()):
+            heatmap(ax, values.mean(0), f"{variant}: learned a (mean over seeds)\nrows: layers, columns: heads", limit)
+        save(fig, ctx.folder.figure("identity_a"))
+
+    fig, axes = new_figure(1, width=6.0, height=3.6)
+    n_layers, n_heads = next(iter(masses.values())).shape[1:]
+    positions = range(n_layers * n_heads)
+    width = 0.8 / len(masses)
+    for k, (variant, mass) in enumerate(masses.items()):
+        axes[0].bar([p + k * width for p in positions], mass.mean(0).flatten().tolist(), width, label=variant)
+    axes[0].axhline(uniform_diagonal_mass(config["model"]["block"]), color="k", ls=":", lw=0.8,
+                    label="uniform causal attention")
+    axes[0].set_xticks([p + 0.4 - width / 2 for p in positions], [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
+                       fontsize=7)
+    axes[0].set_ylabel("attention to itself, mean A_ii (i ≥ 1)")
+    axes[0].set_title("diagonal mass per layer and head (mean over seeds, validation blocks)", fontsize=9)
+    axes[0].legend(fontsize=7)
+    save(fig, ctx.folder.figure("diagonal_mass"))
+
+
+EXPERIMENT = Experiment(
+    name="symbols-lm",
+    paper=PAPER,
+    defaults=DEFAULTS,
+    scales=SCALES,
+    run=run,
+)
