@@ -1,7 +1,7 @@
 """The claim × seed pass table of the quick reproduction (issue: claims that hold for every seed).
 
     .venv/bin/python scripts/seed_table.py                      # run every experiment for seeds 0-4, write the table
-    .venv/bin/python scripts/seed_table.py --runs runs/seeds    # only rebuild the table from finished run folders
+    .venv/bin/python scripts/seed_table.py --existing           # only rebuild the table from finished run folders
     .venv/bin/python scripts/seed_table.py --experiments gpt-linear --seeds 0 1
 
 Runs go to ``<runs>/<experiment>-seed<S>/`` (an existing finished folder is reused, so an
@@ -26,8 +26,12 @@ def _run(experiment: str, seed: int, folder: Path, scale: str) -> tuple[list[dic
         start = time.perf_counter()
         api.run(experiment, scale=scale, overrides={"seed": seed}, out=folder, progress=False)
         (folder / "wall_seconds").write_text(f"{time.perf_counter() - start:.1f}\n")
-    wall = folder / "wall_seconds"
-    return json.loads((folder / "claims.json").read_text()), float(wall.read_text()) if wall.exists() else None
+    wall, info = folder / "wall_seconds", folder / "run.json"
+    if wall.exists():
+        seconds = float(wall.read_text())
+    else:  # a run folder made elsewhere (e.g. by iclab reproduce) records its own time
+        seconds = json.loads(info.read_text()).get("wall_seconds") if info.exists() else None
+    return json.loads((folder / "claims.json").read_text()), seconds
 
 
 def _table(experiment: str, results: dict[int, list[dict]], required: int) -> list[str]:
@@ -52,13 +56,17 @@ def main() -> None:
     parser.add_argument("--scale", default="quick")
     parser.add_argument("--required", type=int, default=4, help="seeds a claim must hold on (default 4)")
     parser.add_argument("--out", default="docs/seed-table.md")
+    parser.add_argument("--existing", action="store_true", help="table the finished run folders only; run nothing")
     args = parser.parse_args()
 
     results: dict[str, dict[int, list[dict]]] = {}
     walls = []
     for experiment in args.experiments:  # the table is rewritten after every run, so a partial one survives
         for seed in args.seeds:
-            claims, wall = _run(experiment, seed, Path(args.runs) / f"{experiment}-seed{seed}", args.scale)
+            folder = Path(args.runs) / f"{experiment}-seed{seed}"
+            if args.existing and not (folder / "claims.json").exists():
+                continue
+            claims, wall = _run(experiment, seed, folder, args.scale)
             results.setdefault(experiment, {})[seed] = claims
             walls.append(f"{experiment} seed {seed}: " + (f"{wall:.0f} s" if wall is not None else "?"))
             _write(Path(args.out), results, walls, args)
@@ -69,7 +77,9 @@ def _write(out: Path, results: dict, walls: list[str], args) -> None:
     out.write_text(
         "# Claims × seeds at quick scale\n\n"
         f"Regenerate with `.venv/bin/python scripts/seed_table.py` (runs every experiment at `--scale {args.scale}` "
-        f"for seeds {args.seeds}). ✓ holds, ✗ fails; ⚠ marks a claim holding on fewer than {args.required} seeds.\n\n"
+        f"for seeds {args.seeds}"
+        + ("; this table holds only the seeds whose runs have finished, `--existing`" if args.existing else "")
+        + f"). ✓ holds, ✗ fails; ⚠ marks a claim holding on fewer than {args.required} seeds.\n\n"
         + "\n\n".join(sections) + "\n\nWall times (on whatever machine and load ran the table; not budgets): " + "; ".join(walls) + ".\n"
     )
 
