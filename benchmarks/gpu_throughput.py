@@ -24,10 +24,9 @@ Every rate is the best of two windows of ``--steps`` steps after a warm-up windo
 from __future__ import annotations
 
 import argparse
-import json
 
 import torch
-from train_throughput import RESULTS, garg_steps_per_second, steps_per_second, transformers_installed
+from train_throughput import garg_steps_per_second, steps_per_second, store_result, transformers_installed
 
 from iclab.models.transformer import GPTTransformer
 from iclab.prompts import InterleavedFormat
@@ -80,9 +79,7 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     for seeds, value in stacked.items():
         print(f"{seeds:>3} seeds ({best}, vmap){value:>10.1f} steps/s")
     print(f"steps/s halves at {half} seeds" if half else f"steps/s above half up to {max(stacked)} seeds")
-    stored = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    stored["gpu_throughput"] = result
-    RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
+    store_result("gpu_throughput", result)
     return result
 
 

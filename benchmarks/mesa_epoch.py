@@ -17,10 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
-from train_throughput import matmul_flops
+from train_throughput import matmul_flops, store_result
 
 from iclab.losses import batch_loss
 from iclab.models import CausalLinearAttention
@@ -29,7 +28,6 @@ from iclab.prompts import AutoregressiveFormat
 from iclab.rng import generator
 from iclab.tasks import AutoregressiveSequences
 
-RESULTS = Path(__file__).with_name("results.json")
 
 
 def reference_predictions(model: CausalLinearAttention, tokens: torch.Tensor) -> torch.Tensor:
@@ -96,9 +94,7 @@ def main(argv=None) -> dict:
         "epoch_gflop": flops / 1e9, "matmul_gflops": peak / 1e9, "flops_fraction": flops / best / peak,
         "target_epoch_s": 0.1, "meets_target": best <= 0.1,
     }
-    existing = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    existing["mesa_epoch"] = result
-    RESULTS.write_text(json.dumps(existing, indent=2) + "\n")
+    store_result("mesa_epoch", result)
     print(json.dumps(result, indent=2))
     return result
 

@@ -61,6 +61,13 @@ GARG_QUOTED_STEPS_PER_S = 30.0  # Garg et al.'s loop, config (a), two cores (PAP
 RESULTS = Path(__file__).with_name("results.json")
 
 
+def store_result(key: str, result: dict) -> None:
+    """Write ``result`` under ``key`` of ``results.json``, keeping the other benchmarks' keys."""
+    stored = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    stored[key] = result
+    RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
+
+
 def matmul_flops(size: int = 1024, repeats: int = 10) -> float:
     """Best measured float32 matmul FLOP/s (2·n³ per product)."""
     a, b = torch.randn(size, size), torch.randn(size, size)
@@ -280,9 +287,7 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
     for name, seconds in learners.items():
         print(f"c {name:<26}{seconds:>10.3f} s")
     print(f"c total{'':<21}{result['c_learners_total_seconds']:>10.3f} s   targets met: {result['targets_met']}")
-    stored = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    stored["train_throughput"] = result
-    RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
+    store_result("train_throughput", result)
     return result
 
 

@@ -24,10 +24,12 @@ from .config import ConfigError, dump
 
 
 class _Folder:
-    """A folder with figures: the part run and sweep folders share."""
+    """A folder with figures and a report: the part run and sweep folders share."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
+
+    report_file = property(lambda self: self.path / "report.html")
 
     def figure(self, name: str) -> Path:
         """Path for ``figures/<name>.png`` (the folder is created)."""
@@ -106,7 +108,6 @@ class RunFolder(_Folder):
     metrics_file = property(lambda self: self.path / "metrics.parquet")
     claims_file = property(lambda self: self.path / "claims.json")
     info_file = property(lambda self: self.path / "run.json")
-    report_file = property(lambda self: self.path / "report.html")
     checkpoints = property(lambda self: self.path / "checkpoints")
 
     @property
@@ -172,7 +173,6 @@ class SweepFolder(_Folder):
     points_file = property(lambda self: self.path / "points.parquet")
     metrics_file = property(lambda self: self.path / "sweep.parquet")
     claims_file = property(lambda self: self.path / "claims.parquet")
-    report_file = property(lambda self: self.path / "report.html")
 
     @classmethod
     def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = "runs") -> "SweepFolder":

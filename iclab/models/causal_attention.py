@@ -120,11 +120,11 @@ def _half_sse_and_gradients(w_kq, w_pv, tokens, targets):
         y = nn.functional.pad(y, (0, 0, 1, padded - length))  # y_t at position t − 1 ... aligned with z_t
         keys, keys_h, states = _chunks(e.reshape(-1, padded, dim), CHUNK)
         z = _chunk_apply(keys, keys_h, states, (e @ w_kq.T).reshape(-1, CHUNK, dim)).reshape(-1, dim)  # z_t
-        residual = ((z @ w_pv.T).reshape(y.shape) * weights - y).reshape(-1, w_pv.shape[0])  # r_t, (b·padded, d)
+        residual = (z @ w_pv.T).reshape(y.shape) * weights - y  # r_t, (b, padded, d)
         loss = loss + torch.vdot(residual.flatten(), residual.flatten()).real / 2
-        residual = (residual.reshape(y.shape) * weights).reshape(residual.shape)
-        grad_pv = grad_pv + residual.mT @ z.conj()
-        g = _chunk_apply(keys, keys_h, states, (residual @ w_pv.conj()).reshape(-1, CHUNK, dim)).reshape(-1, dim)
+        weighted = (residual * weights).flatten(0, 1)  # r_t/(t − 1), (b·padded, d)
+        grad_pv = grad_pv + weighted.mT @ z.conj()
+        g = _chunk_apply(keys, keys_h, states, (weighted @ w_pv.conj()).reshape(-1, CHUNK, dim)).reshape(-1, dim)
         grad_kq = grad_kq + g.mT @ e.conj()
     return loss, grad_kq, grad_pv
 
