@@ -1,10 +1,16 @@
+import os
+
 import pytest
 import torch
+
+# Threads per test process: 2 (the CI machine's cores) unless ICLAB_TEST_THREADS says otherwise (e.g. 1
+# beside another job, where two 2-thread processes would spin against each other).
+THREADS = int(os.environ.get("ICLAB_TEST_THREADS", "2"))
 
 
 @pytest.fixture(autouse=True)
 def _threads():
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
 
 
 @pytest.fixture(scope="session")
@@ -14,7 +20,7 @@ def tiny_runs(tmp_path_factory):
     browser tests."""
     from iclab import api
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     root = tmp_path_factory.mktemp("reproduction")
     lsa = ["train.steps=20", "eval_prompts=500", "log.tensorboard=true"]
     gpt = ["train.steps=10", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
