@@ -211,19 +211,25 @@ def train(
     progress: bool = True,
     callback: Callback | None = None,
     vectorize: bool = True,
+    init: Sequence[nn.Module] | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
     any object with ``batch(seed, step, device) -> Prompt``).
 
     ``make_model(generator)`` builds a freshly initialised model from the seed's ``"init"``
-    stream. With ``checkpoint_dir``, training resumes from the checkpoints found there.
+    stream; ``init`` (one model per seed, in seed order) warm-starts seed k from a copy of
+    ``init[k]``'s weights instead (``make_model`` still gives the architecture). With
+    ``checkpoint_dir``, training resumes from the checkpoints found there.
     ``callback(step, models)`` runs at every logging step and may return
     ``{metric: per-seed values}`` to record.
     """
+    if init is not None and len(init) != len(seeds):
+        raise ValueError(f"init has {len(init)} models for {len(seeds)} seeds")
+    starts = dict(zip(seeds, init)) if init is not None else {}
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
     models, history = [], []
     for group in groups:
-        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name)
+        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name, starts)
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
@@ -246,11 +252,14 @@ def _matmul_precision(precision: str):
 class _SeedGroup:
     """Several seeds of one model trained in lockstep with stacked parameters."""
 
-    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name):
+    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name, starts):
         self.data, self.config, self.seeds, self.device = data, config, seeds, device
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
         self.name = name
         members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
+        for seed, member in zip(seeds, members):
+            if seed in starts:
+                member.load_state_dict(starts[seed].state_dict())
         self.template = copy.deepcopy(members[0])
         params, self.buffers = stack_module_state(members)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}

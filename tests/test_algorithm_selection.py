@@ -172,7 +172,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2"}
     assert [c["id"] for c in result.claims] == [
         "a-matches-ols", "b-bayes-ridge-closest", "c-one-layer-gd", "c-two-to-four-layers-ridge",
-        "d-mlp-beats-linear", "d-decodability-rises",
+        "d-mlp-beats-linear", "d-xty-decodable-before-w-ols", "d-w-ols-decodability-rises",
     ]
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
@@ -185,3 +185,40 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     }
     with pytest.raises(ConfigError):
         iclab.run("algorithm-selection", overrides={**overrides, "ilwd.probes": 3}, out=tmp_path / "bad", progress=False)
+
+
+def test_decodability_order_and_rise_on_synthetic_r2():
+    from iclab.experiments.algorithm_selection import _probe_claims
+
+    tol = {"probe_margin": 0.0, "probe_decodable": 0.8, "probe_rise": 0.1}
+    linear = torch.full((5, 2), 0.3)
+    # Columns (Xᵀy, w_OLS) over hidden states 0 (read-in) … 4: Xᵀy decodable from state 2, w_OLS from 4.
+    ordered = torch.tensor([[0.0, 0.0], [0.5, 0.2], [0.85, 0.4], [0.9, 0.6], [0.95, 0.9]])
+    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": ordered}, 4, 3, tol)}
+    assert verdicts == {"d-mlp-beats-linear": True, "d-xty-decodable-before-w-ols": True,
+                        "d-w-ols-decodability-rises": True}
+    # w_OLS decodable first (state 1), Xᵀy only at state 3; w_OLS flat from the first block on.
+    reversed_ = torch.tensor([[0.0, 0.0], [0.5, 0.85], [0.6, 0.86], [0.81, 0.86], [0.9, 0.87]])
+    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": reversed_}, 4, 3, tol)}
+    assert verdicts == {"d-mlp-beats-linear": True, "d-xty-decodable-before-w-ols": False,
+                        "d-w-ols-decodability-rises": False}
+    # Xᵀy never decodable: the order cannot hold, even though w_OLS never is either.
+    never = torch.full((5, 2), 0.5)
+    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": never}, 4, 3, tol)}[
+        "d-xty-decodable-before-w-ols"]
+
+
+def test_depth_claims_compare_families():
+    from iclab.experiments.algorithm_selection import _depth_claims
+
+    families = {"ols": "ols", "ridge(0.1)": "ridge", "gd(α=0.05)": "gd", "sgd(α=0.05)": "sgd", "3-nn": "knn"}
+    spd = {1: {"ols": 0.5, "ridge(0.1)": 0.4, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.2, "3-nn": 0.9},
+           2: {"ols": 0.05, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9},
+           8: {"ols": 0.01, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9}}
+    table = {(depth, label): v for depth, row in spd.items() for label, v in row.items()}
+    claims = {c.id: c for c in _depth_claims(table, [1, 2, 8], families)}
+    # One layer: SGD is closest of all, but GD beats ridge and OLS, which is the comparison the claim makes.
+    assert claims["c-one-layer-gd"].holds and claims["c-one-layer-gd"].measured["closest of all"] == "sgd(α=0.05)"
+    assert claims["c-two-to-four-layers-ridge"].holds and claims["c-eight-plus-layers-ols"].holds
+    table[1, "ridge(0.1)"] = 0.25
+    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]

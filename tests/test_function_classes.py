@@ -199,6 +199,9 @@ TINY = {
     "d": 3, "train.steps": 4, "train.warmup": 1, "train.checkpoint_every": 2, "curriculum.every": 2,
     "model.n_layers": 1, "model.width": 16, "eval_prompts": 16, "slow_prompts": 2, "bootstrap": 10,
     "baselines.net_steps": 2, "baselines.boosting_rounds": 2, "functions.sparse-linear.sparsity": 1,
+    "functions.linear.train.steps": 4,
+    **{f"functions.{name}.train": {"steps": 2, "warmup": 1}
+       for name in ("sparse-linear", "linear-classification", "noisy-linear")},
 }
 
 
@@ -210,8 +213,8 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     figures = {p.name for p in (result.path / "figures").iterdir()}
     assert figures == {"classes.png", "shifts.png", "training_curves.png"}
     ids = {c["id"] for c in result.claims}
-    assert ids == ({"sparse-beats-ols", "sparse-approaches-lasso", "tree-beats-greedy-and-boosted", "relu-matches-net-gd",
-                    "beats-knn-and-averaging"} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}
+    assert ids == ({"sparse-beats-ols", "sparse-approaches-lasso", "tree-beats-greedy-and-boosted", "relu-matches-net-gd"}
+                   | {f"beats-knn-and-averaging-{name}" for name in CLASSES} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}
                    | {f"ood-fails-{s}" for s in FAILING_SHIFTS})
     assert {c["figure"] for c in result.claims if c["id"].startswith("ood-")} == {"shifts"}  # the scoreboard's links
     assert {c["figure"] for c in result.claims if not c["id"].startswith("ood-")} == {"classes"}
@@ -223,7 +226,27 @@ def test_class_selection_and_bad_config(tmp_path):
     import iclab
 
     result = iclab.run("function-classes", overrides={**TINY, "classes": ["quadratic"]}, out=tmp_path / "one", progress=False)
-    assert [c["id"] for c in result.claims] == ["beats-knn-and-averaging"]
-    for index, bad in enumerate(({"classes": ["cubic"]}, {"shifts": ["tilted"]}, {"functions.relu-net.width": 3})):
+    assert [c["id"] for c in result.claims] == ["beats-knn-and-averaging-quadratic"]
+    for index, bad in enumerate(({"classes": ["cubic"]}, {"shifts": ["tilted"]}, {"functions.relu-net.width": 3},
+                                 {"classes": ["sparse-linear", "linear"]})):
         with pytest.raises(ConfigError):
             iclab.run("function-classes", overrides={**TINY, **bad}, out=tmp_path / f"bad{index}", progress=False)
+
+
+def test_knn_and_averaging_claims_are_split_per_class():
+    from iclab.experiments.function_classes import _beats_knn_claims
+
+    curve = lambda *values: {"mean": torch.tensor(values)}  # noqa: E731
+    curves = {
+        "linear": {"3-nn": curve(1.0, 0.5), "averaging": curve(1.0, 0.4), "gpt/seed0": curve(1.0, 0.1),
+                   "gpt/seed1": curve(1.0, 0.3)},
+        "noisy-linear": {"3-nn": curve(1.0, 0.8), "averaging": curve(1.0, 0.7), "gpt/seed0": curve(1.0, 0.5),
+                         "gpt/seed1": curve(1.0, 0.75)},
+    }
+    claims = {c.id: c for c in _beats_knn_claims(["linear", "noisy-linear"], [0, 1], curves)}
+    assert claims["beats-knn-and-averaging-linear"].holds
+    # Seed 1 of the noisy model is above averaging at the last prefix: that class alone fails.
+    assert not claims["beats-knn-and-averaging-noisy-linear"].holds
+    assert claims["beats-knn-and-averaging-noisy-linear"].measured["margin, seed 1"] == pytest.approx(-0.05)
+    assert "as in the paper" in claims["beats-knn-and-averaging-linear"].statement
+    assert "iclab's extension" in claims["beats-knn-and-averaging-noisy-linear"].statement

@@ -124,3 +124,18 @@ def test_bf16_training_tracks_fp32():
 def test_unknown_precision_is_a_config_error():
     with pytest.raises(ConfigError, match="precision"):
         TrainConfig(precision="fp16")
+
+
+def test_warm_start_begins_from_the_given_models():
+    cfg = TrainConfig(steps=20, batch_size=64, lr=0.01)
+    data = data_source(TASK, PairedFormat(), cfg)
+    trained = train(_make, data, cfg, seeds=[0, 1], progress=False).models
+    # At lr 0 nothing moves: each seed ends with exactly its own warm start's weights, not make_model's.
+    frozen = TrainConfig(steps=3, batch_size=64, lr=0.0)
+    warm = train(_make, data, frozen, seeds=[0, 1], progress=False, init=trained).models
+    cold = train(_make, data, frozen, seeds=[0, 1], progress=False).models
+    for start, model, fresh in zip(_params(trained), _params(warm), _params(cold)):
+        torch.testing.assert_close(model, start, rtol=0, atol=0)
+        assert not torch.equal(model, fresh)
+    with pytest.raises(ValueError):
+        train(_make, data, frozen, seeds=[0, 1], progress=False, init=trained[:1])

@@ -94,10 +94,12 @@ DEFAULTS = {
                   "log_every": 50, "checkpoint_every": 800},
     },
     "bootstrap": 1000,
-    # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0), and rise by ≥ 0.1
-    # from the first block to the last (a held-out R² on 1024 prompts moves by ~0.01 between probes).
+    # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0); a target counts as
+    # decodable at R² ≥ probe_decodable; w_OLS's R² must rise by ≥ 0.1 from the first block to the
+    # last (a held-out R² on 1024 prompts moves by ~0.01 between probes).
     # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
-    "tolerance": {"ols_match": 0.01, "ols_match_share": 0.8, "probe_margin": 0.0, "probe_rise": 0.1},
+    "tolerance": {"ols_match": 0.01, "ols_match_share": 0.8, "probe_margin": 0.0, "probe_decodable": 0.8,
+                  "probe_rise": 0.1},
 }
 
 # Paper scale: the paper's sizes, each model from scratch. A 16-layer, width-512 step (batch 64,
@@ -135,22 +137,18 @@ def _bayes_label(ratio: float) -> str:
     return "ols" if ratio == 0 else f"ridge({_fraction(ratio)})"
 
 
-def _reference_learners(config: dict) -> dict:
-    """The learners of parts (a) and (c), by label (Akyürek et al.'s Fig 1 legend)."""
+def _reference_learners(config: dict) -> dict[str, tuple[str, object]]:
+    """The learners of parts (a) and (c) (Akyürek et al.'s Fig 1 legend): label → (family, learner),
+    the family being ``ols``, ``ridge``, ``gd`` (one-step batch GD), ``sgd`` (one-pass SGD) or ``knn``."""
     cfg = config["learners"]
-    learners = {"ols": LeastSquares()}
-    learners |= {f"ridge({lam:g})": Ridge(lam) for lam in cfg["ridge"]}
-    learners |= {f"gd(α={a:g})": GradientDescent(1, 2 * a, average=False) for a in cfg["gd_alpha"]}
-    learners |= {f"sgd(α={a:g})": OnePassSGD(2 * a) for a in cfg["sgd_alpha"]}
     k = cfg["knn"]
-    learners |= {f"{k}-nn": NearestNeighbours(k), f"{k}-nn(1/d²)": NearestNeighbours(k, "distance2")}
-    return learners
-
-
-def _family(label: str) -> str:
-    """'ridge(0.1)' → 'ridge', '3-nn(1/d²)' → 'knn'."""
-    family = label.split("(")[0]
-    return "knn" if family.endswith("-nn") else family
+    return (
+        {"ols": ("ols", LeastSquares())}
+        | {f"ridge({lam:g})": ("ridge", Ridge(lam)) for lam in cfg["ridge"]}
+        | {f"gd(α={a:g})": ("gd", GradientDescent(1, 2 * a, average=False)) for a in cfg["gd_alpha"]}
+        | {f"sgd(α={a:g})": ("sgd", OnePassSGD(2 * a)) for a in cfg["sgd_alpha"]}
+        | {f"{k}-nn": ("knn", NearestNeighbours(k)), f"{k}-nn(1/d²)": ("knn", NearestNeighbours(k, "distance2"))}
+    )
 
 
 def _validate(config: dict):
@@ -259,7 +257,8 @@ def _noiseless(config, ctx, models):
     model = models.get(d, config["model"]["n_layers"])
     task = _task(config, d, 0.0, 1.0)
     episode = _eval_episode(config, task)
-    learners = _reference_learners(config)
+    references = _reference_learners(config)
+    learners = {label: learner for label, (_, learner) in references.items()}
     boot = dict(n_boot=config["bootstrap"], seed=config["seed"])
     gpt = prefix_predictions(model, episode)
     spds = {label: spd(gpt, prefix_predictions(l, episode), d, **boot) for label, l in learners.items()}
@@ -274,7 +273,7 @@ def _noiseless(config, ctx, models):
     for label in learners:
         _log_band(ctx, "noiseless", "gpt", f"spd_{label}", spds[label])
         _log_band(ctx, "noiseless", "gpt", f"ilwd_{label}", ilwds[label])
-    r2 = {"gpt": r2_gpt} | {label: r for label, (_, r) in weights.items() if _family(label) == "knn"}
+    r2 = {"gpt": r2_gpt} | {label: r for label, (_, r) in weights.items() if references[label][0] == "knn"}
     for label, values in r2.items():
         for k in range(len(values[0])):
             ctx.log(setting="noiseless", model=label, n=k, metric="linear_fit_r2", value=values[:, k].mean().item())
@@ -347,37 +346,54 @@ def _noise(config, ctx, models):
 def _depth(config, ctx, models):
     d = config["task"]["d"]
     episode = _eval_episode(config, _task(config, d, 0.0, 1.0))
-    learners = _reference_learners(config)
-    references = {label: prefix_predictions(l, episode) for label, l in learners.items()}
+    references = _reference_learners(config)
+    predictions = {label: prefix_predictions(learner, episode) for label, (_, learner) in references.items()}
     table, curves = {}, {}
     for depth in config["depths"]:
         gpt = prefix_predictions(models.get(d, depth), episode)
-        for label, reference in references.items():
+        for label, reference in predictions.items():
             band = spd(gpt, reference, d, config["bootstrap"], config["seed"])
             _log_band(ctx, "depth", f"gpt-L{depth}", f"spd_{label}", band)
             curves[depth, label] = band["mean"]
             table[depth, label] = band["mean"][1:].mean().item()
             ctx.log(setting="depth", model=f"gpt-L{depth}", metric=f"mean_spd_{label}", value=table[depth, label])
-    _figure_depth(ctx, table, curves, config["depths"], list(learners), d)
+    _figure_depth(ctx, table, curves, config["depths"], list(references), d)
+    return _depth_claims(table, config["depths"], {label: family for label, (family, _) in references.items()})
 
-    closest = {depth: min(learners, key=lambda label: table[depth, label]) for depth in config["depths"]}
-    # The paper's three statements, each checked on the depths it covers (depths 5–7 are in none).
-    statements = [
-        ("c-one-layer-gd", "one-step GD at 1 layer", "gd", [x for x in config["depths"] if x == 1]),
-        ("c-two-to-four-layers-ridge", "ridge at 2–4 layers", "ridge", [x for x in config["depths"] if 2 <= x <= 4]),
-        ("c-eight-plus-layers-ols", "OLS at ≥ 8 layers", "ols", [x for x in config["depths"] if x >= 8]),
-    ]
-    return [
-        C.holds_if(
-            id, PAPER,
-            f"(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N, among {', '.join(learners)}) "
-            f"is {text}; no tolerance: the closest learner's family must be {family} at every such depth "
-            "(measured: depth → closest learner)",
-            {f"L={depth}": closest[depth] for depth in depths}, f"{family} at L = {depths}",
-            all(_family(closest[depth]) == family for depth in depths),
-        )
-        for id, text, family, depths in statements if depths
-    ]
+
+def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> list[C.Claim]:
+    """Part (c)'s claims from ``table[depth, label]`` (mean SPD/d over 1 ≤ k < N) and each label's family."""
+    closest = {depth: min(families, key=lambda label: table[depth, label]) for depth in depths}
+    claims = []
+    if 1 in depths:
+        # The paper's one layer is "closest to one-step GD" among its learners, not a close fit: we compare the
+        # GD family (one-step GD at the paper's step sizes) with the exact solvers, ridge and OLS.
+        best = {group: min((label for label, f in families.items() if f in members), key=lambda l: table[1, l])
+                for group, members in (("gd", ("gd",)), ("ridge or ols", ("ridge", "ols")))}
+        claims.append(C.holds_if(
+            "c-one-layer-gd", PAPER,
+            "(c) a one-layer transformer is closer to one-step GD (the best of its step sizes) than to ridge or OLS, "
+            "by mean SPD/d over 1 ≤ k < N (the paper's Fig 3: closest to GD, not a good fit in absolute terms; one-pass "
+            "SGD and kNN are not in this comparison, the closest learner of all is reported)",
+            {"closest GD": f"{best['gd']}: {table[1, best['gd']]:.4g}",
+             "closest ridge or OLS": f"{best['ridge or ols']}: {table[1, best['ridge or ols']]:.4g}",
+             "closest of all": closest[1]},
+            "GD's mean SPD/d < ridge's and OLS's", table[1, best["gd"]] < table[1, best["ridge or ols"]],
+            figure="depth_table"))
+    # The paper's other two statements, each checked on the depths it covers (depths 5–7 are in neither).
+    for id, text, family, covered in (
+        ("c-two-to-four-layers-ridge", "ridge at 2–4 layers", "ridge", [x for x in depths if 2 <= x <= 4]),
+        ("c-eight-plus-layers-ols", "OLS at ≥ 8 layers", "ols", [x for x in depths if x >= 8]),
+    ):
+        if covered:
+            claims.append(C.holds_if(
+                id, PAPER,
+                f"(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N, among {', '.join(families)}) "
+                f"is {text}; no tolerance: the closest learner's family must be {family} at every such depth "
+                "(measured: depth → closest learner)",
+                {f"L={depth}": closest[depth] for depth in covered}, f"{family} at L = {covered}",
+                all(families[closest[depth]] == family for depth in covered), figure="depth_table"))
+    return claims
 
 
 # (d) probes: what each layer's hidden states encode.
@@ -407,27 +423,44 @@ def _probes(config, ctx, models):
                     ctx.log(setting="probes", model=f"probe-{head}", layer=layer, metric=f"{metric}_{target}",
                             value=scores[head][metric][layer, k].item())
     _figure_probes(ctx, scores, n_states)
+    return _probe_claims({head: s["r2"] for head, s in scores.items()}, p["n_layers"], d, config["tolerance"])
 
-    r2 = {head: s["r2"] for head, s in scores.items()}
+
+def _probe_claims(r2: dict[str, torch.Tensor], n_layers: int, d: int, tol: dict) -> list[C.Claim]:
+    """Part (d)'s claims from each probe head's held-out R² ``(n_layers + 1, K)`` (hidden state 0 is the
+    read-in, state l follows block l; targets in :data:`TARGETS` order)."""
     margin = (r2["mlp"][-1] - r2["linear"][-1]).min().item()
-    rise = (r2["mlp"][-1] - r2["mlp"][1]).min().item()
-    tol = config["tolerance"]
     last = {f"{head}_{t}": round(r2[head][-1, k].item(), 4) for head in r2 for k, t in enumerate(TARGETS)}
-    first = {f"mlp_{t}": round(r2["mlp"][1, k].item(), 4) for k, t in enumerate(TARGETS)}
+    threshold = tol["probe_decodable"]
+    # The first hidden state at which the MLP probe decodes each target (None: at none of them).
+    first = {t: next((layer for layer in range(n_layers + 1) if r2["mlp"][layer, k] >= threshold), None)
+             for k, t in enumerate(TARGETS)}
+    order_ok = first["xty"] is not None and (first["w_ols"] is None or first["xty"] <= first["w_ols"])
+    w = TARGETS.index("w_ols")
+    rise = (r2["mlp"][-1, w] - r2["mlp"][1, w]).item()
+    curve = {t: [round(v, 3) for v in r2["mlp"][:, k].tolist()] for k, t in enumerate(TARGETS)}
     return [
         C.at_least(
             "d-mlp-beats-linear", PAPER,
-            f"(d) at the last layer of a {p['n_layers']}-layer model (d = {d}), the MLP probe's held-out R² exceeds "
+            f"(d) at the last layer of a {n_layers}-layer model (d = {d}), the MLP probe's held-out R² exceeds "
             f"the linear probe's for both targets (Xᵀy, w_OLS) by at least {tol['probe_margin']} "
             f"(measured: the smaller margin; last-layer R²: {last})",
-            margin, tol["probe_margin"],
+            margin, tol["probe_margin"], figure="probes_r2",
+        ),
+        C.holds_if(
+            "d-xty-decodable-before-w-ols", PAPER,
+            f"(d) Xᵀy becomes decodable no later than w_OLS (the paper: Xᵀy around layer 7–8 of 16, w_OLS around "
+            f"layer 12): the first hidden state whose MLP-probe R² reaches {threshold:g} comes for Xᵀy at or before "
+            "w_OLS's (w_OLS never reaching it counts as later; Xᵀy must reach it)",
+            {f"first state with R² ≥ {threshold:g}": {t: ("never" if v is None else v) for t, v in first.items()},
+             "MLP-probe R² by state (0 = read-in)": curve},
+            "layer(Xᵀy) ≤ layer(w_OLS)", order_ok, figure="probes_r2",
         ),
         C.at_least(
-            "d-decodability-rises", PAPER,
-            f"(d) decodability rises with depth: the MLP probe's held-out R² after the last block exceeds its R² "
-            f"after the first block by at least {tol['probe_rise']} for both targets (measured: the smaller rise; "
-            f"first-block R²: {first})",
-            rise, tol["probe_rise"],
+            "d-w-ols-decodability-rises", PAPER,
+            f"(d) w_OLS becomes more decodable with depth: the MLP probe's held-out R² for w_OLS after the last block "
+            f"exceeds its R² after the first block by at least {tol['probe_rise']} (measured: the rise)",
+            rise, tol["probe_rise"], figure="probes_r2",
         ),
     ]
 
