@@ -28,7 +28,7 @@ import argparse
 import torch
 from train_throughput import garg_steps_per_second, steps_per_second, store_result, transformers_installed
 
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.tasks import GaussianInputs, LinearRegression
 
@@ -42,8 +42,8 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     task = LinearRegression(GaussianInputs(c["d"]), n_context=c["points"])
 
     def rate(attention: str, precision: str = "fp32", seeds: int = 1) -> float:
-        make = lambda g: GPTTransformer(c["d"] + 1, c["layers"], c["heads"], c["width"],  # noqa: E731
-                                        max_tokens=2 * c["points"], attention=attention, generator=g)
+        make = lambda g: GPTTransformer(GPTConfig(c["d"] + 1, c["layers"], c["heads"], c["width"],  # noqa: E731
+                                                  max_tokens=2 * c["points"], attention=attention), g)
         return steps_per_second(make, task, InterleavedFormat(), c["batch"], steps, device=device,
                                 precision=precision, seeds=seeds)
 

@@ -51,7 +51,7 @@ import torch
 
 from iclab.learners import LeastSquares, NearestNeighbours, Ridge
 from iclab.models import LinearSelfAttention
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat, PairedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
@@ -230,7 +230,7 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
     measures = {"garg": lambda: reference(5, 11, 64, 2, 2, 64, steps)} if garg_measured else {}
 
     def transformer_a(attention: str, compiled: bool) -> float:
-        make = lambda g: GPTTransformer(6, 2, 2, 64, max_tokens=22, attention=attention, generator=g)  # noqa: E731
+        make = lambda g: GPTTransformer(GPTConfig(6, 2, 2, 64, max_tokens=22, attention=attention), g)  # noqa: E731
         return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compiled)
 
     for attention, compiled in (("sdpa", False), ("math", False), ("math", True)):

@@ -4,7 +4,7 @@ import torch
 import iclab
 from iclab.config import ConfigError
 from iclab.losses import batch_loss, prompt_losses, token_losses
-from iclab.models import GPTTransformer, OneHotMLP
+from iclab.models import GPTConfig, GPTTransformer, OneHotMLP
 from iclab.prompts import TokenFormat
 from iclab.rng import generator
 from iclab.tasks import template_task
@@ -20,9 +20,9 @@ TINY = {
 
 
 def _regression_model(task, **kw):
-    return lambda g: GPTTransformer(None, 2, 2, 16, 2.0, max_tokens=task.length + 1, vocab_size=task.vocab_size,
-                                    causal=False, cls=True, bias=False, ln_out_affine=False, init="pytorch",
-                                    attention="math", generator=g, **kw)
+    return lambda g: GPTTransformer(GPTConfig(None, 2, 2, 16, 2.0, max_tokens=task.length + 1,
+                                              vocab_size=task.vocab_size, causal=False, cls=True, bias=False,
+                                              ln_out_affine=False, init="pytorch", attention="math", **kw), g)
 
 
 @pytest.mark.parametrize("tied", [False, True])

@@ -10,7 +10,7 @@ import torch
 from iclab.config import ConfigError
 from iclab.learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge
 from iclab.metrics import ilwd, implicit_weights, mspd, prefix_predictions, prefix_weights, probe_labels, spd
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
@@ -122,7 +122,7 @@ def test_ilwd_recovers_a_linear_map_exactly_and_flags_knn_as_nonlinear():
 def test_model_probe_labels_equal_one_prompt_per_probe():
     d, n = 3, 5
     e = _episode(n=n, d=d, batch=4)
-    model = GPTTransformer(d + 1, 2, 2, 16, max_tokens=2 * n, generator=generator(0)).double().eval()
+    model = GPTTransformer(GPTConfig(d + 1, 2, 2, 16, max_tokens=2 * n), generator(0)).double().eval()
     probes = torch.randn(4, 3, d, generator=generator(3), dtype=torch.float64)
     labels = probe_labels(model, e, probes, chunk=5)
     # Reference: put probe p in place of x_{k+1} in the full prompt and read the prediction at token 2k.

@@ -10,7 +10,7 @@ from iclab.learners import (
 )
 from iclab.losses import batch_loss, prompt_losses
 from iclab.metrics import evaluate, loss_by_prefix
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression, linear_regression_from_config
@@ -72,7 +72,7 @@ def test_short_training_on_d3_beats_averaging():
     task = LinearRegression(GaussianInputs(3), n_context=8)
     fmt = InterleavedFormat()
     cfg = TrainConfig(steps=600, batch_size=64, lr=2e-3, schedule="cosine", warmup=20, log_every=100)
-    make = lambda g: GPTTransformer(4, n_layers=2, n_heads=2, width=32, max_tokens=16, generator=g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=32, max_tokens=16), g)  # noqa: E731
     model = train(make, data_source(task, fmt, cfg), cfg, seeds=[0], progress=False).models[0]
     episode = task.sample(4000, generator(0, "test"))
     with torch.no_grad():

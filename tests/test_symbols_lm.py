@@ -11,7 +11,7 @@ from iclab.config import ConfigError
 from iclab.data import pack_blocks, pydoc_topics
 from iclab.experiments import symbols_lm
 from iclab.experiments.symbols_lm import VARIANTS, diagonal_mass, next_token_loss, uniform_diagonal_mass
-from iclab.models import GPTTransformer
+from iclab.models import GPTConfig, GPTTransformer
 from iclab.models.attention import SelfAttention
 from iclab.rng import generator
 
@@ -21,8 +21,8 @@ TINY = {"seeds": 2, "tokenizer.vocab_size": 300, "data.fractions": [0.8, 0.1, 0.
 
 
 def _lm(variant="plain", vocab=30, block=12, **kw):
-    return GPTTransformer(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab,
-                          tied_output=True, generator=generator(0), **{**VARIANTS[variant], **kw})
+    return GPTTransformer(GPTConfig(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab,
+                                    tied_output=True, **{**VARIANTS[variant], **kw}), generator(0))
 
 
 class _Unigram(nn.Module):

@@ -88,10 +88,10 @@ def test_schedule_and_config_validation():
 def test_compiled_training_equals_eager():
     # torch.compile fuses ops, so only float rounding may differ; one and two seeds (vmap). SGD, as
     # Adam's normalised step would blow rounding on near-zero gradients up to the size of lr.
-    from iclab.models.transformer import GPTTransformer
+    from iclab.models.transformer import GPTConfig, GPTTransformer
     from iclab.prompts import InterleavedFormat
 
-    make = lambda g: GPTTransformer(4, 1, 2, 16, max_tokens=20, attention="math", generator=g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, 1, 2, 16, max_tokens=20, attention="math"), g)  # noqa: E731
     for seeds in ([0], [0, 1]):
         runs = []
         for compile in (False, True):
@@ -105,10 +105,10 @@ def test_bf16_training_tracks_fp32():
     # Autocast runs the forward in bfloat16 (8-bit mantissa, ≈ 0.4% per rounding) and the loss in
     # fp32: a short run's losses stay within a few percent of fp32's, yet differ (autocast engaged),
     # while the weights stay fp32. One and two seeds (the vmapped path).
-    from iclab.models.transformer import GPTTransformer
+    from iclab.models.transformer import GPTConfig, GPTTransformer
     from iclab.prompts import InterleavedFormat
 
-    make = lambda g: GPTTransformer(4, 2, 2, 32, max_tokens=20, attention="math", generator=g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, 2, 2, 32, max_tokens=20, attention="math"), g)  # noqa: E731
     for seeds in ([0], [0, 1]):
         losses = {}
         for precision in ("fp32", "tf32", "bf16"):

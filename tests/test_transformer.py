@@ -4,14 +4,14 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from iclab.config import ConfigError
 from iclab.models.attention import SelfAttention
-from iclab.models.transformer import GPTTransformer
+from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.rng import generator
 
 
 def _model(**kw):
-    return GPTTransformer(4, n_layers=2, n_heads=2, width=16, max_tokens=12, init_scale=0.2, generator=generator(0), **kw)
+    return GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=16, max_tokens=12, init_scale=0.2, **kw), generator(0))
 
 
 def test_interleaved_layout():
@@ -78,7 +78,7 @@ def test_sdpa_and_math_attention_agree_and_vmap_over_seeds():
     sdpa, math = _model(), _model(attention="math")
     tokens = torch.randn(2, 3, 12, 4, generator=generator(7))
     torch.testing.assert_close(sdpa(tokens[0], 6), math(tokens[0], 6), rtol=1e-5, atol=1e-6)
-    members = [GPTTransformer(4, 2, 2, 16, max_tokens=12, attention="math", generator=generator(s)) for s in (0, 1)]
+    members = [GPTTransformer(GPTConfig(4, 2, 2, 16, max_tokens=12, attention="math"), generator(s)) for s in (0, 1)]
     params, buffers = stack_module_state(members)
     out = vmap(lambda p, b, t: functional_call(members[0], (p, b), (t,), {"n_context": 6}))(params, buffers, tokens)
     torch.testing.assert_close(out, torch.stack([m(t, 6) for m, t in zip(members, tokens)]), rtol=1e-5, atol=1e-6)
@@ -86,7 +86,7 @@ def test_sdpa_and_math_attention_agree_and_vmap_over_seeds():
 
 def test_bad_sizes_raise_config_error():
     with pytest.raises(ConfigError):
-        GPTTransformer(4, width=10, n_heads=3)
+        GPTConfig(4, width=10, n_heads=3)
     with pytest.raises(ConfigError):
         _model()(torch.randn(1, 14, 4), 7)
 
@@ -111,8 +111,8 @@ def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
 
 def _symbol_model(**kw):
     options = dict(vocab_size=20, n_layers=2, n_heads=2, width=16, max_tokens=5, causal=False, cls=True, bias=False,
-                   ln_out_affine=False, init="pytorch", attention="math", generator=generator(0))
-    return GPTTransformer(None, **{**options, **kw})
+                   ln_out_affine=False, init="pytorch", attention="math")
+    return GPTTransformer(GPTConfig(None, **{**options, **kw}), generator(0))
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -173,7 +173,7 @@ def test_pytorch_init_follows_nn_linear_and_nn_embedding():
 def test_bad_token_model_options_raise_config_error():
     for kw in (dict(token_dim=4, vocab_size=10), dict(token_dim=4, tied_output=True), dict(init="xavier")):
         with pytest.raises(ConfigError):
-            GPTTransformer(**{"token_dim": None, "vocab_size": 10, **kw})
+            GPTConfig(**{"token_dim": None, "vocab_size": 10, **kw})
     with pytest.raises(ConfigError):
         _symbol_model()(torch.zeros(2, 5, dtype=torch.long), 5)  # 5 tokens + CLS > 5 positions
 
@@ -209,3 +209,15 @@ def test_identity_scale_multiplies_both_terms():
         plain.b.copy_(3 * scaled.b)
     x = torch.randn(2, 4, 8, generator=generator(5))
     torch.testing.assert_close(scaled(x), plain(x))
+
+
+def test_gpt_config_names_the_model_and_keeps_the_parameter_names():
+    config = GPTConfig(4, n_layers=1, n_heads=2, width=8, max_tokens=6)
+    model = GPTTransformer(config, generator(0))
+    assert model.config is config
+    with pytest.raises(AttributeError):
+        config.width = 16  # frozen: the config a model was built from cannot drift from it
+    block = ["ln_attn.weight", "ln_attn.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
+             "ln_mlp.weight", "ln_mlp.bias", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"]
+    assert list(model.state_dict()) == ["positions", "read_in.weight", "read_in.bias", *[f"layers.0.{k}" for k in block],
+                                        "ln_out.weight", "ln_out.bias", "read_out.weight", "read_out.bias"]

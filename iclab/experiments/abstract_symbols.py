@@ -69,7 +69,7 @@ import torch
 from .. import claims as C
 from ..config import ConfigError
 from ..losses import prompt_losses
-from ..models import GPTTransformer, OneHotMLP
+from ..models import GPTConfig, GPTTransformer, OneHotMLP
 from ..prompts import TokenFormat
 from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
@@ -165,12 +165,12 @@ def _make_model(name: str, task, config: dict, width: int | None = None, n_heads
         m = config["mlp"]
         return lambda g: OneHotMLP(task.vocab_size, task.length, m["hidden"], m["depth"], name == "mlp+equality", g)
     t = config["transformer"]
-    return lambda g: GPTTransformer(
+    return lambda g: GPTTransformer(GPTConfig(
         None, t["n_layers"], n_heads or t["n_heads"], width or t["width"], t["mlp_ratio"], max_tokens=task.length + 1,
-        logit_identity="+kq" in name, value_identity="+vo" in name, attention="math", generator=g,
+        logit_identity="+kq" in name, value_identity="+vo" in name, attention="math",
         vocab_size=task.vocab_size, head_dim=t["head_dim"], causal=False, cls=True, tied_output=tied, bias=False,
         ln_out_affine=False, init="pytorch", identity_scale=t["identity_scale"],
-    )
+    ), g)
 
 
 def _fit(ctx: RunContext, config: dict, task, n: int, model: str, seeds, make_model, name: str, setting: str,

@@ -44,7 +44,7 @@ from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge
 from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
-from ..models.transformer import GPTTransformer
+from ..models.transformer import GPTConfig, GPTTransformer
 from ..probes import TARGETS, PoolingProbes, ProbeData, hidden_states, probe_targets, score, standardise
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save
@@ -204,8 +204,9 @@ class _Models:
                 data = data_source(_task(c, d, sigma, tau), InterleavedFormat(), cfg)
             else:
                 cfg = TrainConfig.from_config(c["train"])
-                make = lambda g: GPTTransformer(d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"],  # noqa: E731
-                                                max_tokens=2 * n, attention=m["attention"], generator=g)
+                make = lambda g: GPTTransformer(GPTConfig(  # noqa: E731
+                    d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n,
+                    attention=m["attention"]), g)
                 data = _data(c, d, sigma, tau, cfg)
             name = f"gpt-d{d}-L{n_layers}-sigma{sigma:g}-tau{tau:g}"
             self.trained[key] = self.ctx.train(name, make, data, cfg, [c["seed"]], setting="training").models[0]

@@ -31,7 +31,7 @@ from ..learners import (
     TwoLayerNetGD,
 )
 from ..metrics import loss_by_prefix
-from ..models.transformer import GPTTransformer
+from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
 from ..rng import generator
@@ -254,9 +254,9 @@ def run(config: dict, ctx: RunContext):
         source = config["functions"][name]["init_from"]
         result = ctx.train(
             name,
-            lambda g, n=task.n_context: GPTTransformer(config["d"] + 1, m["n_layers"], m["n_heads"], m["width"],
-                                                       m["mlp_ratio"], max_tokens=2 * n, attention=m["attention"],
-                                                       generator=g),
+            lambda g, n=task.n_context: GPTTransformer(GPTConfig(
+                config["d"] + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n,
+                attention=m["attention"]), g),
             _data(config, name, task, train_cfg, fmt), train_cfg, seeds, setting=name,
             init=models[source] if source else None,
         )

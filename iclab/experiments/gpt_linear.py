@@ -17,7 +17,7 @@ from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
 from ..metrics import loss_by_prefix, spd as squared_prediction_distance
-from ..models.transformer import GPTTransformer
+from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
 from ..rng import generator
@@ -92,8 +92,8 @@ def run(config: dict, ctx: RunContext):
     m = config["model"]
     result = ctx.train(
         "gpt",
-        lambda g: GPTTransformer(d + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"],
-                                 max_tokens=2 * n, attention=m["attention"], generator=g),
+        lambda g: GPTTransformer(GPTConfig(d + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"],
+                                           max_tokens=2 * n, attention=m["attention"]), g),
         _data(config, task, train_cfg, fmt), train_cfg, seeds, setting="linear",
     )
 

@@ -54,7 +54,7 @@ from .. import claims as C
 from ..config import ConfigError
 from ..data import load_corpus, make_tokenizer, pack_blocks
 from ..losses import token_losses
-from ..models import GPTTransformer
+from ..models import GPTConfig, GPTTransformer
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..train import TokenBlocks, TrainConfig
 from .base import Experiment, RunContext
@@ -138,10 +138,10 @@ def _blocks(ctx: RunContext, config: dict) -> tuple[int, dict[str, torch.Tensor]
 def _make_model(variant: str, vocab_size: int, config: dict):
     """A factory ``generator -> model`` for one of :data:`VARIANTS`."""
     m = config["model"]
-    return lambda g: GPTTransformer(
+    return lambda g: GPTTransformer(GPTConfig(
         None, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=m["block"], stride=1,
-        attention=m["attention"], generator=g, vocab_size=vocab_size, tied_output=True,
-        identity_scale=m["identity_scale"], **VARIANTS[variant])
+        attention=m["attention"], vocab_size=vocab_size, tied_output=True,
+        identity_scale=m["identity_scale"], **VARIANTS[variant]), g)
 
 
 def next_token_loss(model, blocks: torch.Tensor, batch_size: int) -> float:

@@ -6,9 +6,9 @@ from .causal_attention import CausalLinearAttention
 from .constructions import gd_construction, merged_lsa
 from .features import FeatureLSA, mlp
 from .lsa import LinearSelfAttention, LSALayer
-from .transformer import GPTTransformer
+from .transformer import GPTConfig, GPTTransformer
 
 __all__ = [
-    "CausalLinearAttention", "FeatureLSA", "GPTTransformer", "LSALayer", "LinearSelfAttention", "OneHotMLP",
+    "CausalLinearAttention", "FeatureLSA", "GPTConfig", "GPTTransformer", "LSALayer", "LinearSelfAttention", "OneHotMLP",
     "SelfAttention", "gd_construction", "merged_lsa", "mlp",
 ]

@@ -24,6 +24,8 @@ Per-head identity terms a·XXᵀ (optionally without XXᵀ's diagonal) and b·AX
 ``mask_identity_diagonal``, ``value_identity``): see
 :class:`iclab.models.attention.SelfAttention`.
 
+Built as ``GPTTransformer(GPTConfig(...), generator)``; the config is kept as ``model.config``.
+
 Parameter names: ``read_in`` or ``embedding``, ``positions``, ``cls_token`` (``cls``),
 ``layers.{l}.ln_attn``, ``layers.{l}.attn.qkv``, ``layers.{l}.attn.out``,
 ``layers.{l}.attn.a`` / ``.b`` (when on), ``layers.{l}.ln_mlp``, ``layers.{l}.mlp.0``,
@@ -33,6 +35,7 @@ Parameter names: ``read_in`` or ``embedding``, ``positions``, ``cls_token`` (``c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -66,10 +69,11 @@ class Block(nn.Module):
         return h + self.mlp(self.ln_mlp(h))
 
 
-class GPTTransformer(nn.Module):
-    """Pre-LN transformer with a linear or embedding read-in; see the module docstring.
+@dataclass(frozen=True)
+class GPTConfig:
+    """The shape and options of a :class:`GPTTransformer` (nanoGPT's way: one record names a model).
 
-    Args:
+    Attributes:
         token_dim: D, the size of a token row (a linear read-in), or None with ``vocab_size``.
         n_layers, n_heads, width: depth, heads per layer and residual width.
         mlp_ratio: the MLP's hidden width over ``width``.
@@ -77,9 +81,7 @@ class GPTTransformer(nn.Module):
         stride: predictions are read at tokens 0, stride, 2·stride, … (2 for interleaved x/y).
         logit_identity, value_identity: switch on the per-head a·XXᵀ and b·AX terms.
         attention: ``"sdpa"`` or ``"math"`` (see :data:`iclab.models.attention.ATTENTION`).
-        identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
         init_scale: σ of the ``gpt2`` initialisation.
-        generator: the random stream for the initialisation.
         vocab_size: read token ids through an embedding of this many tokens (instead of ``token_dim``).
         head_dim: the size of each head (default ``width // n_heads``).
         causal: causal attention (GPT) or bidirectional (ViT).
@@ -88,58 +90,67 @@ class GPTTransformer(nn.Module):
         bias: biases in the attention's Q, K, V and output projections.
         ln_out_affine: a learned scale and shift in the final LayerNorm.
         init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
+        identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
         mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term.
     """
 
-    def __init__(
-        self,
-        token_dim: int | None,
-        n_layers: int = 4,
-        n_heads: int = 4,
-        width: int = 64,
-        mlp_ratio: float = 4.0,
-        max_tokens: int = 64,
-        stride: int = 2,
-        logit_identity: bool = False,
-        value_identity: bool = False,
-        attention: str = "sdpa",
-        init_scale: float = 0.02,
-        generator: torch.Generator | None = None,
-        *,
-        vocab_size: int | None = None,
-        head_dim: int | None = None,
-        causal: bool = True,
-        cls: bool = False,
-        tied_output: bool = False,
-        bias: bool = True,
-        ln_out_affine: bool = True,
-        init: str = "gpt2",
-        identity_scale: float = 1.0,
-        mask_identity_diagonal: bool = False,
-    ):
-        super().__init__()
-        if (token_dim is None) == (vocab_size is None):
+    token_dim: int | None = None
+    n_layers: int = 4
+    n_heads: int = 4
+    width: int = 64
+    mlp_ratio: float = 4.0
+    max_tokens: int = 64
+    stride: int = 2
+    logit_identity: bool = False
+    value_identity: bool = False
+    attention: str = "sdpa"
+    init_scale: float = 0.02
+    vocab_size: int | None = None
+    head_dim: int | None = None
+    causal: bool = True
+    cls: bool = False
+    tied_output: bool = False
+    bias: bool = True
+    ln_out_affine: bool = True
+    init: str = "gpt2"
+    identity_scale: float = 1.0
+    mask_identity_diagonal: bool = False
+
+    def __post_init__(self):
+        if (self.token_dim is None) == (self.vocab_size is None):
             raise ConfigError("transformer reads either token rows (token_dim) or token ids (vocab_size), not both")
-        if min(token_dim or vocab_size, n_layers, n_heads, width, max_tokens, stride, head_dim or 1) < 1:
-            raise ConfigError(f"transformer needs positive sizes, got width={width}, n_heads={n_heads}")
-        if head_dim is None and width % n_heads:
-            raise ConfigError(f"width must be divisible by n_heads (or give head_dim), got {width} and {n_heads}")
-        if tied_output and vocab_size is None:
+        sizes = (self.token_dim or self.vocab_size, self.n_layers, self.n_heads, self.width, self.max_tokens,
+                 self.stride, self.head_dim or 1)
+        if min(sizes) < 1:
+            raise ConfigError(f"transformer needs positive sizes, got width={self.width}, n_heads={self.n_heads}")
+        if self.head_dim is None and self.width % self.n_heads:
+            raise ConfigError(f"width must be divisible by n_heads (or give head_dim), got {self.width} and {self.n_heads}")
+        if self.tied_output and self.vocab_size is None:
             raise ConfigError("a tied output needs a token embedding (vocab_size)")
-        if init not in INITS:
-            raise ConfigError(f"init must be one of {INITS}, got {init!r}")
-        self.max_tokens, self.stride = max_tokens, stride
-        self.read_in = nn.Linear(token_dim, width) if vocab_size is None else None
-        self.embedding = None if vocab_size is None else nn.Embedding(vocab_size, width)
-        self.positions = nn.Parameter(torch.zeros(max_tokens, width))
-        self.cls_token = nn.Parameter(torch.zeros(width)) if cls else None
-        attention_options = dict(head_dim=head_dim, causal=causal, bias=bias, logit_identity=logit_identity,
-                                 value_identity=value_identity, identity_scale=identity_scale, attention=attention,
-                                 mask_identity_diagonal=mask_identity_diagonal)
-        self.layers = nn.ModuleList(Block(width, n_heads, mlp_ratio, **attention_options) for _ in range(n_layers))
-        self.ln_out = nn.LayerNorm(width, elementwise_affine=ln_out_affine)
-        self.read_out = None if tied_output else nn.Linear(width, 1)
-        self.reset_parameters(init_scale, generator, init)
+        if self.init not in INITS:
+            raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
+
+
+class GPTTransformer(nn.Module):
+    """Pre-LN transformer with a linear or embedding read-in, shaped by a :class:`GPTConfig`; see the
+    module docstring. ``generator`` is the random stream of the initialisation."""
+
+    def __init__(self, config: GPTConfig, generator: torch.Generator | None = None):
+        super().__init__()
+        c = self.config = config
+        self.max_tokens, self.stride = c.max_tokens, c.stride
+        self.read_in = nn.Linear(c.token_dim, c.width) if c.vocab_size is None else None
+        self.embedding = None if c.vocab_size is None else nn.Embedding(c.vocab_size, c.width)
+        self.positions = nn.Parameter(torch.zeros(c.max_tokens, c.width))
+        self.cls_token = nn.Parameter(torch.zeros(c.width)) if c.cls else None
+        attention_options = dict(head_dim=c.head_dim, causal=c.causal, bias=c.bias, logit_identity=c.logit_identity,
+                                 value_identity=c.value_identity, identity_scale=c.identity_scale,
+                                 attention=c.attention, mask_identity_diagonal=c.mask_identity_diagonal)
+        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, **attention_options)
+                                    for _ in range(c.n_layers))
+        self.ln_out = nn.LayerNorm(c.width, elementwise_affine=c.ln_out_affine)
+        self.read_out = None if c.tied_output else nn.Linear(c.width, 1)
+        self.reset_parameters(c.init_scale, generator, c.init)
 
     def reset_parameters(self, scale: float = 0.02, generator: torch.Generator | None = None, init: str = "gpt2"):
         """Initialise every weight from ``generator`` (see :data:`INITS`); LayerNorms are unit,
