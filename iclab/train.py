@@ -305,7 +305,24 @@ class _SeedGroup:
             # squeeze, not [0]: its backward is a view, where select's writes into a zero tensor.
             first = lambda tree: {k: v.squeeze(0) for k, v in tree.items()}  # noqa: E731
             return one_seed(first(params), first(buffers), tokens[0], targets[0])[None]
-        return vmap(one_seed)(params, buffers, tokens, targets)
+        # "different": each seed draws its own dropout masks (random ops are an error under vmap's default).
+        return vmap(one_seed, randomness="different")(params, buffers, tokens, targets)
+
+    def _step_randomness(self):
+        """For a model with dropout, torch's random state seeded from (first seed, step) for this step's
+        forward pass and restored after, so an interrupted run resumes with the same masks (a seed's
+        masks then depend on the seeds trained beside it); nothing for a model without randomness."""
+        if not any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.template.modules()):
+            return contextlib.nullcontext()
+
+        @contextlib.contextmanager
+        def seeded():
+            devices = [self.device] if self.device.type == "cuda" else []
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator(self.seeds[0], "dropout", self.step))))
+                yield
+
+        return seeded()
 
     def _clip(self):
         grads = [p.grad for p in self.params.values()]
@@ -325,7 +342,8 @@ class _SeedGroup:
             for group in self.optimizer.param_groups:
                 group["lr"] = c.lr_at(self.step)
             prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
-            losses = self._losses(prompts)
+            with self._step_randomness():
+                losses = self._losses(prompts)
             self._stop_unless_finite(torch.isfinite(losses), self.step + 1)  # before the optimizer applies it
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()

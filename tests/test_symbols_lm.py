@@ -132,6 +132,14 @@ def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
                                                          "diagonal_mass.png"}
     assert (result.folder.path / "tokenizer.json").exists()
     assert {c["id"] for c in result.claims} == {"kq-not-worse", "kq-gain", "kq-nodiag-not-worse", "kq-nodiag-gain"}
+    # The gain is measured at every scale and judged only at the long one; not-worse is judged here.
+    for claim in result.claims:
+        gain = claim["id"].endswith("-gain")
+        assert (claim["holds"] is None) == gain and claim.get("judged_at") == ("long" if gain else None)
+        assert "relative gain" in claim["measured"]
+    judged = iclab.run("symbols-lm", overrides={**overrides, "gain_judged_at": None}, out=tmp_path / "here",
+                       progress=False)
+    assert all(isinstance(c["holds"], bool) and "judged_at" not in c for c in judged.claims)
     metrics = result.metrics
     final = metrics[(metrics.metric == "validation_perplexity") & metrics.step.isna()]
     assert len(final) == 6 and (final.value > 1).all() and (final.value < 300).all()

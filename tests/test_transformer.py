@@ -221,3 +221,36 @@ def test_gpt_config_names_the_model_and_keeps_the_parameter_names():
              "ln_mlp.weight", "ln_mlp.bias", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"]
     assert list(model.state_dict()) == ["positions", "read_in.weight", "read_in.bias", *[f"layers.0.{k}" for k in block],
                                         "ln_out.weight", "ln_out.bias", "read_out.weight", "read_out.bias"]
+
+
+def test_read_last_reads_the_last_input_token_of_the_full_forward():
+    model = _symbol_model(cls=False, read_last=True, tied_output=True)
+    tokens = torch.randint(20, (3, 4), generator=generator(2))
+    out, hidden = model(tokens, 4, return_hidden=True)
+    assert hidden[-1].shape == (3, 4, 16) and out.shape == (3, 1, 20)  # no CLS token: four positions
+    torch.testing.assert_close(out, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+    torch.testing.assert_close(model(tokens, 4), out, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_path):
+    from iclab.train import TrainConfig, data_source, train
+
+    config = GPTConfig(token_dim=4, n_layers=2, n_heads=2, width=16, max_tokens=12, attention="math", dropout=0.3)
+    model = GPTTransformer(config, generator(0))
+    prompt = InterleavedFormat().encode(LinearRegression(GaussianInputs(3), n_context=6).sample(8, generator(1)))
+    with torch.no_grad():
+        model.eval()
+        torch.testing.assert_close(model(prompt.tokens, 6), model(prompt.tokens, 6))
+        model.train()
+        assert not torch.equal(model(prompt.tokens, 6), model(prompt.tokens, 6))
+    task = LinearRegression(GaussianInputs(3), n_context=6)
+    make = lambda g: GPTTransformer(config, g)  # noqa: E731
+    full = TrainConfig(steps=6, batch_size=16, lr=0.01, checkpoint_every=3)
+    data = data_source(task, InterleavedFormat(), full)
+    whole = train(make, data, full, seeds=[0, 1], checkpoint_dir=tmp_path / "whole", progress=False).models
+    train(make, data, TrainConfig(steps=3, batch_size=16, lr=0.01, checkpoint_every=3), seeds=[0, 1],
+          checkpoint_dir=tmp_path / "cut", progress=False)
+    resumed = train(make, data, full, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", progress=False).models
+    for a, b in zip(whole, resumed):
+        for (name, p), q in zip(a.named_parameters(), b.parameters()):
+            assert torch.equal(p, q), name

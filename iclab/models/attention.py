@@ -40,11 +40,12 @@ class SelfAttention(nn.Module):
         identity_scale: the fixed multiplier of both terms.
         attention: ``"sdpa"`` or ``"math"`` (see :data:`ATTENTION`).
         mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term (needs ``logit_identity``).
+        dropout: the probability of dropping an attention weight in training (GPT-2's attention dropout).
     """
 
     def __init__(self, width: int, n_heads: int, head_dim: int | None = None, causal: bool = True, bias: bool = True,
                  logit_identity: bool = False, value_identity: bool = False, identity_scale: float = 1.0,
-                 attention: str = "sdpa", mask_identity_diagonal: bool = False):
+                 attention: str = "sdpa", mask_identity_diagonal: bool = False, dropout: float = 0.0):
         super().__init__()
         if attention not in ATTENTION:
             raise ConfigError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -52,7 +53,7 @@ class SelfAttention(nn.Module):
             raise ConfigError("mask_identity_diagonal masks the a·XXᵀ term: it needs logit_identity")
         self.n_heads, self.head_dim = n_heads, head_dim or width // n_heads
         self.causal, self.attention, self.identity_scale = causal, attention, identity_scale
-        self.mask_identity_diagonal = mask_identity_diagonal
+        self.mask_identity_diagonal, self.dropout = mask_identity_diagonal, dropout
         inner = self.n_heads * self.head_dim
         self.qkv = nn.Linear(width, 3 * inner, bias=bias)
         self.out = nn.Linear(inner, width, bias=bias)
@@ -68,14 +69,15 @@ class SelfAttention(nn.Module):
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
             v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
+        dropout = self.dropout if self.training else 0.0
         if self.attention == "sdpa" and self.a is None and queries is None:
-            heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal)
+            heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, dropout_p=dropout)
         else:
             mask = self._logit_bias(x, queries)
             if self.attention == "sdpa":
-                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+                heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
             else:
-                heads = _softmax_attention(q, k, v, mask)
+                heads = _softmax_attention(q, k, v, mask, dropout)
         tq = heads.shape[2]
         out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, inner))
         if self.b is not None:
@@ -116,9 +118,11 @@ class SelfAttention(nn.Module):
         return mask
 
 
-def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                       dropout: float = 0.0) -> torch.Tensor:
     """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, with heads folded into the batch
-    so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm`` without a mask)."""
+    so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm`` without a mask); ``dropout``
+    drops attention weights (as SDPA's ``dropout_p``)."""
     batch, heads, tq, head_dim = q.shape
     fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
     scale = 1 / math.sqrt(head_dim)
@@ -126,4 +130,5 @@ def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: 
         logits = torch.bmm(fold(q), fold(k).transpose(1, 2)) * scale
     else:
         logits = torch.baddbmm(mask if mask.ndim == 2 else fold(mask), fold(q), fold(k).transpose(1, 2), alpha=scale)
-    return (logits.softmax(-1) @ fold(v)).view(batch, heads, tq, -1)
+    weights = F.dropout(logits.softmax(-1), dropout) if dropout else logits.softmax(-1)
+    return (weights @ fold(v)).view(batch, heads, tq, -1)

@@ -5,8 +5,8 @@ Tokens are read in to width W (token rows ``(B, T, D)`` by a linear map, or toke
 
     h ← h + Attn(LN(h)),   h ← h + MLP(LN(h))
 
-(softmax attention, causal or bidirectional, see :mod:`iclab.models.attention`; GELU MLP, no
-dropout), a final LayerNorm and a read-out. Two ways to read:
+(softmax attention, causal or bidirectional, see :mod:`iclab.models.attention`; GELU MLP;
+optional GPT-2 dropout), a final LayerNorm and a read-out. Three ways to read:
 
 * ``stride`` (Garg et al.; Akyürek et al.): the prediction for the label of example i is read
   at the token of x_i, every ``stride``-th token (``stride = 2`` for
@@ -14,6 +14,8 @@ dropout), a final LayerNorm and a read-out. Two ways to read:
   model does), so ``forward`` returns ``(B, n_context)``.
 * ``cls`` (Boix-Adserà et al., PAPERS.md §6; ViT-style): a learned CLS token is appended at the
   END of the sequence and the prediction is read there alone, ``(B, 1)``.
+* ``read_last`` (Boix-Adserà et al.'s copying model): the prediction is read at the last input
+  token alone, ``(B, 1)``.
 
 The read-out is linear (``(B, ·)`` real predictions), or tied to the token embedding E
 (``tied_output``: logits h Eᵀ, ``(B, ·, V)``, for symbolic labels and next tokens). Only the
@@ -53,20 +55,21 @@ Boix-Adserà et al.'s ViT-style code."""
 class Block(nn.Module):
     """One pre-LayerNorm block: attention then MLP, each on a residual branch."""
 
-    def __init__(self, width: int, n_heads: int, mlp_ratio: float, **attention):
+    def __init__(self, width: int, n_heads: int, mlp_ratio: float, dropout: float = 0.0, **attention):
         super().__init__()
         hidden = int(mlp_ratio * width)
         self.ln_attn = nn.LayerNorm(width)
-        self.attn = SelfAttention(width, n_heads, **attention)
+        self.attn = SelfAttention(width, n_heads, dropout=dropout, **attention)
         self.ln_mlp = nn.LayerNorm(width)
         self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
+        self.drop = nn.Dropout(dropout)  # on each residual branch (GPT-2's residual dropout)
 
     def forward(self, h: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
         """The new hidden states, or only those at the positions ``queries`` (see
         :meth:`SelfAttention.forward`)."""
-        attended = self.attn(self.ln_attn(h), queries)
+        attended = self.drop(self.attn(self.ln_attn(h), queries))
         h = (h if queries is None else h[:, queries]) + attended
-        return h + self.mlp(self.ln_mlp(h))
+        return h + self.drop(self.mlp(self.ln_mlp(h)))
 
 
 @dataclass(frozen=True)
@@ -86,12 +89,16 @@ class GPTConfig:
         head_dim: the size of each head (default ``width // n_heads``).
         causal: causal attention (GPT) or bidirectional (ViT).
         cls: append a learned CLS token at the end and read the prediction there.
+        read_last: read the prediction at the last input token alone (no CLS token; Boix-Adserà et al.'s
+            copying model).
         tied_output: logits h Eᵀ over the vocabulary instead of a linear read-out.
         bias: biases in the attention's Q, K, V and output projections.
         ln_out_affine: a learned scale and shift in the final LayerNorm.
         init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
         identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
         mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term.
+        dropout: GPT-2's dropout probability, in training, after the read-in (token + position), on
+            the attention weights and on every residual branch (0: none).
     """
 
     token_dim: int | None = None
@@ -109,12 +116,14 @@ class GPTConfig:
     head_dim: int | None = None
     causal: bool = True
     cls: bool = False
+    read_last: bool = False
     tied_output: bool = False
     bias: bool = True
     ln_out_affine: bool = True
     init: str = "gpt2"
     identity_scale: float = 1.0
     mask_identity_diagonal: bool = False
+    dropout: float = 0.0
 
     def __post_init__(self):
         if (self.token_dim is None) == (self.vocab_size is None):
@@ -129,6 +138,8 @@ class GPTConfig:
             raise ConfigError("a tied output needs a token embedding (vocab_size)")
         if self.init not in INITS:
             raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
+        if not 0 <= self.dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
 class GPTTransformer(nn.Module):
@@ -146,8 +157,9 @@ class GPTTransformer(nn.Module):
         attention_options = dict(head_dim=c.head_dim, causal=c.causal, bias=c.bias, logit_identity=c.logit_identity,
                                  value_identity=c.value_identity, identity_scale=c.identity_scale,
                                  attention=c.attention, mask_identity_diagonal=c.mask_identity_diagonal)
-        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, **attention_options)
+        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, c.dropout, **attention_options)
                                     for _ in range(c.n_layers))
+        self.drop = nn.Dropout(c.dropout)
         self.ln_out = nn.LayerNorm(c.width, elementwise_affine=c.ln_out_affine)
         self.read_out = None if c.tied_output else nn.Linear(c.width, 1)
         self.reset_parameters(c.init_scale, generator, c.init)
@@ -182,8 +194,8 @@ class GPTTransformer(nn.Module):
                             p.zero_()
 
     def forward(self, tokens: torch.Tensor, n_context: int, return_hidden: bool = False):
-        """Predictions read at every ``stride``-th token, ``(B, n_context)``, or at the CLS token,
-        ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``); optionally also the hidden states
+        """Predictions read at every ``stride``-th token, ``(B, n_context)``, or at the CLS token or the
+        last token (``read_last``), ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``); optionally also the hidden states
         ``[after read-in, after block 1, …, after block L]``, each ``(B, T, W)`` (T counts the CLS)."""
         h = self.read_in(tokens) if self.embedding is None else self.embedding(tokens)  # (B, T, W)
         if self.cls_token is not None:
@@ -191,8 +203,9 @@ class GPTTransformer(nn.Module):
         t = h.shape[1]
         if t > self.max_tokens:
             raise ConfigError(f"sequence has {t} tokens but the transformer has {self.max_tokens} positions")
-        h = h + self.positions[:t]
-        read = slice(t - 1, t) if self.cls_token is not None else slice(0, self.stride * n_context, self.stride)
+        h = self.drop(h + self.positions[:t])
+        one = self.cls_token is not None or self.config.read_last
+        read = slice(t - 1, t) if one else slice(0, self.stride * n_context, self.stride)
         if return_hidden:
             hidden = [h]
             for block in self.layers:
