@@ -12,7 +12,7 @@ from iclab.theory import condition_number, template_matrix
 from iclab.train import FixedTrainingSet, TrainConfig, train
 
 TINY = {
-    "sweep.n": [4, 16], "sweep.models": ["transformer", "transformer+kq", "mlp"], "train.epochs": 3,
+    "sweep.n": [4, 16], "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"], "train.epochs": 3,
     "train.log_every": 1, "eval_samples": 50, "transformer.width": 16, "mlp.hidden": 16,
     "copying.widths": [8, 16], "copying.n": [4, 8], "copying.epochs": 2, "kernel.draws": 4,
     "kernel.strings": 4, "kernel.width": 16, "kernel.tasks": ["same-different"],
@@ -82,8 +82,9 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     assert {p.name for p in result.folder.figures()} == {"sample_complexity.png", "copying.png",
                                                          "kernel_template_matrix.png"}
     ids = {c["id"] for c in result.claims}
-    for spec in ("aba-abb", "same-different"):
-        assert {f"{spec}-kq-more-data-efficient", f"{spec}-plain-needs-1024", f"{spec}-mlp-at-chance"} <= ids
+    # Each task's claims name its modified model: +kq for ABA vs ABB, +kq+vo for same/different.
+    for spec, tag in (("aba-abb", "kq"), ("same-different", "kq-vo")):
+        assert {f"{spec}-{tag}-more-data-efficient", f"{spec}-plain-needs-1024", f"{spec}-mlp-at-chance"} <= ids
     assert {"copy-plain-inverse-scaling", "copy-modified-width-free", "same-different-kernel-identity-conditions",
             "same-different-kernel-mlp-singular"} <= ids
     metrics = result.metrics
@@ -95,8 +96,22 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
 @pytest.mark.parametrize("key, value", [
     ("sweep.models", ["transformer", "rnn"]), ("sweep.tasks", ["copy"]), ("sweep.n", [1]), ("copying.models", ["mlp"]),
     ("sweep.tasks", ["ABA:+1,BAB:-1"]), ("sweep.tasks", ["ABCDE:+1,ABCDA:-1"]), ("kernel.draws", 1),
+    ("copying.readout", "mean"), ("sweep.modified", {"aba-abb": "mlp"}),
 ])
 def test_bad_config_is_rejected_before_training(tmp_path, key, value):
-    with pytest.raises(ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws"):
+    with pytest.raises(ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws|readout|modified"):
         iclab.run("abstract-symbols", overrides={**TINY, key: value}, out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
+
+
+def test_copying_reads_the_last_input_token_or_a_cls_token():
+    from iclab.experiments.abstract_symbols import DEFAULTS, _make_model
+
+    task = template_task("copy", 8)
+    tokens = task.sample(5, generator(1)).tokens
+    for readout, positions in (("last", task.length), ("cls", task.length + 1)):
+        model = _make_model("transformer+kq+vo", task, DEFAULTS, width=16, n_heads=2, readout=readout, tied=True)(generator(0))
+        logits, hidden = model(tokens, task.length, return_hidden=True)
+        assert hidden[-1].shape[1] == positions and logits.shape == (5, 1, task.vocab_size)
+        # Either way the prediction is the final state of the sequence's last position against every embedding.
+        torch.testing.assert_close(logits, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
