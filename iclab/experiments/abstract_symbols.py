@@ -426,7 +426,13 @@ def _figures(ctx: RunContext, config, losses, errors, kernels):
         ax.legend(fontsize=7)
     save(fig, ctx.folder.figure("sample_complexity"))
 
-    c = config["copying"]
+    if config["copying"]["widths"] and config["copying"]["n"] and errors:
+        _figure_copying(ctx, config["copying"], errors)
+    if kernels:
+        _figure_kernels(ctx, kernels)
+
+
+def _figure_copying(ctx: RunContext, c: dict, errors: dict):
     fig, axes = new_figure(len(errors) + 1, width=4.2, height=3.4)
     for ax, (model, by_width) in zip(axes, errors.items()):
         for width, by_n in by_width.items():
@@ -449,6 +455,8 @@ def _figures(ctx: RunContext, config, losses, errors, kernels):
     axes[-1].legend(fontsize=7)
     save(fig, ctx.folder.figure("copying"))
 
+
+def _figure_kernels(ctx: RunContext, kernels: dict):
     labels = list(next(iter(kernels.values())))
     fig, axes = new_figure(len(labels), width=3.0, height=2.8, rows=len(kernels))
     for row, (spec, maps) in enumerate(kernels.items()):
@@ -458,6 +466,7 @@ def _figures(ctx: RunContext, config, losses, errors, kernels):
             heatmap(axes[row * len(labels) + col], result.matrix - result.matrix.mean(),
                     f"{spec}: {label}\nN − mean, cond {result.condition:.3g}")
     save(fig, ctx.folder.figure("kernel_template_matrix"))
+
 
 
 EXPERIMENT = Experiment(
