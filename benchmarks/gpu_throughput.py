@@ -11,7 +11,7 @@ Rows:
   - one seed, SDPA attention, in each ``train.precision`` (fp32, tf32, bf16);
   - the reference: a ``GPT2Model`` loop on the same configuration and device, fp32 (needs
     Hugging Face ``transformers``; see ``train_throughput.garg_steps_per_second``); the ratio
-    of each row to it is ``vs_garg`` (target ≥ 3);
+    of each row to it is ``vs_garg`` (target ≥ 3), written only when the reference was timed;
   - seeds trained at once under ``torch.func.vmap`` (``math`` attention, which vmap can batch),
     1, 2, 4, … seeds in the fastest precision: steps/s of the group, and the first seed count at
     which it falls to half of one seed's (``seeds_at_half_rate``), i.e. how many seeds train at
@@ -26,7 +26,8 @@ from __future__ import annotations
 import argparse
 
 import torch
-from train_throughput import garg_steps_per_second, steps_per_second, store_result, transformers_installed
+from train_throughput import (garg_steps_per_second, ratio_text, steps_per_second, store_result, transformers_installed,
+                              with_reference)
 
 from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
@@ -48,11 +49,10 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
                                 precision=precision, seeds=seeds)
 
     rows = {f"iclab_{precision}": {"steps_per_s": rate("sdpa", precision)} for precision in ("fp32", "tf32", "bf16")}
-    garg = None
+    garg = None  # no ratio without the reference timed here
     if transformers_installed():
         garg = garg_steps_per_second(c["d"], c["points"], c["width"], c["layers"], c["heads"], c["batch"], steps, device)
-        for row in rows.values():
-            row["vs_garg"] = row["steps_per_s"] / garg
+    with_reference(rows, garg)
     best = max(rows, key=lambda name: rows[name]["steps_per_s"]).removeprefix("iclab_")
     stacked, seeds, half = {}, 1, None
     while seeds <= max_seeds and half is None:
@@ -63,7 +63,7 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     result = {
         "device": torch.cuda.get_device_name() if torch.device(device).type == "cuda" else device,
         "config": c, "steps": steps, **rows,
-        "garg_reference_steps_per_s": garg,
+        **({"garg_reference_steps_per_s": garg} if garg else {}),
         "garg_reference_note": "a GPT2Model loop on the same configuration and device, fp32" if garg
         else "not measured: transformers is not installed",
         "vmap_precision": best,
@@ -73,9 +73,8 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     }
     print(f"{result['device']}: {c}")
     for name, row in rows.items():
-        ratio = f"{row['vs_garg']:.2f}" if "vs_garg" in row else "-"
-        print(f"{name:<14}{row['steps_per_s']:>10.1f} steps/s{ratio:>8} x Garg")
-    print(f"{'garg (fp32)':<14}{garg or float('nan'):>10.1f} steps/s")
+        print(f"{name:<14}{row['steps_per_s']:>10.1f} steps/s  x Garg: {ratio_text(row)}")
+    print(f"{'garg (fp32)':<14}" + (f"{garg:>10.1f} steps/s" if garg else " reference not measured (transformers is not installed)"))
     for seeds, value in stacked.items():
         print(f"{seeds:>3} seeds ({best}, vmap){value:>10.1f} steps/s")
     print(f"steps/s halves at {half} seeds" if half else f"steps/s above half up to {max(stacked)} seeds")

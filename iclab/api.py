@@ -6,20 +6,24 @@ import datetime as dt
 import importlib.metadata
 import logging
 import platform
+import re
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
+import yaml
 
 from . import experiments
-from .config import ConfigError, parse_assignment, set_key
+from .claims import tally
+from .config import ConfigError, dump, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
-from .report import run_folders, write_index, write_report, write_sweep_report
+from .report import run_folders, write_index, write_report, write_seed_table, write_sweep_report
 from .report.tensorboard import check_tensorboard, write_events
 from .runs import RunFolder, SweepFolder
 from .train import TrainingDiverged
@@ -44,7 +48,8 @@ class RunResult:
 
     @property
     def all_hold(self) -> bool:
-        return all(c["holds"] for c in self.claims)
+        """Whether every claim judged at this run's scale holds (one judged at another scale is neither)."""
+        return tally(self.claims).all_hold
 
 
 def list_experiments() -> list[tuple[str, str]]:
@@ -72,17 +77,22 @@ def run(
         out: the run folder to create (default ``<root>/<experiment>-<timestamp>``).
         device: ``cpu``, ``cuda`` or None for the best available.
     """
-    spec = experiments.get(experiment)
-    config = spec.resolve(scale, overrides)
+    config = _config(experiment, scale, seeds, overrides)
+    dev = pick_device(device)
+    folder = RunFolder.create(experiment, config, out, root)
+    return _execute(folder, config, dev, progress, fresh=True)
+
+
+def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[str] | Mapping[str, object]) -> dict:
+    """A run's resolved and checked config, ``experiment`` first."""
+    config = experiments.get(experiment).resolve(scale, overrides)
     if seeds is not None:
         if seeds < 1:
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
     check_tensorboard(config)
-    dev = pick_device(device)
-    folder = RunFolder.create(experiment, config, out, root)
-    return _execute(folder, config, dev, progress, fresh=True)
+    return config
 
 
 def resume(
@@ -168,29 +178,92 @@ def _git_commit() -> dict:
         return {}
 
 
-def report(path: str | Path) -> Path:
+def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
     """(Re)write a sweep folder's or a run folder's ``report.html``, or, for a folder of runs, every
-    run's report and the folder's ``index.html``; returns the page written (the report or the index)."""
+    run's report and the folder's ``index.html``; returns the page written (the report or the index).
+    ``seed_table``: also write the folder of runs' markdown claim × seed table to that path."""
     path = Path(path)
-    if SweepFolder(path).spec_file.exists():
-        return write_sweep_report(SweepFolder(path))
-    if (path / "config.yaml").exists():
-        return write_report(RunFolder.open(path))
+    sweep = SweepFolder(path)
+    kind = "sweep" if sweep.spec_file.exists() else "run" if (path / "config.yaml").exists() else None
+    if kind and seed_table is not None:
+        raise ConfigError(f"--seed-table tables a folder of runs; {path} is a {kind} folder")
+    if kind:
+        return write_sweep_report(sweep) if kind == "sweep" else write_report(RunFolder.open(path))
     runs = run_folders(path)
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
+    if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
+        write_seed_table(path, seed_table)
     for run in runs:
         write_report(run)
-    return write_index(path, runs)
+    return write_index(path)
+
+
+def parse_seeds(spec: int | str | Sequence[int]) -> list[int]:
+    """The seeds of ``iclab reproduce --seeds``: a count S (``3`` or ``"3"``: seeds 0 to S − 1), a
+    range ``"0-4"`` (both ends included) or a list of seeds."""
+    if isinstance(spec, str):
+        found = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", spec)
+        if not found:
+            raise ConfigError(f"--seeds expects a count (e.g. 3) or a range (e.g. 0-4), got {spec!r}")
+        first, last = found.groups()
+        seeds = list(range(int(first))) if last is None else list(range(int(first), int(last) + 1))
+    elif isinstance(spec, int):
+        seeds = list(range(spec))
+    else:
+        seeds = list(spec)
+    if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):
+        raise ConfigError(f"--seeds must give at least one seed >= 0, got {spec!r}")
+    return seeds
 
 
 def reproduce(
     scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True,
-    seed: int | None = None,
+    seed: int | None = None, seeds: int | str | Sequence[int] | None = None, only: Iterable[str] | None = None,
+    overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> tuple[list[RunResult], Path]:
-    """Run every experiment (with base ``seed`` when given), then write ``<root>/index.html``;
-    returns the results and the index."""
-    overrides = {} if seed is None else {"seed": seed}
-    results = [run(name, scale=scale, overrides=overrides, device=device, progress=progress, root=root)
-               for name in experiments.names()]
-    return results, write_index(Path(root), [r.folder for r in results])
+    """Run every experiment (or those named in ``only``), then write ``<root>/index.html``, the
+    scoreboard of every run under ``root`` (rewritten after each run, so it shows progress); returns
+    the results and the index.
+
+    Without ``seeds``: one new run per experiment, ``<root>/<experiment>-<timestamp>`` (base ``seed``
+    when given). With ``seeds`` (see :func:`parse_seeds`): one run per seed and experiment,
+    ``<root>/<experiment>-seed<S>-<timestamp>``, resumable like a sweep: a finished folder of the same
+    config is kept, an unfinished one resumes from its checkpoints (one without checkpoints starts
+    afresh). ``overrides`` apply to every experiment. Every config is checked before anything runs.
+    """
+    if seeds is not None and seed is not None:
+        raise ConfigError("give the base --seed or the --seeds to run, not both")
+    names = list(experiments.names() if only is None else only)
+    if not names:
+        raise ConfigError("--only needs at least one experiment")
+    overrides = dict(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
+    seed_list = [seed] if seeds is None else parse_seeds(seeds)
+    plans = [(name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s}))
+             for s in seed_list for name in names]
+    dev = pick_device(device)
+    results = []
+    for name, s, config in plans:
+        if seeds is None:
+            results.append(_execute(RunFolder.create(name, config, None, root), config, dev, progress, fresh=True))
+        else:
+            results.append(_seed_run(Path(root), name, s, config, device, progress))
+        write_index(root)
+    return results, Path(root) / "index.html"
+
+
+def _seed_run(root: Path, experiment: str, seed: int, config: dict, device: str | None, progress: bool) -> RunResult:
+    """``experiment`` for ``seed`` in a reproduction over seeds: a finished folder
+    ``<experiment>-seed<S>-*`` of the same config is kept, an unfinished one resumes (or, with no
+    checkpoint, is removed and run again), else a new folder is made."""
+    prefix, same = f"{experiment}-seed{seed}-", yaml.safe_load(dump(config))  # the config as config.yaml reads back
+    folders = [f for f in run_folders(root) if f.path.name.startswith(prefix) and f.read_config() == same]
+    finished = [f for f in folders if f.finished]
+    if finished:
+        return RunResult(finished[-1], finished[-1].read_claims())
+    if folders and folders[-1].has_checkpoint:
+        return resume(folders[-1].path, device, progress)
+    for folder in folders:  # stopped before its first checkpoint: nothing to resume
+        shutil.rmtree(folder.path)
+    folder = RunFolder.create(f"{experiment}-seed{seed}", config, None, root)
+    return _execute(folder, config, pick_device(device), progress, fresh=True)

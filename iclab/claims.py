@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from fractions import Fraction
+from typing import Any, Iterable
+
+# The rule over seeds (README): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
+# this share of the runs that judged it; with one seed, it holds iff it holds on that seed.
+SEED_SHARE = Fraction(4, 5)
+SEED_RULE = ("a claim holds when it holds on at least 4 of 5 seeds (80% of the runs that judged it; with one "
+             "seed, when it holds on that seed)")
 
 
 @dataclass(frozen=True)
@@ -66,3 +74,69 @@ def judged_at(claim: Claim, scale: str, reason: str) -> Claim:
     pass nor a failure), its measured value and expectation stay, and ``reason`` says why this
     scale cannot judge it (the measurement behind that belongs in the experiment's docs)."""
     return replace(claim, holds=None, judged_at=scale, reason=reason)
+
+
+def holds_over_seeds(held: int, judged: int) -> bool | None:
+    """The verdict of a claim over seeds by :data:`SEED_RULE`: it held on ``held`` of the ``judged``
+    runs that judged it at their scale; None when none did (every run judged it at another scale)."""
+    if judged == 0:
+        return None
+    return held >= SEED_SHARE * judged
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How many of a run's claims hold, of those judged at its scale, and how many are judged elsewhere."""
+
+    held: int
+    judged: int
+    elsewhere: int
+
+    @property
+    def all_hold(self) -> bool:
+        return self.held == self.judged
+
+    def __str__(self) -> str:
+        more = f" ({self.elsewhere} more measured, judged at another scale)" if self.elsewhere else ""
+        return f"{self.held} of {self.judged} claims hold{more}"
+
+
+def tally(claims: Iterable[dict]) -> Tally:
+    """The :class:`Tally` of ``claims.json`` entries (a claim with ``holds`` None counts apart)."""
+    verdicts = [c["holds"] for c in claims]
+    judged = [v for v in verdicts if v is not None]
+    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged))
+
+
+def verdict_text(claim: dict) -> str:
+    """``holds``, ``FAILS`` or, for a claim judged elsewhere, ``measured, judged at <scale> scale``."""
+    if claim["holds"] is None:
+        return f"measured, judged at {claim.get('judged_at') or 'another'} scale"
+    return "holds" if claim["holds"] else "FAILS"
+
+
+def measured_text(value: Any) -> str:
+    """A claim's measured value as labelled numbers, never JSON: floats to 4 significant digits,
+    ``label: value`` for a mapping (entries split by ``;``) and for a list of (label, value) pairs,
+    lists by ``,``, nested groups in parentheses. ``{"5": [4.6246, 5.1874], "20": [2.6488, 4.5585]}``
+    reads ``5: 4.625, 5.187; 20: 2.649, 4.559``."""
+    return _text(value, nested=False)
+
+
+def _text(value: Any, nested: bool) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if value is None or (isinstance(value, (list, tuple, dict)) and not value):
+        return "none"
+    if isinstance(value, (list, tuple)) and all(
+            isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str) for v in value):
+        value = dict(value)  # [(label, value), ...] reads as a mapping
+    if isinstance(value, dict):
+        text = "; ".join(f"{k}: {_text(v, not isinstance(v, (list, tuple)))}" for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        text = ", ".join(_text(v, True) for v in value)
+    else:
+        return str(value)
+    return f"({text})" if nested else text

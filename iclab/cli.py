@@ -12,6 +12,7 @@ import logging
 import sys
 
 from . import experiments
+from .claims import measured_text, tally, verdict_text
 from .config import ConfigError
 
 
@@ -38,11 +39,17 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
-    reproduce = sub.add_parser("reproduce", help="run every experiment and write an index page")
+    reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
     reproduce.add_argument("--scale", default="quick")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
     reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
+    reproduce.add_argument("--seeds", metavar="S",
+                           help="run every experiment once per seed: a count (3: seeds 0-2) or a range (0-4), into "
+                                "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others")
+    reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
+    reproduce.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                           help="override a config key of every experiment run (repeatable)")
 
     sweep = sub.add_parser("sweep", help="run an experiment over a grid of config values on Ray",
                            description="Run EXPERIMENT at every grid point (x seeds), each point a run folder "
@@ -63,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser("report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html")
     report.add_argument("run_dir")
+    report.add_argument("--seed-table", metavar="PATH",
+                        help="a folder of runs: also write its markdown claim x seed table to PATH")
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
     compare.add_argument("run_a")
@@ -95,23 +104,24 @@ def _sweep(args) -> int:
 
 def _print_result(result) -> None:
     for claim in result.claims:
-        verdict = "holds" if claim["holds"] else "FAILS"
-        print(f"  [{verdict}] {claim['id']}: measured {claim['measured']}, expected {claim['expected']}")
-    print(f"{result.path}: {sum(c['holds'] for c in result.claims)}/{len(result.claims)} claims hold; "
-          f"report {result.folder.report_file}")
+        reason = f" ({claim['reason']})" if claim.get("reason") else ""
+        print(f"  [{verdict_text(claim)}] {claim['id']}: measured {measured_text(claim['measured'])}, "
+              f"expected {claim['expected']}{reason}")
+    print(f"{result.path}: {tally(result.claims)}; report {result.folder.report_file}")
 
 
 def _print_times(results) -> None:
-    """Each experiment's wall and CPU time (from its run.json), and the total."""
-    from .report.html import duration
+    """Each run's experiment, seeds, wall and CPU time (from its run.json), and the total."""
+    from .report.html import duration, seeds
 
-    infos = [(r.folder.read_config()["experiment"], r.folder.read_info()) for r in results]
-    width = max(len(name) for name, _ in infos)
-    print(f"{'experiment':{width}s}  {'wall time':>12s}  {'CPU time':>12s}")
-    for name, info in infos:
-        print(f"{name:{width}s}  {duration(info['wall_seconds']):>12s}  {duration(info['cpu_seconds']):>12s}")
-    print(f"{'total':{width}s}  {duration(sum(i['wall_seconds'] for _, i in infos)):>12s}  "
-          f"{duration(sum(i['cpu_seconds'] for _, i in infos)):>12s}")
+    configs = [r.folder.read_config() for r in results]
+    rows = [(c["experiment"], seeds(c), r.folder.read_info()) for c, r in zip(configs, results)]
+    width = max(len("experiment"), *(len(name) for name, _, _ in rows))
+    print(f"{'experiment':{width}s}  {'seeds':>6s}  {'wall time':>12s}  {'CPU time':>12s}")
+    for name, seed, info in rows:
+        print(f"{name:{width}s}  {seed:>6s}  {duration(info['wall_seconds']):>12s}  {duration(info['cpu_seconds']):>12s}")
+    print(f"{'total':{width}s}  {'':>6s}  {duration(sum(i['wall_seconds'] for _, _, i in rows)):>12s}  "
+          f"{duration(sum(i['cpu_seconds'] for _, _, i in rows)):>12s}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "resume":
             _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
         elif args.command == "reproduce":
-            results, index = api.reproduce(args.scale, args.out, args.device, seed=args.seed)
+            only = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
+            results, index = api.reproduce(args.scale, args.out, args.device, seed=args.seed, seeds=args.seeds,
+                                           only=only, overrides=args.overrides)
             for result in results:
                 _print_result(result)
             _print_times(results)
@@ -147,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "sweep":
             return _sweep(args)
         elif args.command == "report":
-            print(api.report(args.run_dir))
+            print(api.report(args.run_dir, args.seed_table))
+            if args.seed_table:
+                print(f"seed table: {args.seed_table}")
     except ConfigError as err:
         print(f"iclab: error: {err}", file=sys.stderr)
         return 2

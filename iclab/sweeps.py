@@ -49,7 +49,8 @@ class SweepResult:
 
     @property
     def claims(self) -> pd.DataFrame:
-        """One row per (point, claim) with ``holds`` (``claims.parquet``)."""
+        """One row per (point, claim) with ``holds`` (``claims.parquet``; <NA> for a claim judged at
+        another scale, named in ``judged_at``)."""
         return self.folder.read_table(self.folder.claims_file)
 
     @property
@@ -285,13 +286,14 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tup
                 frame[key] = value
         frame["point"] = name
         metrics.append(frame)
-        claims += [{"point": name, **grid_values, "claim": c["id"], "holds": bool(c["holds"]),
+        claims += [{"point": name, **grid_values, "claim": c["id"], "holds": c["holds"], "judged_at": c.get("judged_at"),
                     "measured": str(c["measured"]), "expected": str(c["expected"])} for c in run.read_claims()]
     pd.DataFrame(rows).to_parquet(folder.points_file, index=False)
     if metrics:
         pd.concat(metrics, ignore_index=True).to_parquet(folder.metrics_file, index=False)
-    pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "measured", "expected"]).to_parquet(
-        folder.claims_file, index=False)
+    claims = pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "judged_at", "measured", "expected"])
+    claims["holds"] = claims["holds"].astype("boolean")  # <NA>: measured, judged at another scale (not a failure)
+    claims.to_parquet(folder.claims_file, index=False)
 
 
 def _cell(value: Any) -> Any:

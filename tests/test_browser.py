@@ -1,9 +1,11 @@
 """The scoreboard in a real browser (headless Chromium, Debian's ``chromium`` package).
 
-Opens a tiny reproduction's index, checks that every claim of every ``claims.json`` is there,
-follows a claim's figure link into the run's report, and checks that the figure it points to is
-shown: the page scrolls to it, the embedded image decodes, and a screenshot of the page has
-that figure's pixels where the browser laid it out. Also: no sideways scrolling at phone width.
+Opens a tiny reproduction's index, checks that every claim of every counted run's ``claims.json``
+is there, follows a claim's figure link into the run's report, and checks that the figure it points
+to is shown: the page scrolls to it, the embedded image decodes, and a screenshot of the page has
+that figure's pixels where the browser laid it out. Also: no sideways scrolling at phone width, and
+the aggregated table's per-seed values hidden until opened, fitting a phone when opened, and shown
+in print.
 """
 
 import json
@@ -58,13 +60,34 @@ def _chromium(tmp_path, url: str, *flags: str) -> str:
     return done.stdout
 
 
-def _probe(tmp_path, page: Path, fragment: str, width: int, height: int) -> dict:
-    """Open a copy of ``page`` with :data:`PROBE` added, at ``#fragment``, in a ``width`` × ``height``
-    frame; returns what the probe measured."""
+# On the scoreboard: the shown height (0 when not rendered) of every per-seed list (details content)
+# before and after the probe opens them (``?open`` in the address), and the page's width.
+DETAILS_PROBE = """<script>
+window.addEventListener('load', () => {
+  const details = [...document.querySelectorAll('details')], heights = () => details.map(d => {
+    const list = d.querySelector('ul.seeds');
+    return list.checkVisibility() ? list.getBoundingClientRect().height : 0;
+  });
+  const closed = heights();
+  if (location.search.includes('open')) details.forEach(d => { d.open = true; });
+  setTimeout(() => {
+    const root = document.documentElement;
+    parent.postMessage(JSON.stringify({closed, shown: heights(), width: root.clientWidth,
+      scrollWidth: root.scrollWidth}), '*');
+  }, 50);
+});
+</script>"""
+
+
+def _probe(tmp_path, page: Path, fragment: str, width: int, height: int, probe: str = PROBE, query: str = "",
+           text: str | None = None) -> dict:
+    """Open a copy of ``page`` (or ``text`` in its place) with ``probe`` added, at ``?query#fragment``,
+    in a ``width`` × ``height`` frame; returns what the probe measured."""
     copy = tmp_path / f"probed-{page.parent.name}-{page.name}"
-    copy.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    copy.write_text((page.read_text() if text is None else text).replace("</body>", probe + "</body>"))
     frame = tmp_path / f"frame-{copy.name}"
-    frame.write_text(FRAME.format(src=f"{copy.name}#{fragment}", width=width, height=height))
+    frame.write_text(FRAME.format(src=f"{copy.name}{'?' + query if query else ''}#{fragment}", width=width,
+                                  height=height))
     dom = _chromium(tmp_path, frame.as_uri(), f"--window-size={max(width, 500) + 20},{height + 20}", "--dump-dom")
     found = re.search(r'data-probe="([^"]*)"', dom)
     assert found, "the probe did not run"
@@ -86,9 +109,10 @@ def test_scoreboard_links_claims_to_their_visible_figures(tiny_runs, tmp_path):
     root, runs = tiny_runs
     index = api.report(root)
     rendered = _Links(_chromium(tmp_path, index.as_uri(), "--dump-dom")).links
-    for run in runs.values():
+    for run in (runs["b"], runs["gpt"]):  # lsa-a is an older run of lsa-b's seed: not counted
         for claim in json.loads(run.folder.claims_file.read_text()):
             assert f"{run.path.name}/report.html#claim-{claim['id']}" in rendered, claim["id"]
+    assert not any(link.startswith("lsa-a/report.html#") for link in rendered)
 
     # Follow gpt-linear's tracks-ols claim to its figure (the evidence link in that claim's row).
     href = next(link for link in rendered if link.startswith("gpt/") and "#figure-" in link)
@@ -118,3 +142,19 @@ def test_pages_fit_a_phone_screen(tiny_runs, tmp_path, page):
     api.report(root)
     found = _probe(tmp_path, root / page, "", 400, 800)
     assert found["scrollWidth"] <= found["width"], found  # no sideways scrolling
+
+
+def test_scoreboard_shows_each_seeds_values_on_demand_on_a_phone_and_in_print(tiny_runs, tmp_path):
+    root, runs = tiny_runs
+    index = api.report(root)
+    rows = len(runs["b"].claims) + len(runs["gpt"].claims)
+    closed = _probe(tmp_path, index, "", 1280, 900, DETAILS_PROBE)
+    assert len(closed["closed"]) == rows and not any(closed["closed"])  # hidden until asked for
+    phone = _probe(tmp_path, index, "", 400, 800, DETAILS_PROBE, query="open")
+    assert all(h > 0 for h in phone["shown"]) and phone["scrollWidth"] <= phone["width"], phone
+    # Print: the page's print styles applied on screen, at an A4 page's width inside its margins.
+    printed = index.read_text().replace("@media print{", "@media all{")
+    assert printed != index.read_text()
+    paper = _probe(tmp_path, index, "", 718, 1000, DETAILS_PROBE, text=printed)
+    assert all(h > 0 for h in paper["closed"]), paper  # every seed's values on paper, no click needed
+    assert paper["scrollWidth"] <= paper["width"], paper

@@ -11,9 +11,12 @@ import pytest
 
 import iclab
 
+from iclab.claims import Claim, judged_at
 from iclab.cli import main
 from iclab.config import ConfigError
-from iclab.sweeps import expand, parse_grid, point_name
+from iclab.report import write_sweep_report
+from iclab.runs import RunFolder, SweepFolder
+from iclab.sweeps import _write_tables, expand, parse_grid, point_name
 
 TINY = ["--set", "train.steps=30", "--set", "eval_prompts=1000", "--set", "seeds=1", "--set", "covariances={isotropic: null}"]
 
@@ -60,7 +63,7 @@ def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys
     assert {"task.d", "train.lr", "point", "metric", "value"} <= set(table.columns)
     assert set(table.groupby(["task.d", "train.lr"]).point.first()) == names
     claims = pd.read_parquet(out / "claims.parquet")
-    assert set(claims.point) == names and claims.holds.dtype == bool
+    assert set(claims.point) == names and claims.holds.dtype == "boolean" and claims.holds.notna().all()
     assert {p.name for p in (out / "figures").iterdir()} == {"task_d.png", "train_lr.png"}
     assert "Claims across points" in (out / "report.html").read_text()
     assert "4 of 4 points finished" in capsys.readouterr().out
@@ -95,3 +98,25 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
     assert result.failed == 0 and result.table.point.nunique() == 4
     assert len(list(out.glob("*/claims.json"))) == 4
     assert {name: (out / name / "claims.json").stat().st_mtime_ns for name in finished} == finished
+
+
+def test_claims_judged_elsewhere_are_neither_passes_nor_failures_in_a_sweep(tmp_path):
+    grid = {"task.d": [2, 3]}
+    sweep = SweepFolder.create({"experiment": "lsa-linear", "scale": "quick", "grid": grid, "overrides": {},
+                                "metric": "train_loss", "cpus_per_trial": 1, "gpus_per_trial": 0}, out=tmp_path / "sweep")
+    points = expand(grid)
+    for point in points:  # finished point folders written by hand: the tables read only their files
+        d = point["task.d"]
+        run = RunFolder.create("lsa-linear", {"experiment": "lsa-linear", "task": {"d": d}}, out=sweep.run(point_name(point)).path)
+        run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 1.0 / d}])
+        far = Claim("far", "P", "needs the paper's steps", 0.5, "< 0.1", False)
+        run.write_claims([Claim("near", "P", "holds at d = 2", d, "< 3", d < 3), judged_at(far, "paper", "too few steps")])
+    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+    claims = pd.read_parquet(sweep.claims_file)
+    assert claims.holds.tolist() == [True, pd.NA, False, pd.NA]
+    assert claims.judged_at.fillna("").tolist() == ["", "paper", "", "paper"]
+    page = write_sweep_report(sweep).read_text()
+    across = page.split("Claims across points")[1].split("Claims by point")[0]
+    assert "<td>near</td><td class='fail'>1 / 2</td><td>task.d=3</td>" in across
+    assert "<td>far</td><td class='elsewhere'>measured, judged at paper scale (2)</td><td>–</td>" in across
+    assert "1 / 1 <span class='elsewhere'>(+1 judged at paper scale)</span>" in page.split("Claims by point")[1]

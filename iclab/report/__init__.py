@@ -1,9 +1,11 @@
-"""Figures and HTML pages for run and sweep folders: a report per run, the scoreboard across runs,
-the comparison of two runs, and a sweep's report. This package renders folders; it never runs anything."""
+"""Figures and HTML pages for run and sweep folders: a report per run, the scoreboard across runs (and
+its markdown claim × seed table), the comparison of two runs, and a sweep's report. This package
+renders folders; it never runs anything."""
 
 from .compare import compare_runs
 from .html import write_report
-from .index import run_folders, write_index
+from .index import aggregate, run_folders, write_index, write_seed_table
 from .sweep import write_sweep_report
 
-__all__ = ["compare_runs", "run_folders", "write_index", "write_report", "write_sweep_report"]
+__all__ = ["aggregate", "compare_runs", "run_folders", "write_index", "write_report", "write_seed_table",
+           "write_sweep_report"]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..claims import measured_text, verdict_text
 from ..config import ConfigError
 from ..runs import RunFolder
 from .html import cell, duration, link, page, seeds, table, value, verdict
@@ -51,8 +52,8 @@ class Comparison:
             out += ["Configs are identical.", ""]
         rows = []
         for c in self.claims:
-            measured = [_short(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
-            verdicts = [("holds" if x["holds"] else "FAILS") if x else "" for x in (c["a"], c["b"])]
+            measured = [_short(measured_text(x["measured"])) if x else _ABSENT for x in (c["a"], c["b"])]
+            verdicts = [verdict_text(x) if x else "" for x in (c["a"], c["b"])]
             rows.append((c["id"], *measured, _number(c["difference"]), *verdicts))
         changed = sum(c["changed"] for c in self.claims)
         out += [f"Claims ({len(self.claims)}, {changed} differ):", _text_table(_CLAIMS, rows), ""]
@@ -75,7 +76,7 @@ class Comparison:
         claims = []
         for c in self.claims:
             measured = [value(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
-            verdicts = [verdict(x["holds"]) if x else "" for x in (c["a"], c["b"])]
+            verdicts = [verdict(x) if x else "" for x in (c["a"], c["b"])]
             claims.append(_html_row(_CLAIMS, [html.escape(c["id"]), *measured, _number(c["difference"]), *verdicts],
                                     c["changed"]))
         metrics = [_html_row(_METRICS, [html.escape(x) for x in _metric_cells(r)], r.changed)
@@ -181,8 +182,7 @@ def _number(x) -> str:
     return "" if x is None or pd.isna(x) else f"{x:.6g}"
 
 
-def _short(x, width: int = 40) -> str:
-    text = f"{x:.6g}" if isinstance(x, float) else str(x)
+def _short(text: str, width: int = 40) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 import math
 from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
 
+from ..claims import measured_text, tally, verdict_text
 from ..runs import RunFolder
 
 _STYLE = """
@@ -24,7 +24,7 @@ table{border-collapse:collapse;margin:.8em 0;font-size:14px}
 td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}
 th{background:#f4f4f4}
 tr.paper th{background:#e4e9f2;font-size:15px}
-.ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}
+.ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}.elsewhere{color:#555;font-style:italic}
 .changed td{background:#fff6d5}
 tr:target td,figure:target{background:#fff6d5}
 .summary{font-size:1.15em}
@@ -32,6 +32,7 @@ figure{margin:1em 0;padding:.3em}figcaption{font-size:14px}
 img{max-width:100%;height:auto;border:1px solid #eee;margin:.5em 0}
 pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wrap:anywhere}
 .scroll{overflow-x:auto}
+summary{cursor:pointer}ul.seeds{margin:.3em 0;padding-left:1.1em}
 @media (max-width:700px){
  body{margin:.5em auto;padding:0 .6em}
  table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%}
@@ -50,6 +51,8 @@ pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wr
  h2,h3{break-after:avoid}
  img{max-height:60vh;border:none}
  tr:target td,figure:target,.changed td{background:none}
+ details::details-content{content-visibility:visible;display:block}
+ summary{list-style:none}
  .ok,.fail{-webkit-print-color-adjust:exact;print-color-adjust:exact}
 }
 """
@@ -57,7 +60,7 @@ pre{background:#f7f7f7;padding:1em;overflow:auto;font-size:12px}code{overflow-wr
 
 def page(title: str, body: str) -> str:
     """A complete page with the shared style (narrow screens get one card per table row, print
-    gets its own layout)."""
+    gets its own layout, with every details element's content shown)."""
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width,initial-scale=1'>"
@@ -66,12 +69,8 @@ def page(title: str, body: str) -> str:
 
 
 def value(x) -> str:
-    """A measured value as escaped text (floats to 4 significant digits)."""
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    if isinstance(x, (dict, list)):
-        return html.escape(json.dumps(x, ensure_ascii=False))
-    return html.escape(str(x))
+    """A measured value as escaped text: labelled numbers (:func:`iclab.claims.measured_text`)."""
+    return html.escape(measured_text(x))
 
 
 def duration(seconds: float | None) -> str:
@@ -111,8 +110,10 @@ def link(href: str, text: str, fragment: str | None = None) -> str:
     return f"<a href='{html.escape(target)}'>{html.escape(text)}</a>"
 
 
-def verdict(holds: bool) -> str:
-    return f"<span class='{'ok' if holds else 'fail'}'>{'holds' if holds else 'FAILS'}</span>"
+def verdict(claim: dict) -> str:
+    """A claim's verdict, coloured: holds, FAILS, or (neither) measured but judged at another scale."""
+    kind = "elsewhere" if claim["holds"] is None else "ok" if claim["holds"] else "fail"
+    return f"<span class='{kind}'>{html.escape(verdict_text(claim))}</span>"
 
 
 def cell(label: str, content: str, attrs: str = "") -> str:
@@ -130,13 +131,14 @@ def table(headers: list[str], rows: list[str], cards: bool = True, bodies: bool 
 
 def claims_table(claims: list[dict], figures: set[str]) -> str:
     """The claims with their verdicts, one anchored row each; a claim naming one of the run's
-    ``figures`` links to it."""
+    ``figures`` links to it, a claim judged at another scale says why under its verdict."""
     rows = []
     for c in claims:
         figure = c.get("figure")
         shown = link("", figure_title(figure), figure_anchor(figure)) if figure in figures else "—"
+        reason = f"<br><small>{html.escape(c['reason'])}</small>" if c.get("reason") else ""
         rows.append(
-            f"<tr id='{html.escape(claim_anchor(c['id']))}'>{cell('verdict', verdict(c['holds']))}"
+            f"<tr id='{html.escape(claim_anchor(c['id']))}'>{cell('verdict', verdict(c) + reason)}"
             f"{cell('id', html.escape(c['id']))}{cell('statement', html.escape(c['statement']))}"
             f"{cell('measured', value(c['measured']))}{cell('expected', html.escape(str(c['expected'])))}"
             f"{cell('figure', shown)}</tr>"
@@ -188,12 +190,11 @@ def write_report(run: RunFolder) -> Path:
     claims = run.read_claims()
     figures = run.figures()
     title = config.get("experiment", run.path.name)
-    held = sum(c["holds"] for c in claims)
     parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append(f"<p>Run folder <code>{html.escape(str(run.path))}</code>, scale <b>{html.escape(str(config.get('scale')))}</b>.</p>")
     parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
     if claims:
-        parts.append(f"<h2 id='claims'>Claims: {held} of {len(claims)} hold</h2>"
+        parts.append(f"<h2 id='claims'>Claims</h2><p class='summary'>{tally(claims)}.</p>"
                      f"{claims_table(claims, {f.stem for f in figures})}")
     else:
         parts.append("<h2 id='claims'>Claims</h2><p>None yet: the run has not finished.</p>")

@@ -1,8 +1,12 @@
-"""The scoreboard: ``index.html`` across a folder of runs.
+"""The scoreboard (``index.html``) and the markdown claim × seed table of a folder of runs.
 
-One table of claims grouped by paper (what the paper says, what this run measured, what was
-expected, the verdict, the seeds, the run's time and device, links to the claim and its figure
-in the run's report), a table of the runs with their times, and a summary line on top.
+Both come from one :func:`aggregate`: a row per (experiment, scale, claim) over the runs under a
+root, with each counted run's verdict and measured value, and the verdict over seeds by
+:data:`iclab.claims.SEED_RULE`. Which runs count (:data:`COUNTED_RUNS`): per (experiment, scale,
+base seed) the newest finished run (by the time it finished); older runs of that seed are listed as
+superseded and unfinished runs as not finished, and neither is counted. A run of several seeds (``seeds`` > 1)
+gives one verdict and counts once, shown with its seeds. A claim a run measured but judged at
+another scale (``holds`` None, ``judged_at``) is counted apart: neither a pass nor a failure.
 """
 
 from __future__ import annotations
@@ -10,10 +14,18 @@ from __future__ import annotations
 import datetime as dt
 import html
 import os
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..claims import SEED_RULE, holds_over_seeds, tally
+from ..config import ConfigError
 from ..runs import RunFolder
-from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value, verdict
+from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value
+
+_COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
+COUNTED_RUNS = ("per experiment, scale and seed the newest finished run counts; older runs of that seed and "
+                "unfinished runs are not counted")
+_MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
 
 
 def run_folders(root: str | Path) -> list[RunFolder]:
@@ -24,90 +36,313 @@ def run_folders(root: str | Path) -> list[RunFolder]:
     return [RunFolder(p) for p in sorted(root.iterdir()) if (p / "config.yaml").is_file()]
 
 
-class _Run:
-    """What the scoreboard shows of one run folder."""
+class Run:
+    """What the scoreboard shows of one run folder; ``status`` is set by :func:`aggregate`."""
 
     def __init__(self, run: RunFolder, root: Path):
         self.folder, self.config, self.info = run, run.read_config(), run.read_info()
         self.claims = run.read_claims()
         self.figures = {f.stem for f in run.figures()}
         self.report = os.path.relpath(run.report_file, root)
-        self.experiment = self.config.get("experiment", run.path.name)
+        self.experiment = str(self.config.get("experiment", run.path.name))
+        self.scale = str(self.config.get("scale"))
+        self.seed = self.config.get("seed", 0)
+        self.seeds = seeds(self.config)
+        self.label = f"seed{'s' * (self.config.get('seeds', 1) > 1)} {self.seeds}"  # seed 0, seeds 0–2
         self.wall = self.info.get("wall_seconds")
+        self.status, self.newer = _UNFINISHED, None
 
-    def where(self) -> str:
-        """The run, its wall time and device, in a few words."""
-        words = [duration(self.wall), self.info.get("device")] if self.info else ["not finished"]
-        return f"{link(self.report, self.folder.path.name)} · {html.escape(' · '.join(w for w in words if w))}"
+    @property
+    def started(self) -> float:
+        """When the session that finished it started (the config's time for an unfinished run)."""
+        if "started" in self.info:
+            return dt.datetime.fromisoformat(self.info["started"]).timestamp()
+        return self.folder.config_file.stat().st_mtime
+
+    @property
+    def ended(self) -> float:
+        """When it finished: its last session's start plus wall time, else when claims.json was written."""
+        if "started" in self.info and self.wall is not None:
+            return self.started + self.wall
+        return self.folder.claims_file.stat().st_mtime
+
+    def name(self) -> str:
+        """The folder's name, linked to its report when there is one."""
+        return link(self.report, self.folder.path.name) if self.folder.report_file.exists() else html.escape(
+            self.folder.path.name)
+
+    def evidence(self, claim: dict) -> str:
+        """A link to what shows ``claim``: its figure in the run's report, else its row there."""
+        figure = claim.get("figure")
+        if figure in self.figures:
+            return link(self.report, f"figure: {figure_title(figure)}", figure_anchor(figure))
+        return link(self.report, "claim in report", claim_anchor(claim["id"]))
 
 
-def _runs_table(runs: list[_Run]) -> str:
-    rows = []
-    for r in runs:
-        held = sum(c["holds"] for c in r.claims)
-        tally = (f"<span class='{'ok' if held == len(r.claims) else 'fail'}'>{held} / {len(r.claims)}</span>"
-                 if r.folder.finished else "not finished")
-        rows.append(
-            f"<tr>{cell('experiment', html.escape(r.experiment))}{cell('run', link(r.report, r.folder.path.name))}"
-            f"{cell('claims holding', tally)}{cell('scale', html.escape(str(r.config.get('scale'))))}"
-            f"{cell('seeds', seeds(r.config))}{cell('wall time', duration(r.wall))}"
-            f"{cell('CPU time', duration(r.info.get('cpu_seconds')))}"
-            f"{cell('device', html.escape(str(r.info.get('device', '?'))))}</tr>"
-        )
-    return table(["experiment", "run", "claims holding", "scale", "seeds", "wall time", "CPU time", "device"], rows)
+@dataclass
+class ClaimRow:
+    """One claim of one experiment at one scale over the counted runs (``results``, by seed)."""
+
+    experiment: str
+    scale: str
+    id: str
+    results: list[tuple[Run, dict]] = field(default_factory=list)
+
+    def runs(self) -> list[Run]:
+        return [run for run, _ in self.results]
+
+    @property
+    def latest(self) -> dict:
+        """The claim as the newest run states it (statement, paper, expected)."""
+        return max(self.results, key=lambda result: result[0].ended)[1]
+
+    @property
+    def held(self) -> int:
+        return sum(c["holds"] is True for _, c in self.results)
+
+    @property
+    def judged(self) -> int:
+        """How many runs judged it at their scale."""
+        return sum(c["holds"] is not None for _, c in self.results)
+
+    @property
+    def elsewhere(self) -> list[dict]:
+        """The runs' entries measured here but judged at another scale."""
+        return [c for _, c in self.results if c["holds"] is None]
+
+    @property
+    def holds(self) -> bool | None:
+        """The verdict over seeds; None when every run judged it at another scale."""
+        return holds_over_seeds(self.held, self.judged)
+
+    def judged_at(self) -> str:
+        """The scales its judged-elsewhere entries name, e.g. ``paper``."""
+        return ", ".join(dict.fromkeys(str(c.get("judged_at")) for c in self.elsewhere))
 
 
-_CLAIM_HEADERS = ["claim", "the paper says", "measured", "expected", "verdict", "seeds", "run", "evidence"]
+@dataclass
+class Scoreboard:
+    """Every run under ``root`` (with its status) and the claim rows over the counted ones."""
+
+    root: Path
+    runs: list[Run]
+    rows: list[ClaimRow]
+
+    def counted(self) -> list[Run]:
+        return [r for r in self.runs if r.status == _COUNTED]
+
+    def groups(self) -> dict[tuple[str, str], list[ClaimRow]]:
+        """The rows by (experiment, scale), in the order the experiments first ran."""
+        out: dict[tuple[str, str], list[ClaimRow]] = {}
+        for row in self.rows:
+            out.setdefault((row.experiment, row.scale), []).append(row)
+        return out
+
+    @staticmethod
+    def runs_of(rows: list[ClaimRow]) -> list[Run]:
+        """The counted runs behind ``rows``, by base seed."""
+        return sorted({id(r): r for row in rows for r, _ in row.results}.values(), key=lambda r: r.seed)
 
 
-def _claim_row(run: _Run, claim: dict) -> str:
-    figure = claim.get("figure")
-    evidence = link(run.report, f"figure: {figure_title(figure)}", figure_anchor(figure)) if figure in run.figures else "—"
+def aggregate(root: str | Path) -> Scoreboard:
+    """The runs directly under ``root`` and one :class:`ClaimRow` per (experiment, scale, claim) over
+    the counted runs (see the module docstring for which count)."""
+    root = Path(root)
+    runs = [Run(folder, root) for folder in run_folders(root)]
+    newest: dict[tuple, Run] = {}
+    for run in sorted((r for r in runs if r.folder.finished), key=lambda r: r.ended):
+        key = (run.experiment, run.scale, run.seed)
+        if key in newest:
+            newest[key].status, newest[key].newer = _SUPERSEDED, run
+        newest[key] = run
+        run.status = _COUNTED
+    # Experiments appear in the order their first counted run started (a reproduction's registry order).
+    first: dict[tuple, float] = {}
+    for run in newest.values():
+        first[run.experiment, run.scale] = min(first.get((run.experiment, run.scale), run.started), run.started)
+    rows: dict[tuple, ClaimRow] = {}
+    for run in sorted(newest.values(), key=lambda r: (first[r.experiment, r.scale], r.seed)):
+        for claim in run.claims:
+            key = (run.experiment, run.scale, claim["id"])
+            rows.setdefault(key, ClaimRow(*key)).results.append((run, claim))
+    return Scoreboard(root, runs, list(rows.values()))
+
+
+def _seed_list(runs: list[Run]) -> str:
+    """The base seeds of ``runs`` as ranges (``0–4``, ``0, 2–3``); a run of several seeds adds them all."""
+    found = sorted({r.seed + k for r in runs for k in range(r.config.get("seeds", 1))})
+    spans: list[list[int]] = []
+    for s in found:
+        if spans and s == spans[-1][1] + 1:
+            spans[-1][1] = s
+        else:
+            spans.append([s, s])
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans) or "none"
+
+
+def _count_of(count: int, runs: list[Run]) -> str:
+    """``3 seeds``, or ``3 runs`` when some run covers several seeds in one verdict."""
+    unit = "run" if any(r.config.get("seeds", 1) > 1 for r in runs) else "seed"
+    return f"{count} {unit}{'s' * (count != 1)}"
+
+
+# --- the scoreboard page ---------------------------------------------------------------------------------------
+
+_CLAIM_HEADERS = ["claim", "the paper says", "measured", "expected", "verdict", "seeds", "evidence"]
+
+
+def _verdict_cell(row: ClaimRow) -> str:
+    """The verdict over seeds with its count, or, when no run judged it here, where it is judged."""
+    if row.holds is None:
+        reason = row.elsewhere[-1].get("reason")
+        return (f"<span class='elsewhere'>measured, judged at {html.escape(row.judged_at())} scale</span>"
+                + (f"<br><small>{html.escape(reason)}</small>" if reason else ""))
+    more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
+    return (f"<span class='{'ok' if row.holds else 'fail'}'>{'holds' if row.holds else 'FAILS'}</span>"
+            f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>")
+
+
+def _measured_cell(row: ClaimRow) -> str:
+    """Each run's measured value, verdict and links, in a details element: its summary is the value
+    (one run) or the range and count (several)."""
+    values, count = [c["measured"] for _, c in row.results], _count_of(len(row.results), row.runs())
+    if len(values) == 1:
+        summary = value(values[0])
+    elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        summary = f"{value(min(values))} – {value(max(values))} ({count})"
+    else:
+        summary = f"per seed ({count})"
+    items = "".join(
+        f"<li>{html.escape(run.label)}: {_MARKS[claim['holds']]} {value(claim['measured'])} · "
+        f"{link(run.report, 'claim', claim_anchor(claim['id']))}"
+        + (f" · {run.evidence(claim)}" if claim.get("figure") in run.figures else "") + "</li>"
+        for run, claim in row.results)
+    return f"<details><summary>{summary}</summary><ul class='seeds'>{items}</ul></details>"
+
+
+def _claim_row(row: ClaimRow) -> str:
+    newest, latest = max(row.results, key=lambda result: result[0].ended)
+    name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
     return (
-        f"<tr>{cell('claim', link(run.report, claim['id'], claim_anchor(claim['id'])))}"
-        f"{cell('the paper says', html.escape(claim['statement']))}{cell('measured', value(claim['measured']))}"
-        f"{cell('expected', html.escape(str(claim['expected'])))}{cell('verdict', verdict(claim['holds']))}"
-        f"{cell('seeds', seeds(run.config))}{cell('run', run.where())}{cell('evidence', evidence)}</tr>"
+        f"<tr>{cell('claim', name)}{cell('the paper says', html.escape(latest['statement']))}"
+        f"{cell('measured', _measured_cell(row))}{cell('expected', html.escape(str(latest['expected'])))}"
+        f"{cell('verdict', _verdict_cell(row))}{cell('seeds', _seed_list(row.runs()))}"
+        f"{cell('evidence', newest.evidence(latest))}</tr>"
     )
 
 
-def _claims_by_paper(runs: list[_Run]) -> str:
-    """One table of every claim, a body per paper under a heading row; a claim's rows from several
-    runs (e.g. seeds) stand together."""
-    papers: dict[str, dict[str, list[tuple[_Run, dict]]]] = {}
-    for run in runs:
-        for claim in run.claims:
-            papers.setdefault(claim["paper"], {}).setdefault(claim["id"], []).append((run, claim))
+def _claims_by_paper(board: Scoreboard) -> str:
+    """One table of every claim row, a body per paper under a heading row."""
+    papers: dict[str, list[ClaimRow]] = {}
+    for row in board.rows:
+        papers.setdefault(row.latest["paper"], []).append(row)
     bodies = []
-    for k, (paper, by_id) in enumerate(papers.items()):
-        rows = [row for same_id in by_id.values() for row in same_id]
-        names = ", ".join(dict.fromkeys(run.experiment for run, _ in rows))
-        held = sum(claim["holds"] for _, claim in rows)
+    for k, (paper, rows) in enumerate(papers.items()):
+        names = ", ".join(dict.fromkeys(row.experiment for row in rows))
+        judged = [row for row in rows if row.holds is not None]
+        elsewhere = len(rows) - len(judged)
+        counts = f"{sum(bool(row.holds) for row in judged)} of {len(judged)} hold" + (
+            f", {elsewhere} judged at another scale" if elsewhere else "")
         heading = (f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
-                   f"<small>({html.escape(names)}; {held} of {len(rows)} hold)</small></th></tr>")
-        bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(*row) for row in rows)}</tbody>")
+                   f"<small>({html.escape(names)}; {counts})</small></th></tr>")
+        bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(row) for row in rows)}</tbody>")
     return table(_CLAIM_HEADERS, bodies, bodies=True)
 
 
-def write_index(root: str | Path, runs: list[RunFolder]) -> Path:
-    """Write ``<root>/index.html``, the scoreboard of ``runs`` (in that order)."""
-    root = Path(root)
-    shown = [_Run(run, root) for run in runs]
-    claims = [c for r in shown for c in r.claims]
-    held = sum(c["holds"] for c in claims)
-    wall = sum(r.wall or 0 for r in shown)
-    unfinished = sum(not r.folder.finished for r in shown)
-    summary = (
-        f"<p class='summary'><span class='{'ok' if held == len(claims) else 'fail'}'>{held} of {len(claims)} "
-        f"claims hold</span> in {len(shown)} runs; wall time {duration(wall)} (sum over runs)"
-        + (f"; {unfinished} not finished" if unfinished else "") + ".</p>"
+def _runs_table(board: Scoreboard) -> str:
+    rows = []
+    for r in board.runs:
+        status = (f"superseded by {html.escape(r.newer.folder.path.name)}" if r.status == _SUPERSEDED else r.status)
+        claims = tally(r.claims)
+        held = (f"<span class='{'ok' if claims.all_hold else 'fail'}'>{html.escape(str(claims))}</span>"
+                if r.folder.finished else "not finished")
+        rows.append(
+            f"<tr>{cell('experiment', html.escape(r.experiment))}{cell('run', r.name())}{cell('status', status)}"
+            f"{cell('claims', held)}{cell('scale', html.escape(r.scale))}"
+            f"{cell('seeds', html.escape(r.seeds))}{cell('wall time', duration(r.wall))}"
+            f"{cell('CPU time', duration(r.info.get('cpu_seconds')))}"
+            f"{cell('device', html.escape(str(r.info.get('device', '?'))))}</tr>"
+        )
+    return table(["experiment", "run", "status", "claims", "scale", "seeds", "wall time", "CPU time", "device"], rows)
+
+
+def _summary(board: Scoreboard) -> str:
+    judged = [row for row in board.rows if row.holds is not None]
+    held = sum(bool(row.holds) for row in judged)
+    counted = board.counted()
+    elsewhere = len(board.rows) - len(judged)
+    others = [f"{sum(r.status == s for r in board.runs)} {s}" for s in (_SUPERSEDED, _UNFINISHED)
+              if any(r.status == s for r in board.runs)]
+    return (
+        f"<p class='summary'><span class='{'ok' if held == len(judged) else 'fail'}'>{held} of {len(judged)} claims "
+        f"hold</span> over seeds" + (f" ({elsewhere} more measured, judged at another scale)" if elsewhere else "")
+        + f"; seeds {_seed_list(counted)} of {len(board.groups())} experiment{'s' * (len(board.groups()) != 1)} in "
+        f"{len(counted)} run{'s' * (len(counted) != 1)}; wall time {duration(sum(r.wall or 0 for r in counted))} "
+        "(sum over those runs)"
+        + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
+        f"<p>The rule: {html.escape(SEED_RULE)}; {html.escape(COUNTED_RUNS)} (every run is listed below). A claim "
+        "measured here but judged at another scale is neither a pass nor a failure. Open a measured value for "
+        "each seed's value, verdict and links.</p>"
     )
+
+
+def write_index(root: str | Path) -> Path:
+    """Write ``<root>/index.html``, the scoreboard of every run folder directly under ``root``."""
+    board = aggregate(root)
     stamp = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     body = (
-        f"<h1>iclab scoreboard</h1>{summary}<p>Written {stamp} from <code>{html.escape(str(root))}</code>.</p>"
-        f"<h2 id='claims'>Claims by paper</h2>{_claims_by_paper(shown)}"
-        f"<h2 id='runs'>Runs</h2>{_runs_table(shown)}"
+        f"<h1>iclab scoreboard</h1>{_summary(board)}"
+        f"<p>Written {stamp} from <code>{html.escape(str(board.root))}</code>.</p>"
+        f"<h2 id='claims'>Claims by paper</h2>{_claims_by_paper(board)}"
+        f"<h2 id='runs'>Runs</h2>{_runs_table(board)}"
     )
-    index = root / "index.html"
+    index = board.root / "index.html"
     index.write_text(page("iclab scoreboard", body))
     return index
+
+
+# --- the markdown seed table -----------------------------------------------------------------------------------
+
+
+def seed_table(root: str | Path) -> str:
+    """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment,
+    scale), a column per counted run, and the count and verdict over seeds."""
+    board = aggregate(root)
+    sections, walls = [], []
+    for (experiment, scale), rows in board.groups().items():
+        runs = board.runs_of(rows)
+        walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in runs]
+        lines = [f"| {experiment} ({scale}) claim | " + " | ".join(r.label for r in runs) + " | holds |",
+                 "|---|" + "---|" * (len(runs) + 1)]
+        for row in rows:
+            by_run = {id(run): claim for run, claim in row.results}
+            marks = [_MARKS[by_run[id(r)]["holds"]] if id(r) in by_run else "–" for r in runs]
+            lines.append(f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |")
+        sections.append("\n".join(lines))
+    return (
+        "# Claims × seeds\n\n"
+        f"Written by `iclab report ROOT --seed-table PATH` from the runs under ROOT ({COUNTED_RUNS}). The rule: "
+        f"{SEED_RULE}. ✓ holds, ✗ fails, ○ measured but judged at another scale (neither), – not in that run; ⚠ "
+        "marks a claim that does not hold by the rule.\n\n"
+        + "\n\n".join(sections)
+        + f"\n\nWall times (on whatever machine and load ran them; not budgets): {'; '.join(walls) or 'none'}.\n"
+    )
+
+
+def _count(row: ClaimRow) -> str:
+    """``4/5``, ``3/5 ⚠``, ``2/2 (+1 judged at paper scale)`` or ``judged at paper scale``."""
+    if row.holds is None:
+        return f"judged at {row.judged_at()} scale"
+    more = f" (+{len(row.elsewhere)} judged at {row.judged_at()} scale)" if row.elsewhere else ""
+    return f"{row.held}/{row.judged}{'' if row.holds else ' ⚠'}{more}"
+
+
+def write_seed_table(root: str | Path, path: str | Path) -> Path:
+    """Write :func:`seed_table` of ``root`` to ``path`` (its folder is created)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(seed_table(root))
+    except OSError as err:
+        raise ConfigError(f"cannot write {path}: {err.strerror}") from None
+    return path

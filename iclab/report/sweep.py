@@ -23,6 +23,18 @@ def point_values(metrics: pd.DataFrame, metric: str) -> pd.Series:
     return rows.groupby("point")["value"].mean()
 
 
+def _holding(claims: pd.DataFrame) -> str:
+    """A cell: how many of ``claims``' rows hold, of those judged at the sweep's scale; rows judged
+    at another scale (``holds`` <NA>) are counted apart, neither passes nor failures."""
+    judged = claims.holds.notna()
+    held, elsewhere = int(claims.holds[judged].astype(bool).sum()), int((~judged).sum())
+    scales = ", ".join(dict.fromkeys(claims.loc[~judged, "judged_at"].astype(str))) if elsewhere else ""
+    if not judged.any():
+        return f"<td class='elsewhere'>measured, judged at {html.escape(scales)} scale ({elsewhere})</td>"
+    more = f" <span class='elsewhere'>(+{elsewhere} judged at {html.escape(scales)} scale)</span>" if elsewhere else ""
+    return f"<td class='{'ok' if held == judged.sum() else 'fail'}'>{held} / {int(judged.sum())}{more}</td>"
+
+
 def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str) -> Path:
     """``metric`` against ``key``: one line per combination of the other swept keys, the mean over
     seeds with a min–max band."""
@@ -72,18 +84,14 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
         parts.append(f"<h2 class='fail'>Failed points</h2><table><tr><th>point</th><th>error</th></tr>{rows}</table>")
     if not claims.empty:
         by_claim = "".join(
-            f"<tr><td>{html.escape(claim)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
-            f"{int(group.holds.sum())} / {len(group)}</td>"
-            f"<td>{html.escape(', '.join(group.point[~group.holds])) or '–'}</td></tr>"
+            f"<tr><td>{html.escape(claim)}</td>{_holding(group)}"
+            f"<td>{html.escape(', '.join(group.point[group.holds.eq(False).fillna(False)])) or '–'}</td></tr>"
             for claim, group in claims.groupby("claim", sort=False)
         )
         parts.append("<h2>Claims across points</h2><table><tr><th>claim</th><th>holds on</th><th>fails at</th></tr>"
                      f"{by_claim}</table>")
-        by_point = "".join(
-            f"<tr><td>{html.escape(point)}</td><td class='{'ok' if group.holds.all() else 'fail'}'>"
-            f"{int(group.holds.sum())} / {len(group)}</td></tr>"
-            for point, group in claims.groupby("point", sort=False)
-        )
+        by_point = "".join(f"<tr><td>{html.escape(point)}</td>{_holding(group)}</tr>"
+                           for point, group in claims.groupby("point", sort=False))
         parts.append(f"<h2>Claims by point</h2><table><tr><th>point</th><th>claims holding</th></tr>{by_point}</table>")
     swept = [k for k in keys if k != "seed"]
     if not metrics.empty and not finished.empty:

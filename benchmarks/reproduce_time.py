@@ -1,0 +1,76 @@
+"""Wall time of the whole quick reproduction, beside this machine's matmul rate.
+
+Run from the repository root, on a quiet machine (the time is the measurement):
+
+    python benchmarks/reproduce_time.py [--out DIR]     # runs `iclab reproduce --scale quick` into DIR (default: a temporary folder)
+    python benchmarks/reproduce_time.py --existing DIR  # reads a finished reproduction's run folders instead
+
+Writes the key ``"reproduce_time"`` of ``benchmarks/results.json`` (other keys kept): the total wall
+time, each counted run's experiment, seeds, wall and CPU time (from its ``run.json``), torch's
+thread count and the float32 matmul rate measured in this process with that thread count
+(``train_throughput.matmul_flops``). ``wall_x_matmul_gflop`` (wall seconds × GFLOP/s: the GFLOP
+this machine's matmuls could do in that time) puts two machines on one scale: its ratio between
+them says how much of their difference in wall time their matmul rates do not explain.
+
+A fresh reproduction's total is the wall time of the whole command (every run, figure, report and
+the index); ``--existing`` adds up its counted runs' own wall times (see ``iclab.report.aggregate``)
+and measures the matmul rate now, so the folder must come from this machine. No path is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from train_throughput import matmul_flops, store_result
+
+from iclab import api
+from iclab.report import aggregate
+
+
+def summarise(board, total_wall: float, source: str, threads: int, gflops: float) -> dict:
+    """The stored result of the counted runs of ``board`` (an :func:`iclab.report.aggregate`)."""
+    runs = [{"experiment": r.experiment, "scale": r.scale, "seeds": r.seeds, "wall_seconds": r.wall,
+             "cpu_seconds": r.info.get("cpu_seconds"), "threads": r.info.get("threads")} for r in board.counted()]
+    return {
+        "source": source, "scales": sorted({r["scale"] for r in runs}), "threads": threads,
+        "matmul_gflops": gflops, "total_wall_seconds": total_wall,
+        "total_cpu_seconds": sum(r["cpu_seconds"] or 0 for r in runs),
+        "wall_x_matmul_gflop": total_wall * gflops, "runs": runs,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--out", type=Path, help="run the reproduction into this folder (default: a temporary one)")
+    where.add_argument("--existing", type=Path, metavar="DIR", help="read this finished reproduction instead of running")
+    args = parser.parse_args(argv)
+    if args.existing is not None:
+        board = aggregate(args.existing)
+        if not board.counted():
+            raise SystemExit(f"{args.existing}: no finished run folders")
+        threads = {r.info.get("threads") for r in board.counted()} - {None}
+        if len(threads) == 1:  # the matmul rate at the runs' own thread count
+            torch.set_num_threads(threads.pop())
+        total, source = sum(r.wall or 0 for r in board.counted()), "the counted runs' own wall times (--existing)"
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            root = args.out or Path(scratch)
+            start = time.perf_counter()
+            api.reproduce(scale="quick", root=root, progress=False)
+            total, source = time.perf_counter() - start, "iclab reproduce --scale quick, run here"
+            board = aggregate(root)
+    result = summarise(board, total, source, torch.get_num_threads(), matmul_flops() / 1e9)
+    print(f"{len(result['runs'])} runs, {result['total_wall_seconds']:.0f} s wall ({source}); matmul "
+          f"{result['matmul_gflops']:.1f} GFLOP/s on {result['threads']} threads; wall x matmul "
+          f"{result['wall_x_matmul_gflop']:.0f} GFLOP")
+    store_result("reproduce_time", result)
+    return result
+
+
+if __name__ == "__main__":
+    main()

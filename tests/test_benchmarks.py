@@ -1,0 +1,63 @@
+"""The benchmarks' bookkeeping, on made-up inputs (no benchmarking here): a ratio to a reference is
+written only when the reference was timed in the same run, and the reproduction's time is recorded
+from run folders without any path of the machine."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
+import reproduce_time  # noqa: E402
+import train_throughput  # noqa: E402
+
+RATES = {"a_transformer_sdpa": [40.0, 44.0, 42.0], "a_transformer_math": [50.0, 52.0, 48.0],
+         "a_transformer_math_compiled": [60.0, 66.0, 63.0]}
+LEARNERS = {"ols": 0.02, "ridge(0.1)": 0.03, "3-nn": 0.04}
+
+
+def test_no_ratio_without_a_reference_timed_in_the_same_run(capsys):
+    result = train_throughput.summarise(2, 150e9, RATES, None, "not measured: transformers is not installed", 280.0,
+                                        LEARNERS)
+    assert "garg_reference_steps_per_s" not in result and "garg_reference_rounds" not in result
+    assert not any("vs_garg" in row for row in result.values() if isinstance(row, dict))
+    assert set(result["targets_met"]) == {"a_flops_fraction", "c_total_seconds"}  # no verdict on an absent ratio
+    train_throughput.print_table(result)
+    out = capsys.readouterr().out
+    assert "reference not measured" in out
+    assert all("reference not measured" in line for line in out.splitlines() if line.startswith("a_transformer"))
+
+    timed = train_throughput.summarise(2, 150e9, RATES, [20.0, 25.0, 21.0], "measured here", 280.0, LEARNERS)
+    assert timed["garg_reference_steps_per_s"] == 21.0
+    assert timed["a_transformer_math"]["vs_garg"] == pytest.approx(50.0 / 21.0)
+    assert "vs_garg" not in timed["b_lsa"]  # (b) is another configuration than the reference's
+    assert timed["targets_met"]["a_compiled_vs_garg"] is True and timed["targets_met"]["a_eager_vs_garg"] is False
+
+
+def test_gpu_rows_get_ratios_only_with_a_reference():
+    rows = {"iclab_fp32": {"steps_per_s": 30.0}, "iclab_bf16": {"steps_per_s": 90.0}}
+    assert train_throughput.with_reference(rows, None) == {"iclab_fp32": {"steps_per_s": 30.0},
+                                                           "iclab_bf16": {"steps_per_s": 90.0}}
+    assert train_throughput.ratio_text(rows["iclab_fp32"]) == "reference not measured"
+    train_throughput.with_reference(rows, 30.0)
+    assert rows["iclab_bf16"]["vs_garg"] == 3.0 and train_throughput.ratio_text(rows["iclab_bf16"]) == "3.00"
+
+
+def test_the_results_file_records_no_path_of_the_machine():
+    text = (Path(__file__).parents[1] / "benchmarks" / "results.json").read_text()
+    assert "/tmp" not in text and "/home" not in text and "/work" not in text
+
+
+def test_reproduce_time_reads_a_finished_reproduction(tiny_runs, tmp_path, monkeypatch):
+    root, runs = tiny_runs
+    monkeypatch.setattr(train_throughput, "RESULTS", tmp_path / "results.json")
+    result = reproduce_time.main(["--existing", str(root)])
+    text = (tmp_path / "results.json").read_text()
+    assert json.loads(text)["reproduce_time"] == json.loads(json.dumps(result))
+    counted = [runs["gpt"], runs["b"]]  # lsa-a is an older run of lsa-b's seed
+    assert [r["experiment"] for r in result["runs"]] == ["gpt-linear", "lsa-linear"]
+    walls = [run.folder.read_info()["wall_seconds"] for run in counted]
+    assert [r["wall_seconds"] for r in result["runs"]] == walls and result["total_wall_seconds"] == sum(walls)
+    assert result["matmul_gflops"] > 0 and result["wall_x_matmul_gflop"] == result["total_wall_seconds"] * result["matmul_gflops"]
+    assert str(root) not in text and str(tmp_path) not in text

@@ -1,0 +1,98 @@
+"""``iclab reproduce --seeds``: one run per experiment and seed, resumable after a kill."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from iclab import api
+from iclab.cli import main
+from iclab.config import ConfigError
+from iclab.runs import RunFolder
+
+TINY = ["--set", "train.steps=60", "--set", "train.checkpoint_every=10", "--set", "train.log_every=10",
+        "--set", "eval_prompts=500", "--set", "seeds=1", "--set", "covariances={isotropic: null}"]
+
+# `iclab ...` in a process that SIGKILLs itself as seed 1's run writes its third checkpoint (two are
+# on disk by then): a kill in the middle of training, at the same place every time.
+KILLED_AT_SEED_1 = """
+import os, signal, sys
+from iclab import train
+from iclab.cli import main
+
+save, saves = train.save_file, []
+def save_then_die(tensors, path, *args, **kwargs):
+    save(tensors, path, *args, **kwargs)
+    if "-seed1-" in str(path):
+        saves.append(path)
+        if len(saves) == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+train.save_file = save_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_seeds_are_a_count_or_a_range():
+    assert api.parse_seeds("3") == api.parse_seeds(3) == [0, 1, 2]
+    assert api.parse_seeds("0-4") == [0, 1, 2, 3, 4] and api.parse_seeds(" 2 - 3 ") == [2, 3]
+    assert api.parse_seeds([5, 7]) == [5, 7]
+    for bad in ("0", "3-1", "-1", "a", "1,2", "", 0):
+        with pytest.raises(ConfigError):
+            api.parse_seeds(bad)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seeds", "0"], "at least one seed"),
+    (["--seeds", "4-2"], "at least one seed"),
+    (["--seeds", "x"], "a count (e.g. 3) or a range"),
+    (["--seeds", "2", "--seed", "1"], "not both"),
+    (["--only", "lsa-linear,nope", "--seeds", "2"], "unknown experiment 'nope'"),
+    (["--only", ","], "at least one experiment"),
+    (["--only", "lsa-linear", "--set", "train.stepz=3"], "unknown config key"),
+])
+def test_bad_reproduce_input_exits_2_writing_nothing(argv, message, tmp_path, capsys):
+    assert main(["reproduce", "--out", str(tmp_path / "runs"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_killed_reproduction_resumes_keeping_finished_runs(tmp_path, capsys):
+    root = tmp_path / "runs"
+    argv = ["reproduce", "--seeds", "2", "--only", "lsa-linear", "--out", str(root), *TINY]
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_SEED_1, *argv], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    (seed0,), (seed1,) = root.glob("lsa-linear-seed0-*"), root.glob("lsa-linear-seed1-*")
+    assert RunFolder(seed0).finished and not RunFolder(seed1).finished and RunFolder(seed1).has_checkpoint
+    assert "seeds 0 of 1 experiment in 1 run;" in (root / "index.html").read_text()  # written after seed 0's run
+    finished_at = (seed0 / "claims.json").stat().st_mtime_ns
+
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert [p.name for p in sorted(root.glob("lsa-linear-seed*"))] == [seed0.name, seed1.name]  # no new folders
+    assert (seed0 / "claims.json").stat().st_mtime_ns == finished_at  # kept, not rerun
+    assert json.loads((seed1 / "run.json").read_text())["resumed"] is True
+    assert f"{seed1}: " in out and "experiment   seeds" in out
+    index = (root / "index.html").read_text()
+    assert "seeds 0–1 of 1 experiment in 2 runs" in index and "not finished" not in index
+
+    # The resumed seed measures what an uninterrupted run of it measures.
+    fresh = tmp_path / "fresh"
+    assert main(["reproduce", "--seeds", "1-1", "--only", "lsa-linear", "--out", str(fresh), *TINY]) == 0
+    (alone,) = fresh.glob("lsa-linear-seed1-*")
+    measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (seed1, alone)]
+    assert measured[0] == measured[1]
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
+    root = tmp_path / "runs"
+    overrides = [arg for arg in TINY if arg != "--set"]
+    config = api._config("lsa-linear", "quick", None, [*overrides, "seed=0"])
+    stale = RunFolder.create("lsa-linear", config, out=root / "lsa-linear-seed0-20260101-000000")
+    other = RunFolder.create("lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001")
+    results, index = api.reproduce(root=root, seeds=1, only=["lsa-linear"], overrides=overrides, progress=False)
+    assert not stale.path.exists()  # nothing to resume: removed and run again in a new folder
+    assert other.path.exists() and not other.finished  # another config: not this reproduction's run
+    assert results[0].folder.finished and results[0].path.name.startswith("lsa-linear-seed0-")
+    assert results[0].path not in (stale.path, other.path) and index == root / "index.html"
