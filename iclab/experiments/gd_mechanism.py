@@ -39,8 +39,8 @@ import torch
 from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
-from ..metrics import compare, evaluate, interpolate_lsa, model_predictor
-from ..models import FeatureLSA, LinearSelfAttention, gd_construction, mlp
+from ..metrics import compare, evaluate, model_predictor
+from ..models import FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale, mlp
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..rng import generator
@@ -340,8 +340,8 @@ def _figures(ctx: RunContext, a, b, depth_table, weights, sine_losses, zero):
     fig, axes = new_figure(4, width=3.2, height=3.0, rows=2)
     for row, (title, (trained, construction)) in enumerate(zip(("(a) vs GD", "(b) vs GD++"), weights)):
         (kq, pv), (t_kq, t_pv) = (tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, construction))
-        c = ((kq * t_kq).sum() / kq.pow(2).sum()).item()  # the rescaling the interpolation uses
-        panels = [(kq * c, "trained W_KQ (rescaled)"), (pv / c, "trained W_PV (rescaled)"),
+        kq, pv = match_scale(kq, pv, t_kq)  # the rescaling the interpolation uses
+        panels = [(kq, "trained W_KQ (rescaled)"), (pv, "trained W_PV (rescaled)"),
                   (t_kq, "construction W_KQ"), (t_pv, "construction W_PV")]
         for ax, (matrix, name) in zip(axes[4 * row: 4 * row + 4], panels):
             heatmap(ax, matrix, f"{title}: {name}")
