@@ -21,7 +21,7 @@ the same process when Hugging Face ``transformers`` is installed (``pip install 
 a loop written the way their training script works (a ``GPT2Model`` backbone with linear
 read-in/out, x and y interleaved into one sequence, fresh Gaussian data, Adam, the squared
 error at the x positions). Without it the quoted figure (≈ 30 steps/s on two cores,
-PAPERS.md) is used and the result says so.
+docs/papers.md §7) is used and the result says so.
 
 Profile (torch.profiler, config (a), 2 threads, quiet machine; ≈ 11 ms per eager step): the
 linear layers' matmuls take ≈ 5.5 ms (forward and backward, 50–120 GFLOP/s at these thin
@@ -57,7 +57,7 @@ from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.train import TrainConfig, data_source, train
 
-GARG_QUOTED_STEPS_PER_S = 30.0  # Garg et al.'s loop, config (a), two cores (PAPERS.md): used without transformers
+GARG_QUOTED_STEPS_PER_S = 30.0  # Garg et al.'s loop, config (a), two cores (docs/papers.md §7): used without transformers
 RESULTS = Path(__file__).with_name("results.json")
 
 
@@ -260,7 +260,7 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
         "garg_reference_note": (f"measured here: their own train_step and TransformerModel from {garg_src}" if garg_src
                                 else "measured here: a GPT2Model loop on the same configuration and threads"
                                 if garg_measured
-                                else "quoted from Garg et al.'s loop on two cores (PAPERS.md): transformers is not installed"),
+                                else "quoted from Garg et al.'s loop on two cores (docs/papers.md §7): transformers is not installed"),
         **rows,
         "c_learners_seconds": learners,
         "c_learners_total_seconds": sum(learners.values()),

@@ -221,7 +221,7 @@ def test_half_sse_convention_and_real_losses_unchanged():
 def test_product_optimum_closed_form():
     d, n = 5, 98
     gaussian = product_optimum(AutoregressiveSequences(d, 100, StartDistribution("gaussian", 1.0)))
-    assert gaussian.product == pytest.approx(0.1919, abs=1e-4)  # PAPERS.md §5: 0.192/σ²
+    assert gaussian.product == pytest.approx(0.1919, abs=1e-4)  # docs/papers.md §5: 0.192/σ²
     for c in (0.5, 2.0):
         assert product_optimum(AutoregressiveSequences(start=StartDistribution("sparse", c))).product == pytest.approx(1 / c**2)
     harmonic = sum(1 / k for k in range(1, n + 1))

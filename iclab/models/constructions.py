@@ -1,7 +1,7 @@
 """Hand-built weights for linear self-attention: GD and GD++ as model initialisations, a model set
 to given weights, and the interpolation of a trained model with a construction.
 
-von Oswald et al. (ICML 2023), PAPERS.md §2. For token rows [x; y] (x first, the label row
+von Oswald et al. (ICML 2023), docs/papers.md §2. For token rows [x; y] (x first, the label row
 last) and an LSA with ``readout_sign = −1``, a layer with
 
     W_KQ = [[I, 0], [0, 0]],   W_PV = [[−γ I, 0], [0, −η/N]]

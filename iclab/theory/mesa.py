@@ -1,4 +1,4 @@
-"""Mesa-optimisation in autoregressive linear attention (Zheng et al., NeurIPS 2024; PAPERS.md §5).
+"""Mesa-optimisation in autoregressive linear attention (Zheng et al., NeurIPS 2024; docs/papers.md §5).
 
 With the diagonal initialisation the causal linear attention predicts
 
