@@ -131,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "list":
             for name in experiments.names():
-                print(f"{name:20s} {experiments.summary(name)}")
+                source = experiments.origin(name)
+                print(f"{name:20s} {experiments.summary(name)}" + (f" [{source}]" if source else ""))
             return 0
         if args.command == "compare":  # reads folders only: no torch
             from .report import compare_runs

@@ -66,8 +66,8 @@ def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "m
 def batch_loss(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
     """The scalar training loss: :func:`prompt_losses` averaged over the batch.
 
-    Computed as one fused sum of squares (``mse_loss``, forward and backward in one pass each; 2.5×
-    faster than the per-prompt path on mesa-ar's complex predictions), divided by the number of
+    Computed as one fused sum of squares (``mse_loss``, forward and backward in one pass each, faster
+    than the per-prompt path, e.g. on mesa-ar's complex predictions), divided by the number of
     prompts (summed conventions) or of targets (averaged ones; a complex target counts once).
     Token conventions average over every target of the batch (each prompt has the same Q).
     """

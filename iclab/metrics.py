@@ -11,7 +11,6 @@ import torch
 from .config import ConfigError
 from .learners import LinearLearner
 from .losses import loss_scale, prompt_losses
-from .models import LinearSelfAttention
 from .prompts import InterleavedFormat, PairedFormat
 from .rng import generator
 from .tasks.base import Episode
@@ -109,8 +108,8 @@ def evaluate(
     return out
 
 
-# Comparing two in-context learners (von Oswald et al. 2023): predictions, sensitivities ∂ŷ/∂x_q,
-# and the interpolation of trained and constructed LSA weights.
+# Comparing two in-context learners (von Oswald et al. 2023): predictions and sensitivities ∂ŷ/∂x_q
+# (the interpolation of trained and constructed LSA weights is iclab.models.interpolate_lsa).
 
 
 def predictions(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
@@ -157,31 +156,6 @@ def compare(a, b, episode: Episode, prompt_format=PairedFormat()) -> dict[str, f
         "sens_cosine": torch.nn.functional.cosine_similarity(sa, sb, dim=-1).mean().item(),
         "sens_l2": (sa - sb).norm(dim=-1).mean().item(),
     }
-
-
-def interpolate_lsa(trained, construction, weight: float = 0.5):
-    """A merged LSA whose weights mix ``trained``'s (rescaled) with ``construction``'s, layer by layer.
-
-    Each layer's prediction-relevant product is unchanged by W_KQ → cW_KQ, W_PV → W_PV/c; c is
-    chosen (least squares, sign included) to bring the trained W_KQ to the construction's, then
-    W = (1 − weight)·W_trained + weight·W_construction for both merged matrices. Both models must
-    share depth, weight sharing, normalisation and readout.
-    """
-    if (trained.n_layers, trained.shared, trained.normalize, trained.readout_sign, trained.dim) != (
-        construction.n_layers, construction.shared, construction.normalize, construction.readout_sign, construction.dim
-    ):
-        raise ConfigError("interpolation needs two LSAs of the same shape and options")
-    mixed = LinearSelfAttention(trained.dim, trained.n_layers, "merged", trained.normalize, trained.causal,
-                                trained.shared, trained.readout_sign, init="zero")
-    mixed = mixed.to(next(trained.parameters()))  # same dtype and device
-    with torch.no_grad():
-        for out, a, b in zip(mixed.layers, trained.layers, construction.layers):
-            (kq_a, pv_a), (kq_b, pv_b) = a.merged(), b.merged()
-            kq_b, pv_b = kq_b.to(kq_a), pv_b.to(pv_a)  # the construction may live elsewhere
-            c = (kq_a * kq_b).sum() / kq_a.pow(2).sum()
-            out.w_kq.copy_((1 - weight) * c * kq_a + weight * kq_b)
-            out.w_pv.copy_((1 - weight) * pv_a / c + weight * pv_b)
-    return mixed
 
 
 # Which learning algorithm a predictor implements (Akyürek et al. 2023): squared prediction

@@ -34,15 +34,6 @@ def test_one_step_gd_with_ridge_penalty_matches_akyurek_formula():
         expected.append(xq[b] @ w)
     learner = GradientDescent(2, lr=2 * alpha, lam=lam, average=False)
     np.testing.assert_allclose(learner.predict_episode(e).numpy(), np.stack(expected), rtol=1e-10, atol=1e-12)
-    # Every prefix at once equals the per-prefix loop.
-    loop = [np.zeros(len(xs))]
-    for k in range(1, xs.shape[1]):
-        w = np.zeros((len(xs), 3))
-        for _ in range(2):
-            grad = np.einsum("bkd,bk->bd", xs[:, :k], np.einsum("bkd,bd->bk", xs[:, :k], w) - ys[:, :k]) + lam * w
-            w = w - 2 * alpha * grad
-        loop.append(np.einsum("bd,bd->b", xs[:, k], w))
-    np.testing.assert_allclose(learner.predict_prefixes(e.xs, e.ys).numpy(), np.stack(loop, 1), rtol=1e-10, atol=1e-12)
     with pytest.raises(ConfigError):
         GradientDescent(1, 0.1, lam=-1.0)
 
@@ -76,9 +67,6 @@ def test_inverse_square_distance_knn():
             expected.append((ys[b, near] / dist[near] ** 2).sum() / (1 / dist[near] ** 2).sum())
     knn = NearestNeighbours(3, "distance2")
     np.testing.assert_allclose(knn.predict_episode(e).numpy().ravel(), expected, rtol=1e-10)
-    reference = torch.stack([torch.zeros(5, dtype=torch.float64)]
-                            + [knn.predict(e.xs[:, :k], e.ys[:, :k], e.xs[:, k : k + 1])[:, 0] for k in range(1, 8)], 1)
-    torch.testing.assert_close(knn.predict_prefixes(e.xs, e.ys), reference, rtol=1e-10, atol=1e-12)
     assert knn.name == "3-nn(1/dist²)"
 
 

@@ -74,11 +74,6 @@ def test_lasso_closed_form_on_orthogonal_design_and_kkt():
             on = w != 0
             assert torch.allclose(r[on], alpha * torch.sign(w[on]), atol=1e-10)
             assert (r[~on].abs() <= alpha + 1e-10).all()
-    # Every prefix at once equals one fit per prefix.
-    x, y = torch.randn(4, 7, 5, dtype=torch.float64), torch.randn(4, 7, dtype=torch.float64)
-    per_prefix = torch.stack([torch.zeros(4, dtype=torch.float64)]
-                             + [Lasso(0.05).predict(x[:, :k], y[:, :k], x[:, k : k + 1])[:, 0] for k in range(1, 7)], 1)
-    assert torch.allclose(Lasso(0.05).predict_prefixes(x, y), per_prefix, atol=1e-10)
 
 
 def _planted(n, seed):
@@ -102,9 +97,6 @@ def test_greedy_tree_recovers_a_planted_tree():
     stump = GreedyTree(1).predict(x, y, x)
     assert all(len(row.unique()) == 2 for row in stump)
     assert ((stump - y).pow(2).sum(1) < (y - y.mean(1, keepdim=True)).pow(2).sum(1)).all()
-    per_prefix = torch.stack([torch.zeros(3, dtype=torch.float64)]
-                             + [GreedyTree(3).predict(x[:, :k], y[:, :k], x[:, k : k + 1])[:, 0] for k in range(1, 9)], 1)
-    assert torch.equal(GreedyTree(3).predict_prefixes(x, y), per_prefix)
 
 
 def test_boosted_trees_fit_a_step():
@@ -112,8 +104,6 @@ def test_boosted_trees_fit_a_step():
     y = torch.where(x[..., 0] > 0, 2.0, -1.0)
     query = torch.tensor([[[-0.5], [0.5]]], dtype=torch.float64)
     assert torch.allclose(BoostedTrees().predict(x, y, query), torch.tensor([[-1.0, 2.0]], dtype=torch.float64), atol=1e-3)
-    prefixes = BoostedTrees(rounds=5).predict_prefixes(x[:, :4], y[:, :4])
-    assert prefixes.shape == (1, 4) and prefixes[0, 0] == 0
 
 
 def test_two_layer_net_fits_its_examples():
@@ -123,8 +113,6 @@ def test_two_layer_net_fits_its_examples():
     fitted = net.predict(x, y, x)
     assert (fitted - y).pow(2).mean() < 0.02 * y.pow(2).mean()
     assert torch.equal(net.predict(x, y, x), fitted)  # same seed, same networks
-    prefixes = TwoLayerNetGD(hidden=5, steps=3).predict_prefixes(x, y)
-    assert prefixes.shape == (6, 8) and (prefixes[:, 0] == 0).all()
 
 
 def test_least_squares_on_features():

@@ -5,8 +5,8 @@ import torch
 
 from iclab.config import ConfigError
 from iclab.learners import GDPlusPlus, GradientDescent, LeastSquares, Ridge
-from iclab.metrics import compare, interpolate_lsa, predictions, sensitivity
-from iclab.models import LinearSelfAttention, gd_construction
+from iclab.metrics import compare, predictions, sensitivity
+from iclab.models import LinearSelfAttention, gd_construction, interpolate_lsa
 from iclab.prompts import PairedFormat
 from iclab.rng import generator
 from iclab.tasks import LinearRegression, UniformInputs

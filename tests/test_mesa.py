@@ -10,7 +10,10 @@ from iclab.models.causal_attention import causal_gram_apply
 from iclab.prompts import AutoregressiveFormat
 from iclab.rng import generator
 from iclab.tasks import AutoregressiveSequences, StartDistribution
-from iclab.theory import best_diagonal, best_product, one_step_predictions, product_optimum, product_scatter
+from iclab.theory import (
+    best_diagonal, best_product, diagonal_gradients, diagonal_learning_rate, expected_gradient, one_step_predictions,
+    product_optimum, product_scatter,
+)
 from iclab.train import FixedTrainingSet, TrainConfig, train
 
 
@@ -218,7 +221,7 @@ def test_half_sse_convention_and_real_losses_unchanged():
 def test_product_optimum_closed_form():
     d, n = 5, 98
     gaussian = product_optimum(AutoregressiveSequences(d, 100, StartDistribution("gaussian", 1.0)))
-    assert gaussian.product == pytest.approx(0.1919, abs=1e-4)  # PAPERS.md §5: 0.192/σ²
+    assert gaussian.product == pytest.approx(0.1919, abs=1e-4)  # docs/papers.md §5: 0.192/σ²
     for c in (0.5, 2.0):
         assert product_optimum(AutoregressiveSequences(start=StartDistribution("sparse", c))).product == pytest.approx(1 / c**2)
     harmonic = sum(1 / k for k in range(1, n + 1))
@@ -267,24 +270,34 @@ def test_gd_training_converges_to_the_training_set_optimum():
 
 
 def test_learning_rate_warms_up_from_the_step_safe_at_the_start():
-    from iclab.experiments.mesa_ar import _learning_rate
-
     optimum = product_optimum(AutoregressiveSequences(5, 100, StartDistribution("gaussian", 1.0)))
-    lr, warmup = _learning_rate(optimum, 2.0, 2.0, 0.7)
+    lr, warmup = diagonal_learning_rate(optimum, 2.0, 2.0, 0.7)
     first = TrainConfig(steps=10, batch_size=1, lr=lr, warmup=warmup).lr_at(0)
     assert first <= 0.7 / (optimum.denominator * 16) < lr  # (|a₀| + |b₀|)² = 16 at the start
-    assert _learning_rate(optimum, 0.1, 0.1, 0.7)[1] == 1  # a small start needs no warm-up
+    assert diagonal_learning_rate(optimum, 0.1, 0.1, 0.7)[1] == 1  # a small start needs no warm-up
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "sparse", "ones"])
+def test_diagonal_gradients_equal_the_models_autograd(kind):
+    episode = AutoregressiveSequences(3, 20, StartDistribution(kind, 1.5)).sample(50, generator(6), torch.float64)
+    prompt = AutoregressiveFormat().encode(episode)
+    model = CausalLinearAttention(3, a0=0.5, b0=1.5, dtype=torch.float64)
+    expected = torch.autograd.grad(batch_loss(model(prompt.tokens), prompt.targets, "half_sse"), [model.w_kq, model.w_pv])
+    for got, want in zip(diagonal_gradients(episode.xs, 0.5, 1.5), expected):
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
 def test_expected_gradient_is_zero_off_the_diagonal_only_where_the_theorem_applies():
-    from iclab.experiments.mesa_ar import _expected_gradient
-
-    config = {"seed": 0, "gradient": {"draws": 4000, "batches": 10}}
-    z = {kind: _expected_gradient(AutoregressiveSequences(3, 20, StartDistribution(kind, 1.0)), 0.5, 1.5, config, "cpu")
+    z = {kind: expected_gradient(AutoregressiveSequences(3, 20, StartDistribution(kind, 1.0)), 0.5, 1.5, 4000, 10, 0)
          for kind in ("gaussian", "sparse", "ones")}
     # z ≈ 1 when the expectation is zero (each sample's gradient is not: entries such as W^KQ[j, j] move).
-    assert z["gaussian"]["z"] < 3 and z["sparse"]["z"] < 3
-    assert z["ones"]["z"] > 5  # all-ones starts have a population gradient off the diagonal: the estimate sees it
+    assert z["gaussian"].z < 3 and z["sparse"].z < 3
+    assert z["ones"].z > 5  # all-ones starts have a population gradient off the diagonal: the estimate sees it
+    for estimate in z.values():  # off and on split the mean gradient's norm
+        norm = torch.cat([estimate.w_kq.flatten(), estimate.w_pv.flatten()]).norm().item()
+        assert estimate.off**2 + estimate.on**2 == pytest.approx(norm**2)
+    with pytest.raises(ConfigError):
+        expected_gradient(AutoregressiveSequences(3, 20), 0.5, 1.5, 10, 1, 0)
 
 
 def test_mesa_config_checks(tmp_path):

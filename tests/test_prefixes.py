@@ -1,40 +1,20 @@
-"""Learners on every prefix, loss by prefix length, the curriculum, and a short transformer run."""
+"""OLS on every prefix, loss by prefix length, the curriculum, and a short transformer run."""
 
 import pytest
 import torch
 
 from iclab.config import ConfigError
 from iclab.curriculum import Curriculum, CurriculumPrompts
-from iclab.learners import (
-    Averaging, BayesLinear, GradientDescent, LeastSquares, NearestNeighbours, Ridge, ZeroPredictor,
-)
+from iclab.learners import Averaging, LeastSquares
 from iclab.losses import batch_loss, prompt_losses
-from iclab.metrics import evaluate, loss_by_prefix
+from iclab.metrics import loss_by_prefix
 from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression, linear_regression_from_config
 from iclab.train import TrainConfig, data_source, train
 
-LEARNERS = [
-    LeastSquares(), Ridge(0.3), BayesLinear(1.0, 0.5), GradientDescent(2, 0.3), Averaging(),
-    NearestNeighbours(3), NearestNeighbours(2, "distance"), ZeroPredictor(),
-]
-
-
-@pytest.mark.parametrize("learner", LEARNERS, ids=lambda l: l.name)
-@pytest.mark.parametrize("n, d", [(9, 4), (3, 5), (6, 6)])
-def test_prefix_predictions_equal_a_per_prefix_reference(learner, n, d):
-    episode = LinearRegression(GaussianInputs(d), n_context=n, noise=0.1).sample(16, generator(n, d)).to(dtype=torch.float64)
-    xs, ys = episode.xs, episode.ys
-    fast = learner.predict_prefixes(xs, ys)
-    reference = torch.stack(
-        [torch.zeros(16, dtype=torch.float64)]
-        + [learner.predict(xs[:, :k], ys[:, :k], xs[:, k : k + 1])[:, 0] for k in range(1, n)],
-        dim=1,
-    )
-    assert fast.shape == (16, n) and fast.dtype == torch.float64
-    torch.testing.assert_close(fast, reference, rtol=1e-8, atol=1e-9)
+# Every learner's prefix predictions against a per-prefix loop: tests/test_learner_contract.py.
 
 
 def test_ols_prefixes_are_exact_once_k_reaches_d():

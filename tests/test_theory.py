@@ -45,7 +45,7 @@ def test_noisy_optimum_is_optimal_and_matches_monte_carlo():
 def test_gd_step_von_oswald_numbers():
     task = LinearRegression(UniformInputs(10, -0.5, 0.5), n_context=10)
     gd = gd_step_optimum(task)
-    assert 0.5 * gd.loss == pytest.approx(0.206, abs=0.001)  # PAPERS.md §2: 0.205–0.206
+    assert 0.5 * gd.loss == pytest.approx(0.206, abs=0.001)  # docs/papers.md §2: paper 0.205, exact 0.2062
     assert gd.lr == pytest.approx(6.06, abs=0.05)
     mean, stderr = _mc_loss(GradientDescent(1, gd.lr).predict_episode, task)
     assert abs(mean - gd.loss) < 4 * stderr

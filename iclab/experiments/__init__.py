@@ -1,14 +1,37 @@
-"""The registry of named experiments.
+"""The registry of named experiments: iclab's own, then those other packages register.
 
-Each entry names the module that defines the experiment and the one-line summary ``iclab list``
-prints; modules are imported only when an experiment is used, so listing them starts no torch.
+Each built-in entry names the module that defines the experiment and the one-line summary
+``iclab list`` prints; modules are imported only when an experiment is used, so listing them starts
+no torch.
+
+Another installed package adds experiments through the entry-point group ``iclab.experiments``
+(``[project.entry-points."iclab.experiments"]`` in its ``pyproject.toml``): the entry point's name is
+the experiment's name, its value ``package.module:OBJECT`` an :class:`~iclab.experiments.base.Experiment`
+of that name (or ``package.module``, a module defining ``EXPERIMENT``). Such an experiment is listed,
+run, swept and reproduced like a built-in one (``iclab reproduce`` runs the built-ins first, then the
+registered ones in order of name). Its summary is the first line of the docstring of the module the
+entry point names, read from the source without executing it, so ``iclab list`` imports the package
+that holds that module (its ``__init__``) but not the module itself. A name already taken, by a
+built-in or by an earlier registered experiment, is skipped with a logged warning: the first keeps it.
+Registered experiments are looked up once per process (installed packages do not change while iclab runs).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
+import importlib.metadata
+import importlib.util
+import logging
+from pathlib import Path
 
 from ..config import ConfigError
+
+log = logging.getLogger(__name__)
+
+GROUP = "iclab.experiments"
+"""The entry-point group other packages register experiments under."""
 
 _EXPERIMENTS = {
     # name: (module defining EXPERIMENT, one-line summary), in the order `iclab reproduce` runs them
@@ -24,23 +47,70 @@ _EXPERIMENTS = {
 }
 
 
+@functools.cache
+def _registered() -> dict[str, importlib.metadata.EntryPoint]:
+    """The experiments other packages register, by name, without the names already taken (once per process,
+    so a clash is reported once)."""
+    found = {}
+    for entry in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
+        if entry.name in _EXPERIMENTS or entry.name in found:
+            log.warning("iclab: experiment %r of %s is skipped: %s already has that name", entry.name,
+                        _distribution(entry), "iclab" if entry.name in _EXPERIMENTS else _distribution(found[entry.name]))
+            continue
+        found[entry.name] = entry
+    return found
+
+
+def _distribution(entry: importlib.metadata.EntryPoint) -> str:
+    """The name of the package that registered ``entry``."""
+    return entry.dist.name if entry.dist is not None else "an unknown package"
+
+
 def names() -> list[str]:
-    """Every experiment's name, in the order ``iclab reproduce`` runs them."""
-    return list(_EXPERIMENTS)
+    """Every experiment's name, in the order ``iclab reproduce`` runs them (built-ins first)."""
+    return list(_EXPERIMENTS) + list(_registered())
+
+
+def origin(name: str) -> str | None:
+    """The package that registered experiment ``name``, or None for a built-in one."""
+    if name in _EXPERIMENTS:
+        return None
+    return _distribution(_entry(name))
 
 
 def summary(name: str) -> str:
-    """The one-line summary of an experiment (without importing it)."""
-    _check(name)
-    return _EXPERIMENTS[name][1]
+    """The one-line summary of an experiment, without importing its module: a built-in's from the table
+    above, a registered one's from its module's docstring."""
+    if name in _EXPERIMENTS:
+        return _EXPERIMENTS[name][1]
+    module = _entry(name).module
+    try:
+        spec = importlib.util.find_spec(module)  # imports the parent package, not the module
+        source = Path(spec.origin).read_text(encoding="utf-8") if spec and (spec.origin or "").endswith(".py") else ""
+        doc = ast.get_docstring(ast.parse(source))
+    except (ImportError, OSError, SyntaxError, ValueError) as err:
+        return f"(no summary: {module} cannot be read: {err})"
+    return doc.strip().splitlines()[0] if doc else f"(no summary: {module} has no docstring)"
 
 
 def get(name: str):
     """The :class:`~iclab.experiments.base.Experiment` called ``name``."""
-    _check(name)
-    return importlib.import_module(_EXPERIMENTS[name][0]).EXPERIMENT
+    if name in _EXPERIMENTS:
+        return importlib.import_module(_EXPERIMENTS[name][0]).EXPERIMENT
+    from .base import Experiment  # torch: only once an experiment is used
+
+    entry = _entry(name)
+    value = entry.load()
+    experiment = getattr(value, "EXPERIMENT", None) if entry.attr is None else value
+    if not isinstance(experiment, Experiment) or experiment.name != name:
+        found = f"an Experiment named {experiment.name!r}" if isinstance(experiment, Experiment) else type(experiment).__name__
+        raise ConfigError(f"experiment {name!r} of {_distribution(entry)} ({entry.value}) must be an Experiment named "
+                          f"{name!r}, found {found}")
+    return experiment
 
 
-def _check(name: str) -> None:
-    if name not in _EXPERIMENTS:
-        raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(_EXPERIMENTS)}")
+def _entry(name: str) -> importlib.metadata.EntryPoint:
+    registered = _registered()
+    if name not in registered:
+        raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(list(_EXPERIMENTS) + list(registered))}")
+    return registered[name]

@@ -1,7 +1,7 @@
 """``gd-mechanism``: transformers learn in context by gradient descent.
 
-von Oswald et al., "Transformers learn in-context by gradient descent" (ICML 2023);
-PAPERS.md §2. Linear self-attention (separate W_Q, W_K, W_V, P; no 1/N; prediction −y_q) is
+von Oswald et al., "Transformers learn in-context by gradient descent" (ICML 2023); docs/papers.md §2
+(von Oswald et al.). Linear self-attention (separate W_Q, W_K, W_V, P; no 1/N; prediction −y_q) is
 trained on noiseless linear regression with x ~ U(−0.5, 0.5)^d and compared with GD and GD++
 learners and with the LSA weights that implement them (:func:`iclab.models.gd_construction`):
 
@@ -10,20 +10,14 @@ learners and with the LSA weights that implement them (:func:`iclab.models.gd_co
 feature map before one LSA layer (merged W_KQ, W_PV), trained end to end vs the attention
 fixed to one GD step. Losses are half-MSE, as in the paper.
 
-Training choices, and why (each one's failure was measured at the quick scale). LSAs start
-from ``init_scale / n_layers``, as in the paper's code; at the full 0.1, 2-layer recurrent
-models of some seeds are still short of GD++'s input correction at the end of the run. (c)'s
-models from ``activation_clip.from_depth`` layers on clip every layer's tokens to
-±``activation_clip.value``, as the paper's code does for models deeper than 3 layers.
-Unclipped, a trained 4-layer stack is a high-degree polynomial of the labels: a few prompts
-in 10⁵ (large labels) reach half-MSEs of 10²–10¹⁵ and decide the mean loss, for every
-learning rate, init scale and batch size (up to 2048) we tried. The clip also cuts the fitted
-4-step GD++'s overshooting intermediate predictions (its loss would rise about 5x), so the
-clipped stack cannot carry those weights and is compared with GD++ by loss only. (d)'s
-attention starts at scale 0.001 and trains on batches of 1024. From 0.1, seeds whose random
-W_PV[y, y] (the merged form's only route to a GD step) is small and signed against W_KQ,
-and from either init with batches of 256 some seeds, spend the run in a rank-1 solution that
-uses the labels as keys, at twice the loss of the GD-construction model.
+Training choices. LSAs start from ``init_scale / n_layers``, as in the paper's code. (c)'s models
+from ``activation_clip.from_depth`` layers on clip every layer's tokens to ±``activation_clip.value``,
+as the paper's code does for models deeper than 3 layers: a deep unclipped stack is a high-degree
+polynomial of the labels whose mean loss a few extreme prompts decide. The clip also cuts the fitted
+GD++'s intermediate predictions, so the clipped stack is compared with GD++ by loss only. (d)'s
+attention starts at a small scale and trains on large batches, which keeps every seed out of a
+rank-1 solution that uses the labels as keys. What each choice avoids, as measured:
+docs/experiments/gd-mechanism.md.
 
 GD and GD++ step sizes (and γ) are fitted by L-BFGS on a fixed sample of ``fit_prompts``
 prompts (:meth:`GDPlusPlus.fit`); the best one-step η is exact
@@ -39,8 +33,8 @@ import torch
 from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
-from ..metrics import compare, evaluate, interpolate_lsa, model_predictor
-from ..models import FeatureLSA, LinearSelfAttention, gd_construction, mlp
+from ..metrics import compare, evaluate, model_predictor
+from ..models import FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale, mlp
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..rng import generator
@@ -61,15 +55,14 @@ DEFAULTS = {
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
     },
     "depths": [2, 4],  # per-layer models of part (c)
-    "depth_lr": 0.006,  # (c)'s peak learning rate: at train.lr a 4-layer stack ends 10-30% above GD++
+    "depth_lr": 0.006,  # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
     "activation_clip": {"value": 10.0, "from_depth": 4},  # (c): the paper's code clips models deeper than 3
     "fit_prompts": 4096,  # fixed sample the GD / GD++ step sizes are fitted on
     "eval_prompts": 20000,
     "compare_prompts": 1000,  # prompts for prediction / sensitivity comparisons
     "sine": {
         "n_context": 10, "width": 64, "features": 16,
-        "init_scale": 0.001,  # of the LSA; at 0.1 some seeds stay in a rank-1 solution (module docstring)
-        # batch 1024: at 256 some seeds stay in that rank-1 solution, even from the small init
+        "init_scale": 0.001,  # of the LSA; with batch 1024, keeps seeds out of a rank-1 solution (module docstring)
         "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
                   "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
     },
@@ -340,8 +333,8 @@ def _figures(ctx: RunContext, a, b, depth_table, weights, sine_losses, zero):
     fig, axes = new_figure(4, width=3.2, height=3.0, rows=2)
     for row, (title, (trained, construction)) in enumerate(zip(("(a) vs GD", "(b) vs GD++"), weights)):
         (kq, pv), (t_kq, t_pv) = (tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, construction))
-        c = ((kq * t_kq).sum() / kq.pow(2).sum()).item()  # the rescaling the interpolation uses
-        panels = [(kq * c, "trained W_KQ (rescaled)"), (pv / c, "trained W_PV (rescaled)"),
+        kq, pv = match_scale(kq, pv, t_kq)  # the rescaling the interpolation uses
+        panels = [(kq, "trained W_KQ (rescaled)"), (pv, "trained W_PV (rescaled)"),
                   (t_kq, "construction W_KQ"), (t_pv, "construction W_PV")]
         for ax, (matrix, name) in zip(axes[4 * row: 4 * row + 4], panels):
             heatmap(ax, matrix, f"{title}: {name}")

@@ -1,7 +1,7 @@
 """``lsa-linear``: one-layer linear self-attention learns one preconditioned GD step.
 
 Zhang, Frei & Bartlett, "Trained transformers learn linear models in-context" (JMLR 2024);
-PAPERS.md §1. A one-layer merged LSA (1/N-normalised) is trained on noiseless linear
+docs/papers.md §1 (Zhang et al.). A one-layer merged LSA (1/N-normalised) is trained on noiseless linear
 regression with Gaussian inputs N(0, Λ), for Λ = I and an anisotropic diagonal Λ, and
 compared with the exact optimum ŷ = x_qᵀΓ⁻¹(1/N)Σy_i x_i and with reference learners.
 """

@@ -1,37 +1,30 @@
 """``mesa-ar``: mesa-optimisation in autoregressively trained linear attention.
 
 Zheng et al., "On mesa-optimization in autoregressively trained transformers" (NeurIPS 2024);
-PAPERS.md §5. A one-layer complex causal linear attention is trained by full-batch plain
-gradient descent on ½Σ_{t=2}^{T−1}‖ŷ_t − x_{t+1}‖² (``half_sse``: summed over steps and
-coordinates, averaged over sequences) on a fixed training set of m sequences
-x_{t+1} = diag(e^{iθ})x_t, from the diagonal initialisation (a₀, b₀). The diagonal product ab
-is compared with its training set's own optimum (tight) and with the population ab* of
-:mod:`iclab.theory.mesa`, within a tolerance that follows from m.
-
-Learning rate: plain GD needs a step below 2/curvature. Along the diagonal the curvature in
-(a, b) falls from D·(|a₀| + |b₀|)² at the start to D·(a² + b²) at the optimum (D = E Σ_t‖u_t‖²,
-a² − b² conserved along the flow); the off-diagonal directions, which couple the d coordinates,
-are up to ~1.4 times stiffer there (measured: largest Hessian eigenvalue 0.54·D at the Gaussian
-optimum). From (2, 2) the curvature falls about 40-fold, and one constant step safe at the start
-would need thousands of steps near ab*. So each run takes lr = ``lr_scale``/(D·(a² + b²)*) with a
-linear warm-up whose first step is ``lr_scale``/(D·(|a₀| + |b₀|)²), the step safe at the start.
+docs/papers.md §5 (Zheng et al.). A one-layer complex causal linear attention is trained by
+full-batch plain gradient descent on ½Σ_{t=2}^{T−1}‖ŷ_t − x_{t+1}‖² (``half_sse``: summed over
+steps and coordinates, averaged over sequences) on a fixed training set of m sequences
+x_{t+1} = diag(e^{iθ})x_t, from the diagonal initialisation (a₀, b₀), with the step size and
+warm-up of :func:`iclab.theory.diagonal_learning_rate`. The diagonal product ab is compared with
+its training set's own optimum (tight) and with the population ab* of :mod:`iclab.theory.mesa`,
+within a tolerance that follows from m.
 
 Population versus finite sets. The theorem is about the population loss: along the diagonal
-family the expected gradient on the off-diagonal weights is zero, so GD stays diagonal and ab → ab*.
-The run checks that statement directly, by a Monte Carlo estimate of the expected gradient at the
-diagonal initialisation with its standard error (all-ones starts, outside the theorem, show a
-clear off-diagonal gradient: the estimate has the power to see one). On m training sequences the
-off-diagonal gradient is O(1/√m) instead (measured at the diagonal init: 1149, 578, 317 for
-m = 1k, 4k, 16k against 3000 on the diagonal), so the unrestricted ("full") model's off-diagonal
+family the expected gradient on the off-diagonal weights is zero, so GD stays diagonal and
+ab → ab*. The run checks that statement directly, by a Monte Carlo estimate of the expected
+gradient at the diagonal initialisation with its standard error
+(:func:`iclab.theory.expected_gradient`; all-ones starts, outside the theorem, show a clear
+off-diagonal gradient: the estimate has the power to see one). On m training sequences the
+off-diagonal gradient is O(1/√m) instead, so the unrestricted ("full") model's off-diagonal
 weights fit the sample's noise and shift its ab; the run checks that this effect shrinks as m
 grows. The diagonal-only model (weights kept on the diagonal initialisation's support, where the
 population GD stays) is the theorem's dynamics on a finite set: its ab reaches its training set's
 optimum, and the population ab* within the scatter that m implies, at every start scale (the
 1/σ² and 1/c² laws). Its weights are per coordinate (a_j, b_j), a richer family than one scalar
-ab: on a finite set the per-coordinate products differ (Gaussian, m = 1000: 0.16–0.20), so the
-training set's optimum is that family's exact minimiser (:func:`iclab.theory.best_diagonal`), not
-the best scalar ab (:func:`iclab.theory.best_product`, 1.3% lower on seed 0's set), which is
-logged as ``ab_best_scalar``.
+ab, so the training set's optimum is that family's exact minimiser
+(:func:`iclab.theory.best_diagonal`); the best scalar ab (:func:`iclab.theory.best_product`) is
+logged as ``ab_best_scalar``. How the recipe was chosen and what it measured:
+docs/experiments/mesa-ar.md.
 """
 
 from __future__ import annotations
@@ -42,14 +35,15 @@ import torch
 
 from .. import claims as C
 from ..config import ConfigError
-from ..losses import batch_loss, prompt_losses
+from ..losses import prompt_losses
 from ..models import CausalLinearAttention
-from ..models.causal_attention import diagonal_support
 from ..prompts import AutoregressiveFormat
 from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
 from ..tasks import AutoregressiveSequences, StartDistribution
-from ..theory import best_diagonal, best_product, product_optimum, product_scatter
+from ..theory import (
+    best_diagonal, best_product, diagonal_learning_rate, expected_gradient, product_optimum, product_scatter,
+)
 from ..train import FixedTrainingSet, TrainConfig
 from .base import Experiment, RunContext
 
@@ -69,8 +63,9 @@ DEFAULTS = {
     # run of size train.train_size with that init is reused.
     "size_sweep": {"sizes": [1000, 4000, 16000], "init": [0.5, 1.5]},
     "gradient": {"draws": 40000, "batches": 20},  # Monte Carlo of the expected gradient at the diagonal init
-    "lr_scale": 0.7,  # largest step × curvature ≈ 1 at the optimum (module docstring)
-    # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale (module docstring).
+    "lr_scale": 0.7,  # largest step × curvature ≈ 1 at the optimum (docs/experiments/mesa-ar.md)
+    # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale
+    # (iclab.theory.diagonal_learning_rate).
     "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
               "log_every": 10, "checkpoint_every": 1000},
     "test_size": 2000,
@@ -80,10 +75,7 @@ DEFAULTS = {
 }
 
 SCALES = {
-    # Quick stops at 150 steps: what the claims read has settled by then (seed 0: the σ = 1 diagonal
-    # model's ab is 0.1836 at steps 100, 150 and 200 from both extreme inits; the full model's off/on
-    # ratio moves by < 0.01 between 100 and 200 at every m). The slowest is the σ = 2 Gaussian start:
-    # its ab is 1.5% from the training set's optimum at 100 steps, 0.36% at 150 and 0.35% at 200.
+    # Quick stops at 150 steps, where what the claims read has settled (docs/experiments/mesa-ar.md).
     "quick": {"train": {"steps": 150}},
     "paper": {"train": {"steps": 3000, "train_size": 10000}, "test_size": 10000,
               "size_sweep": {"sizes": [1000, 4000, 16000, 64000]}},
@@ -94,13 +86,6 @@ VARIANTS = {True: "diagonal", False: "full"}  # diagonal_only → the variant's 
 
 def _name(kind: str, scale: float) -> str:
     return f"{kind}-{scale:g}"
-
-
-def _learning_rate(optimum, a0: float, b0: float, lr_scale: float) -> tuple[float, int]:
-    """(lr, warm-up steps): lr = lr_scale/κ at the optimum, reached linearly from the start's
-    lr_scale/κ when the start is stiffer (module docstring)."""
-    at_optimum = math.sqrt((a0**2 - b0**2) ** 2 + 4 * optimum.product**2)  # a² + b² at ab*
-    return lr_scale / (optimum.denominator * at_optimum), math.ceil((abs(a0) + abs(b0)) ** 2 / at_optimum)
 
 
 def _sequences(prompt) -> torch.Tensor:
@@ -114,29 +99,6 @@ def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Te
     seen = target.abs() > 1e-6 * target.abs().amax()
     ratio = torch.where(seen, prediction / torch.where(seen, target, 1), 0).real
     return ratio.sum((0, 2)) / seen.sum((0, 2))
-
-
-def _expected_gradient(task, a0: float, b0: float, config: dict, device) -> dict:
-    """The population gradient at the diagonal init (a₀, b₀), by Monte Carlo over fresh sequences.
-
-    The draws are split into batches; the batch-mean gradients give the mean and its standard error
-    per real coordinate. ``z`` = ‖mean off the diagonal support‖ / √(Σ its squared standard errors)
-    is ≈ 1 when the off-diagonal expectation is zero and grows like √draws when it is not.
-    """
-    model = CausalLinearAttention(task.d, a0=a0, b0=b0).to(device)
-    fmt, spec = AutoregressiveFormat(), config["gradient"]
-    grads = []
-    for k in range(spec["batches"]):
-        episode = task.sample(spec["draws"] // spec["batches"], generator(config["seed"], "gradient", k))
-        prompt = fmt.encode(episode.to(device))
-        loss = batch_loss(model(prompt.tokens), prompt.targets, "half_sse")
-        parts = torch.autograd.grad(loss, [model.w_kq, model.w_pv])
-        grads.append(torch.cat([torch.view_as_real(g).flatten() for g in parts]))
-    grads = torch.stack(grads).double().cpu()  # (batches, 2·parameters): real and imaginary parts
-    on = torch.cat([m.flatten() for m in diagonal_support(task.d)]).repeat_interleave(2)
-    mean, stderr = grads.mean(0), grads.std(0) / math.sqrt(len(grads))
-    off_norm, noise = mean[~on].norm().item(), stderr[~on].norm().item()
-    return {"z": off_norm / noise if noise > 0 else 0.0, "off": off_norm, "on": mean[on].norm().item()}
 
 
 def _train_runs(name: str, task, optimum, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext,
@@ -154,7 +116,7 @@ def _train_runs(name: str, task, optimum, size: int, diagonal_only: bool, inits,
     variant, runs = VARIANTS[diagonal_only], []
     for a0, b0 in inits:
         label = f"{variant}-a{a0:g}-b{b0:g}"
-        lr, warmup = _learning_rate(optimum, a0, b0, config["lr_scale"])
+        lr, warmup = diagonal_learning_rate(optimum, a0, b0, config["lr_scale"])
         cfg = TrainConfig.from_config({**config["train"], "train_size": size, "batch_size": size, "lr": lr,
                                        "warmup": warmup})
 
@@ -205,7 +167,9 @@ def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext)
     if full:
         out["full"] = _train_runs(name, task, optimum, size, False, config["inits"], config, ctx, name)
         for a0, b0 in config["inits"]:
-            gradient = _expected_gradient(task, a0, b0, config, ctx.device)
+            estimate = expected_gradient(task, a0, b0, config["gradient"]["draws"], config["gradient"]["batches"],
+                                         config["seed"])
+            gradient = {"z": estimate.z, "off": estimate.off, "on": estimate.on}
             for metric, value in gradient.items():
                 ctx.log(setting=name, model=f"init-a{a0:g}-b{b0:g}", metric=f"expected_gradient_{metric}", value=value)
             out["gradient"].append(gradient)

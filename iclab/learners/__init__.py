@@ -13,9 +13,12 @@ lengths at once (what a causal transformer on interleaved prompts is compared wi
 
     learner.predict_prefixes(xs, ys) -> (B, N)    # [:, k] predicts y_{k+1} from the first k examples
 
-With no example (k = 0) every learner predicts 0. The base class answers with one batched
-``predict`` call per prefix length; the learners below override it with a computation
-vectorised over prefixes too (prefix sums, masked batched solves, masked distances).
+With no example (k = 0, an empty context) every learner predicts 0. The base class answers with one
+batched ``predict`` call per prefix length; the learners below override it with a computation
+vectorised over prefixes too (prefix sums, masked batched solves, masked distances). Every learner
+keeps one contract, checked for each by ``tests/test_learner_contract.py``: ``predict_prefixes``
+equals ``predict`` on each prefix, outputs are float64, a prompt's predictions do not depend on the
+rest of its batch, and an empty context predicts 0.
 
 Families beyond linear regression (Garg et al.'s baselines): ``sparse`` (the Lasso, exact along its
 homotopy path), ``trees`` (a batched greedy regression tree; XGBoost per prompt), ``nets`` (a

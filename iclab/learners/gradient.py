@@ -69,7 +69,7 @@ class OnePassSGD(LinearLearner):
 
     def _pass(self, xs: torch.Tensor, ys: torch.Tensor, steps: int) -> torch.Tensor:
         """``(B, steps + 1, d)``: w₀ = 0 and the weights after each of the first ``steps`` examples."""
-        w = torch.zeros_like(xs[:, 0])
+        w = xs.new_zeros(xs.shape[0], xs.shape[2])
         out = [w]
         for i in range(steps):
             x, y = xs[:, i], ys[:, i]
@@ -106,7 +106,7 @@ def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs,
     x, r = torch.cat([xs, x_query], 1), torch.cat([ys, torch.zeros_like(x_query[..., 0])], 1)
     for lr, gamma in zip(lrs, gammas):
         xc = x[:, :n]
-        step = lr / n * torch.einsum("bn,bnd->bd", r[:, :n], xc)
+        step = lr / max(n, 1) * torch.einsum("bn,bnd->bd", r[:, :n], xc)  # 0 without context
         r = r - torch.einsum("btd,bd->bt", x, step)
         x = x - gamma * (x @ (xc.transpose(1, 2) @ xc))
     return -r[:, n:]

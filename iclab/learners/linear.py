@@ -97,12 +97,12 @@ class BayesLinear(LinearLearner):
 
 
 class Averaging(LinearLearner):
-    """w = (1/N) Σ y_i x_i, the 'averaging' estimator of Garg et al."""
+    """w = (1/N) Σ y_i x_i, the 'averaging' estimator of Garg et al. (w = 0 without examples)."""
 
     name = "averaging"
 
     def weights(self, xs, ys):
-        return torch.einsum("bnd,bn->bd", xs, ys) / xs.shape[1]
+        return torch.einsum("bnd,bn->bd", xs, ys) / max(xs.shape[1], 1)
 
     def prefix_weights(self, xs, ys):
         moment = ys[..., None] * xs

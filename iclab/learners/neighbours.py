@@ -13,6 +13,7 @@ class NearestNeighbours(Learner):
 
     ``weights="uniform"`` averages the neighbours' labels; ``"distance"`` weights them by 1/distance,
     ``"distance2"`` by 1/distance² (Akyürek et al.'s weighted kNN); an exact match takes its own label.
+    Without examples it predicts 0.
     """
 
     WEIGHTS = {"uniform": 0, "distance": 1, "distance2": 2}  # the power of 1/distance
@@ -26,6 +27,8 @@ class NearestNeighbours(Learner):
 
     def predict(self, xs, ys, x_query):
         xs, ys, x_query = xs.double(), ys.double(), x_query.double()
+        if xs.shape[1] == 0:
+            return torch.zeros(x_query.shape[:2], dtype=torch.float64, device=x_query.device)
         dist = torch.cdist(x_query, xs)  # (B, Q, N)
         k = min(self.k, xs.shape[1])
         near, index = dist.topk(k, dim=-1, largest=False)

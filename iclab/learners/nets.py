@@ -11,22 +11,24 @@ from ..rng import generator
 from .base import Learner
 
 
-def fit_two_layer_nets(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, hidden: int, steps: int, lr: float,
-                       g: torch.Generator) -> tuple[torch.Tensor, ...]:
+def initial_net(d: int, hidden: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    """One 2-layer network's weights (U ``(h, d)``, a ``(h,)``, v ``(h,)``, c ``()``), float32 on the CPU, as
+    PyTorch's default ``nn.Linear`` initialisation draws them: U(−1/√fan_in, 1/√fan_in)."""
+    uniform = lambda shape, fan_in: (2 * torch.rand(shape, generator=g) - 1) / math.sqrt(fan_in)  # noqa: E731
+    return uniform((hidden, d), d), uniform((hidden,), d), uniform((hidden,), hidden), uniform((), hidden)
+
+
+def fit_two_layer_nets(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, init: tuple[torch.Tensor, ...],
+                       steps: int, lr: float) -> tuple[torch.Tensor, ...]:
     """Train one network ŷ = vᵀrelu(Ux + a) + c per problem on its ``active`` points with Adam.
 
-    Each network minimises the mean squared error over its own active points, full batch, from
-    PyTorch's default ``nn.Linear`` initialisation (weights and biases U(−1/√fan_in, 1/√fan_in)).
-    The networks are independent: the loss summed over problems gives each one its own gradient,
-    and Adam acts elementwise, so every network takes exactly the steps it would take alone.
-    Shapes: x ``(M, P, d)``, y ``(M, P)``, active ``(M, P)`` bool; returns (U, a, v, c).
+    Every network starts from ``init`` (:func:`initial_net`) and minimises the mean squared error over
+    its own active points, full batch. The networks are independent: the loss summed over problems
+    gives each one its own gradient, and Adam acts elementwise, so every network takes exactly the
+    steps it would take alone. Shapes: x ``(M, P, d)``, y ``(M, P)``, active ``(M, P)`` bool; returns
+    (U, a, v, c) with a leading M.
     """
-    m, _, d = x.shape
-    uniform = lambda *shape, fan_in: (2 * torch.rand(*shape, generator=g, dtype=x.dtype) - 1).to(x.device) / math.sqrt(fan_in)  # noqa: E731
-    params = [uniform(m, hidden, d, fan_in=d), uniform(m, hidden, fan_in=d), uniform(m, hidden, fan_in=hidden),
-              uniform(m, fan_in=hidden)]
-    for p in params:
-        p.requires_grad_(True)
+    params = [p.to(x).expand(len(x), *p.shape).clone().requires_grad_(True) for p in init]
     weight = active.to(x.dtype) / active.sum(1, keepdim=True).clamp(min=1)  # mean over each problem's points
     optimizer = torch.optim.Adam(params, lr=lr)
     with torch.enable_grad():
@@ -50,9 +52,10 @@ class TwoLayerNetGD(Learner):
     the prompt's examples by ``steps`` full-batch Adam steps of size ``lr`` (theirs: 100 units,
     100 steps, lr 5e-3; batches of 100 examples, i.e. every example of their prompts).
 
-    Networks are initialised from the ``(seed, "two-layer-net")`` stream, so a learner with the same
-    seed gives the same predictions. All prompts (and all prefixes) train together, in chunks of
-    ``chunk`` networks.
+    Every network, for every prompt and prefix, starts from the same initialisation, drawn from the
+    ``(seed, "two-layer-net")`` stream: a prompt's prediction depends on its examples and the seed
+    only, not on the batch around it, and a prefix's prediction is the one its context alone gets.
+    All prompts (and all prefixes) train together, in chunks of ``chunk`` networks.
     """
 
     def __init__(self, hidden: int = 100, steps: int = 100, lr: float = 5e-3, seed: int = 0, chunk: int = 2048):
@@ -64,11 +67,11 @@ class TwoLayerNetGD(Learner):
     def _values(self, x, y, active):
         # Fitted in float32: rounding there is far below what 100 Adam steps leave of the optimisation error.
         x, y = x.float(), y.float()
-        g = generator(self.seed, "two-layer-net")
+        init = initial_net(x.shape[-1], self.hidden, generator(self.seed, "two-layer-net"))
         out = []
         for start in range(0, len(x), self.chunk):
             part = slice(start, start + self.chunk)
-            params = fit_two_layer_nets(x[part], y[part], active[part], self.hidden, self.steps, self.lr, g)
+            params = fit_two_layer_nets(x[part], y[part], active[part], init, self.steps, self.lr)
             out.append(torch.where(active[part].any(1, keepdim=True), two_layer_net(x[part], params), 0.0))
         return torch.cat(out).double()
 

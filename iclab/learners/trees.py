@@ -34,7 +34,7 @@ def greedy_tree_values(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, m
     node = torch.zeros(m, p, dtype=torch.long, device=x.device)  # every node id stays < p
     position = torch.arange(p, device=x.device).expand(m, p)
     depth = 0
-    while max_depth is None or depth < max_depth:
+    while (max_depth is None or depth < max_depth) and p > 1:  # one point cannot be split
         search = torch.where(active, node, p)  # inactive points sort after every node (sentinel id p)
         totals = [torch.zeros(m, p + 1, dtype=x.dtype, device=x.device).scatter_add_(1, search, v) for v in (weight, wy, wyy)]
         count, total, squares = totals
@@ -137,6 +137,8 @@ class BoostedTrees(Learner):
         self.params = {**XGBOOST_1_6, **(params or {}), "nthread": threads, "verbosity": 0}
 
     def _fit_predict(self, x, y, queries):
+        if len(x) == 0:  # no example: the prior prediction 0 (XGBoost alone would answer its base score)
+            return torch.zeros(len(queries), dtype=torch.float64)
         import xgboost
 
         data = xgboost.DMatrix(x.numpy(), label=y.numpy(), nthread=self.threads)

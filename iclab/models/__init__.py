@@ -3,12 +3,12 @@
 from .attention import SelfAttention
 from .baselines import OneHotMLP
 from .causal_attention import CausalLinearAttention
-from .constructions import gd_construction, merged_lsa
+from .constructions import gd_construction, interpolate_lsa, match_scale, merged_lsa
 from .features import FeatureLSA, mlp
 from .lsa import LinearSelfAttention, LSALayer
 from .transformer import GPTConfig, GPTTransformer
 
 __all__ = [
     "CausalLinearAttention", "FeatureLSA", "GPTConfig", "GPTTransformer", "LSALayer", "LinearSelfAttention", "OneHotMLP",
-    "SelfAttention", "gd_construction", "merged_lsa", "mlp",
+    "SelfAttention", "gd_construction", "interpolate_lsa", "match_scale", "merged_lsa", "mlp",
 ]

@@ -1,6 +1,6 @@
 """Multi-head softmax self-attention, causal or bidirectional, with Boix-Adserà et al.'s identity terms.
 
-Optional per-head scalars (PAPERS.md §6), both initialised at 0 and absent unless switched
+Optional per-head scalars (Boix-Adserà et al., docs/papers.md §6), both initialised at 0 and absent unless switched
 on: ``logit_identity`` adds a_h·XXᵀ to head h's attention logits (X = the attention input,
 i.e. the LayerNormed block input; added to the logits as they enter the softmax, after QKᵀ's
 1/√d_h, so it is W_K W_Qᵀ → W_K W_Qᵀ + √d_h·aI; with ``mask_identity_diagonal`` the diagonal

@@ -1,4 +1,4 @@
-"""Non-attention baselines on token sequences (Boix-Adserà et al., PAPERS.md §6).
+"""Non-attention baselines on token sequences (Boix-Adserà et al., docs/papers.md §6).
 
 (The module is not called ``mlp.py``: ``iclab.models.mlp`` is the feature-map function of
 :mod:`iclab.models.features`, and a submodule of that name would replace it on the package.)

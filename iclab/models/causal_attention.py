@@ -1,4 +1,4 @@
-"""One-layer causal linear attention over complex numbers (Zheng et al., PAPERS.md §5).
+"""One-layer causal linear attention over complex numbers (Zheng et al., docs/papers.md §5).
 
 For tokens e_t = [x_t; x_{t−1}] ∈ C^{2d} the prediction of x_{t+1} is
 
@@ -224,8 +224,8 @@ class CausalLinearAttention(nn.Module):
         """Predictions ŷ_2..ŷ_L, ``(B, L − 1, d)``, from tokens ``(B, L, 2d)`` (``n_context`` unused:
         every token is context for the later ones); with ``targets`` ``(B, L − 1, d)``, the batch's
         half_sse loss ½Σ_t‖ŷ_t − y_t‖² averaged over sequences instead, forward and backward in
-        one blocked pass (:func:`_half_sse_and_gradients`; 1.3–1.6× faster than autograd through
-        the predictions on two cores, ``benchmarks/mesa_epoch.py``)."""
+        one blocked pass (:func:`_half_sse_and_gradients`; faster than autograd through the predictions:
+        ``benchmarks/mesa_epoch.py`` measures by how much, ``benchmarks/results.json`` holds the figure)."""
         w_kq, w_pv = self.weights()
         if targets is not None:
             loss, _, _ = _HalfSSE.apply(w_kq, w_pv, tokens.to(w_kq.dtype), targets.to(w_kq.dtype))

@@ -1,6 +1,7 @@
-"""Hand-built weights for linear self-attention: GD and GD++ as model initialisations.
+"""Hand-built weights for linear self-attention: GD and GD++ as model initialisations, a model set
+to given weights, and the interpolation of a trained model with a construction.
 
-von Oswald et al. (ICML 2023), PAPERS.md §2. For token rows [x; y] (x first, the label row
+von Oswald et al. (ICML 2023), docs/papers.md §2. For token rows [x; y] (x first, the label row
 last) and an LSA with ``readout_sign = −1``, a layer with
 
     W_KQ = [[I, 0], [0, 0]],   W_PV = [[−γ I, 0], [0, −η/N]]
@@ -74,3 +75,35 @@ def merged_lsa(w_kq: torch.Tensor, w_pv: torch.Tensor) -> LinearSelfAttention:
         model.layers[0].w_kq.copy_(w_kq)
         model.layers[0].w_pv.copy_(w_pv)
     return model.eval()
+
+
+def match_scale(w_kq: torch.Tensor, w_pv: torch.Tensor, target_kq: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(c·W_KQ, W_PV/c): merged LSA weights rescaled, with the same predictions, so that W_KQ is closest to
+    ``target_kq`` (least squares in c, sign included)."""
+    c = (w_kq * target_kq).sum() / w_kq.pow(2).sum()
+    return c * w_kq, w_pv / c
+
+
+def interpolate_lsa(trained, construction, weight: float = 0.5):
+    """A merged LSA whose weights mix ``trained``'s (rescaled) with ``construction``'s, layer by layer.
+
+    Each layer's prediction-relevant product is unchanged by W_KQ → cW_KQ, W_PV → W_PV/c; the trained
+    weights are first rescaled to the construction's W_KQ (:func:`match_scale`), then
+    W = (1 − weight)·W_trained + weight·W_construction for both merged matrices. Both models must
+    share depth, weight sharing, normalisation and readout.
+    """
+    if (trained.n_layers, trained.shared, trained.normalize, trained.readout_sign, trained.dim) != (
+        construction.n_layers, construction.shared, construction.normalize, construction.readout_sign, construction.dim
+    ):
+        raise ConfigError("interpolation needs two LSAs of the same shape and options")
+    mixed = LinearSelfAttention(trained.dim, trained.n_layers, "merged", trained.normalize, trained.causal,
+                                trained.shared, trained.readout_sign, init="zero")
+    mixed = mixed.to(next(trained.parameters()))  # same dtype and device
+    with torch.no_grad():
+        for out, a, b in zip(mixed.layers, trained.layers, construction.layers):
+            (kq_a, pv_a), (kq_b, pv_b) = a.merged(), b.merged()
+            kq_b, pv_b = kq_b.to(kq_a), pv_b.to(pv_a)  # the construction may live elsewhere
+            kq_a, pv_a = match_scale(kq_a, pv_a, kq_b)
+            out.w_kq.copy_((1 - weight) * kq_a + weight * kq_b)
+            out.w_pv.copy_((1 - weight) * pv_a + weight * pv_b)
+    return mixed

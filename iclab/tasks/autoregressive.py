@@ -1,4 +1,4 @@
-"""Autoregressive linear dynamics in context: x_{t+1} = W x_t (Zheng et al., PAPERS.md §5).
+"""Autoregressive linear dynamics in context: x_{t+1} = W x_t (Zheng et al., docs/papers.md §5).
 
 Each sequence has its own W, drawn fresh: a complex diagonal unitary W = diag(e^{iθ_j}),
 θ_j ~ U[0, 2π), or (the real variant, d even) a block-diagonal matrix of 2×2 rotations by

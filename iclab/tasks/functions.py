@@ -1,4 +1,4 @@
-"""Garg et al.'s function classes (NeurIPS 2022; PAPERS.md, "the best-known peer codebase").
+"""Garg et al.'s function classes (NeurIPS 2022; docs/papers.md §7, Garg et al.).
 
 Every class draws inputs x ~ N(0, I_d) and a function f from its prior, fresh for each prompt,
 and labels y = f(x). The classes and their scalings follow Garg et al.'s code (their

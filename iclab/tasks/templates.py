@@ -1,4 +1,4 @@
-"""Template tasks over abstract symbols (Boix-Adserà et al., ICLR 2024; PAPERS.md §6).
+"""Template tasks over abstract symbols (Boix-Adserà et al., ICLR 2024; docs/papers.md §6).
 
 A template is a short string of wildcards (α, β, …) and fixed tokens with a label: a real
 number, or a token that may itself be a wildcard (copying: α → α). A sample picks a template

@@ -11,10 +11,22 @@ from .descriptors import (
 )
 from .kernels import TemplateMatrix, condition_number, template_matrix
 from .linear import OneStepOptimum, gamma_matrix, gd_step_optimum, lsa_optimum, lsa_weights, moments
-from .mesa import ProductOptimum, best_diagonal, best_product, one_step_predictions, product_optimum, product_scatter
+from .mesa import (
+    ExpectedGradient,
+    ProductOptimum,
+    best_diagonal,
+    best_product,
+    diagonal_gradients,
+    diagonal_learning_rate,
+    expected_gradient,
+    one_step_predictions,
+    product_optimum,
+    product_scatter,
+)
 
 __all__ = [
     "DescriptorOptimum",
+    "ExpectedGradient",
     "GradientFlow",
     "OneStepOptimum",
     "ProductOptimum",
@@ -23,6 +35,9 @@ __all__ = [
     "best_product",
     "condition_number",
     "descriptor_optimum",
+    "diagonal_gradients",
+    "diagonal_learning_rate",
+    "expected_gradient",
     "gamma_matrix",
     "gd_step_optimum",
     "gradient_flow",

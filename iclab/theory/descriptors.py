@@ -1,6 +1,6 @@
 """Task descriptors: one-layer LSA optima when inputs have a task-varying mean (Huang & Ge, ICLR 2025).
 
-Setting (PAPERS.md §4): given the prompt's mean μ, x_i, x_q ~ N(μ, Λ); w ~ N(0, τ²I);
+Setting (Huang & Ge, docs/papers.md §4): given the prompt's mean μ, x_i, x_q ~ N(μ, Λ); w ~ N(0, τ²I);
 y = wᵀx + ε, ε ~ N(0, σ²). μ ~ N(0, s²I) per prompt, or uniform over a fixed set of K means.
 Every token carries a descriptor c (μ itself, the one-hot index of μ, or nothing):
 z_i = [x_i; c; y_i], query [x_q; c; 0] (:class:`iclab.prompts.PairedFormat`).

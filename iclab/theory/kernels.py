@@ -1,4 +1,4 @@
-"""The template matrix N of a random-feature kernel (Boix-Adserà et al., ICLR 2024; PAPERS.md §6).
+"""The template matrix N of a random-feature kernel (Boix-Adserà et al., ICLR 2024; docs/papers.md §6).
 
 For a kernel K that does not care which symbols fill a template, only which positions hold
 equal symbols, K(x, x') for two strings over DISJOINT alphabets depends on their templates

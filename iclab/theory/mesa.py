@@ -1,4 +1,4 @@
-"""Mesa-optimisation in autoregressive linear attention (Zheng et al., NeurIPS 2024; PAPERS.md §5).
+"""Mesa-optimisation in autoregressive linear attention (Zheng et al., NeurIPS 2024; docs/papers.md §5).
 
 With the diagonal initialisation the causal linear attention predicts
 
@@ -20,6 +20,11 @@ with x = x_1 and H_n the n-th harmonic number: 0.192/σ² for Gaussian starts at
 sums (:func:`best_product`); its scatter around p* shrinks like 1/√m (:func:`product_scatter`).
 A model with per-coordinate diagonals (a_j, b_j) fits a finite set better still: its exact
 optimum is :func:`best_diagonal`.
+
+The theorem's other half, that gradient descent from the diagonal initialisation stays diagonal,
+is a statement about the population gradient: :func:`expected_gradient` estimates it at a given
+(a₀, b₀) by Monte Carlo, with the standard error its test needs. :func:`diagonal_learning_rate`
+is the plain-GD step that is stable along the diagonal family, from the start to ab*.
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from dataclasses import dataclass
 import torch
 
 from ..config import ConfigError
+from ..rng import generator as stream
 from ..tasks.autoregressive import AutoregressiveSequences
+
+BLOCK = 64  # sequences per block of :func:`diagonal_gradients`: its (b, T, d, d) temporaries stay in cache
 
 
 @dataclass(frozen=True)
@@ -143,3 +151,100 @@ def best_diagonal(xs: torch.Tensor) -> torch.Tensor:
         a = torch.complex(coords[:d], coords[d:])
         numerator, denominator = fit(a)
         return a * numerator / denominator
+
+
+def diagonal_learning_rate(optimum: ProductOptimum, a0: float, b0: float, lr_scale: float) -> tuple[float, int]:
+    """(lr, warm-up steps) of plain gradient descent on the half_sse loss from the diagonal init (a₀, b₀).
+
+    GD is stable while the step stays below 2/curvature. Along the diagonal family the curvature in
+    (a, b) is D·(|a₀| + |b₀|)² at the start and D·(a² + b²) at the optimum, with D = E Σ_t‖u_t‖²
+    (``optimum.denominator``), a² − b² conserved along the flow and ab = ab* there, so
+    a² + b² = √((a₀² − b₀²)² + 4ab*²). The step is lr = ``lr_scale``/(D·(a² + b²)) at the optimum,
+    reached by a linear warm-up whose first step, lr/warm-up, is at most ``lr_scale``/(D·(|a₀| + |b₀|)²),
+    the step of the same scale at the start (a start flatter than the optimum needs one warm-up step).
+    """
+    at_optimum = math.sqrt((a0**2 - b0**2) ** 2 + 4 * optimum.product**2)  # a² + b² at ab*
+    return lr_scale / (optimum.denominator * at_optimum), math.ceil((abs(a0) + abs(b0)) ** 2 / at_optimum)
+
+
+@dataclass(frozen=True)
+class ExpectedGradient:
+    """A Monte Carlo estimate of the population gradient of the half_sse loss at a diagonal init.
+
+    ``w_kq`` ``(2d, 2d)`` and ``w_pv`` ``(d, 2d)`` are the mean gradients (complex128, in PyTorch's
+    convention for complex weights: ∂L/∂Re W + i ∂L/∂Im W). ``off`` and ``on`` are the Frobenius
+    norms of the mean off and on the diagonal initialisation's support (the diagonals of W^{KQ}'s
+    bottom-left block and of W^{PV}'s left block), and ``z`` = ``off`` / √(Σ of the off-support
+    real coordinates' squared standard errors): ≈ 1 when the expectation off the support is zero,
+    growing like √draws when it is not.
+    """
+
+    w_kq: torch.Tensor
+    w_pv: torch.Tensor
+    off: float
+    on: float
+    z: float
+
+
+def diagonal_gradients(xs: torch.Tensor, a0: float, b0: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The gradients in (W^{KQ}, W^{PV}) of the half_sse loss ½Σ_{t=2}^{T−1}‖ŷ_t − x_{t+1}‖², averaged
+    over the sequences ``xs`` ``(B, T, d)``, of the causal linear attention at its diagonal
+    initialisation W^{KQ} = [[0, 0], [a₀I, 0]], W^{PV} = [b₀I, 0]; ``(2d, 2d)`` and ``(d, 2d)`` complex128.
+
+    There ŷ_t = a₀b₀u_t with u_t the one-step prediction at lr = 1 (:func:`one_step_predictions`);
+    with r_t = ŷ_t − x_{t+1}, the token e_t = [x_t; x_{t−1}] and S_t = Σ_{i≤t} e_i e_iᴴ, the gradients
+    ∂/∂W^{PV} = Σ_t r_t z_tᴴ/(t − 1), z_t = S_tW^{KQ}e_t, and ∂/∂W^{KQ} = Σ_t S_tW^{PV}ᴴr_t e_tᴴ/(t − 1)
+    become, at this initialisation,
+
+        ∂/∂W^{PV} = a₀ Σ_t r_t [u_t; v_t]ᴴ,           v_t = (1/(t − 1)) Σ_{i<t} x_i x_iᴴ x_t,
+        ∂/∂W^{KQ} = b₀ Σ_t [P_t r_t; R_t r_t] e_tᴴ,   P_t = (1/(t − 1)) Σ_{i≤t} x_i x_iᴴ,
+                                                       R_t = (1/(t − 1)) Σ_{i≤t} x_{i−1} x_iᴴ.
+    """
+    xs = xs.to(torch.complex128)
+    batch, _, d = xs.shape
+    grad_kq = torch.zeros(2 * d, 2 * d, dtype=xs.dtype, device=xs.device)
+    grad_pv = torch.zeros(d, 2 * d, dtype=xs.dtype, device=xs.device)
+    for g, x in _scaled_steps(xs, BLOCK):
+        t_minus_1 = torch.arange(1, x.shape[1] - 1, device=x.device, dtype=torch.float64)[:, None]
+        now, before, after = x[:, 1:-1], x[:, :-2], x[:, 2:]  # x_t, x_{t−1}, x_{t+1} for t = 2..T−1
+        u = torch.einsum("btjk,btk->btj", g, now)  # (b, T − 2, d)
+        r = a0 * b0 * u - after
+        earlier = torch.cumsum(x[:, :-2, :, None] * x[:, :-2, None, :].conj(), dim=1)  # Σ_{i<t} x_i x_iᴴ
+        v = torch.einsum("btjk,btk->btj", earlier, now) / t_minus_1
+        # P_t r_t adds x_t's own term to the earlier ones; R_t = G_tᴴ/(t − 1) = gᴴ.
+        p_r = (torch.einsum("btjk,btk->btj", earlier, r) + now * (now.conj() * r).sum(-1, keepdim=True)) / t_minus_1
+        r_r = torch.einsum("btkj,btk->btj", g.conj(), r)
+        token = torch.cat([now, before], -1)  # e_t, (b, T − 2, 2d)
+        grad_pv += a0 * torch.einsum("btj,btk->jk", r, torch.cat([u, v], -1).conj())
+        grad_kq += b0 * torch.einsum("btj,btk->jk", torch.cat([p_r, r_r], -1), token.conj())
+    return grad_kq / batch, grad_pv / batch
+
+
+def expected_gradient(task: AutoregressiveSequences, a0: float, b0: float, draws: int, batches: int,
+                      seed: int) -> ExpectedGradient:
+    """The population gradient at the diagonal init (a₀, b₀) by Monte Carlo (:class:`ExpectedGradient`).
+
+    The theorem says it vanishes off the diagonal support for the starts it covers (Gaussian and
+    sparse); all-ones starts have a clear off-diagonal expectation. ``draws`` fresh sequences are
+    split into ``batches`` (batch k from the ``(seed, "gradient", k)`` stream); the spread of the
+    batch means gives each coordinate's standard error.
+    """
+    if batches < 2 or draws < batches:
+        raise ConfigError("the expected gradient needs batches >= 2 and draws >= batches")
+    d = task.d
+    means = []
+    for k in range(batches):
+        xs = task.sample(draws // batches, stream(seed, "gradient", k), torch.float64).xs
+        means.append(torch.cat([torch.view_as_real(g).flatten() for g in diagonal_gradients(xs, a0, b0)]))
+    means = torch.stack(means)  # (batches, real coordinates of W^{KQ} then W^{PV})
+    index = torch.arange(d)
+    kq = torch.zeros(2 * d, 2 * d, 2, dtype=torch.bool)
+    kq[d + index, index] = True
+    pv = torch.zeros(d, 2 * d, 2, dtype=torch.bool)
+    pv[index, index] = True
+    on = torch.cat([kq.flatten(), pv.flatten()])
+    mean, stderr = means.mean(0), means.std(0) / math.sqrt(batches)
+    off, noise = mean[~on].norm().item(), stderr[~on].norm().item()
+    w_kq, w_pv = torch.view_as_complex(mean.view(-1, 2)).split([4 * d * d, 2 * d * d])
+    return ExpectedGradient(w_kq.view(2 * d, 2 * d), w_pv.view(d, 2 * d), off, mean[on].norm().item(),
+                            off / noise if noise > 0 else 0.0)

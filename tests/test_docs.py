@@ -1,0 +1,43 @@
+"""The documentation's cross-references: ``docs/papers.md §N`` citations and links between docs pages."""
+
+import re
+from pathlib import Path
+
+import iclab
+
+ROOT = Path(iclab.__file__).resolve().parent.parent
+PAPERS = ROOT / "docs" / "papers.md"
+SOURCES = [p for pattern in ("iclab/**/*.py", "tests/*.py", "benchmarks/*.py", "scripts/*.py", "examples/**/*.py",
+                             "*.md", "docs/**/*.md") for p in ROOT.glob(pattern)]
+
+
+def test_every_citation_of_papers_md_names_a_section():
+    sections = set(re.findall(r"^## (\d+)\. ", PAPERS.read_text(encoding="utf-8"), flags=re.M))
+    assert sections == {str(n) for n in range(1, 8)}
+    cited = {(p.relative_to(ROOT), n) for p in SOURCES
+             for n in re.findall(r"docs/papers\.md §(\d+)", p.read_text(encoding="utf-8"))}
+    assert cited, "nothing cites docs/papers.md"
+    assert not {c for c in cited if c[1] not in sections}
+
+
+def _anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_links_between_docs_pages_resolve():
+    links = [(page, target, anchor) for page in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]
+             for target, anchor in re.findall(r"\]\(([^)#:]*\.md)?(?:#([^)]*))?\)", page.read_text(encoding="utf-8"))]
+    assert len(links) > 7
+    for page, target, anchor in links:
+        linked = page.parent / target if target else page
+        assert linked.exists(), f"{page.relative_to(ROOT)} links to {target}"
+        assert not anchor or anchor in _anchors(linked), f"{page.relative_to(ROOT)} links to {target}#{anchor}"
+
+
+def test_experiment_notes_are_named_after_experiments():
+    from iclab import experiments
+
+    notes = {p.stem for p in (ROOT / "docs" / "experiments").glob("*.md")}
+    assert notes and notes <= set(experiments.names())
