@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import logging
 import platform
 import subprocess
@@ -18,7 +17,7 @@ import torch
 from . import experiments
 from .config import ConfigError, parse_assignment, set_key
 from .devices import pick_device
-from .experiments.base import RunContext
+from .experiments.base import RunContext, iclab_version
 from .report import run_folders, write_index, write_report, write_sweep_report
 from .report.tensorboard import check_tensorboard, write_events
 from .runs import RunFolder, SweepFolder
@@ -116,7 +115,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
-    context = RunContext(folder, device, progress)
+    context = RunContext(folder, device, progress, experiment=spec.name)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
@@ -144,11 +143,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
 def _environment(device) -> dict:
     """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
     Python, torch, the device and torch's CPU threads."""
-    try:
-        version = importlib.metadata.version("iclab")
-    except importlib.metadata.PackageNotFoundError:  # imported from a source tree that was never installed
-        version = None
-    return {"iclab": version, **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
+    return {"iclab": iclab_version(), **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
             "device": str(device), "threads": torch.get_num_threads()}
 
 

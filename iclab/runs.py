@@ -13,7 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +23,34 @@ import yaml
 
 from .claims import Claim
 from .config import ConfigError, dump
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One weights file of a run (see :mod:`iclab.train` for the layout): the model's name in the
+    run, its seed, the training step and the file."""
+
+    model: str
+    seed: int
+    step: int
+    path: Path
+
+
+def read_weights(path: str | Path) -> tuple[dict, dict]:
+    """A weights file's state dict (CPU tensors) and its metadata (every value JSON-decoded)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), "np") as f:
+        metadata = f.metadata() or {}
+    return load_file(str(path)), {k: json.loads(v) for k, v in metadata.items() if k != "format"}
+
+
+def _weights_step(path: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as f:
+        return int(f.metadata()["step"])
 
 
 class _Folder:
@@ -117,7 +147,32 @@ class RunFolder(_Folder):
     @property
     def has_checkpoint(self) -> bool:
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
-        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.safetensors"))
+        from .train import STATE  # the layout's names; imported on use (torch), as the readers below
+
+        return bool(self.legacy_checkpoints()) or any(self.checkpoints.glob(f"*/seed*/{STATE}"))
+
+    def legacy_checkpoints(self) -> list[Path]:
+        """The one-file checkpoints of a run written before the current layout (they resume, but
+        record no model to rebuild)."""
+        return sorted(self.checkpoints.glob("*-seed*.safetensors"))
+
+    def weights(self) -> list[Checkpoint]:
+        """Every weights file, latest and kept, ordered by model, seed and step (a kept step that is
+        also the latest is listed once, as the latest)."""
+        from .train import WEIGHTS
+
+        found = {}
+        for folder in sorted(self.checkpoints.glob("*/seed*")):
+            seed = re.fullmatch(r"seed(\d+)", folder.name)
+            if seed is None:
+                continue
+            kept = {int(m[1]): p for p in folder.glob("step*.safetensors")
+                    if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))}
+            if (folder / WEIGHTS).exists():
+                kept[_weights_step(folder / WEIGHTS)] = folder / WEIGHTS
+            for step, path in kept.items():
+                found[folder.parent.name, int(seed[1]), step] = Checkpoint(folder.parent.name, int(seed[1]), step, path)
+        return [found[key] for key in sorted(found)]
 
     def write_config(self, config: dict) -> None:
         """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""

@@ -42,6 +42,7 @@ from torch import nn
 
 from ..config import ConfigError
 from .attention import SelfAttention
+from .registry import rebuildable
 
 INITS = ("gpt2", "pytorch")
 """``gpt2``: N(0, σ²) weights, embeddings and positions, zero biases, residual output
@@ -131,6 +132,7 @@ class GPTConfig:
             raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
 
 
+@rebuildable
 class GPTTransformer(nn.Module):
     """Pre-LN transformer with a linear or embedding read-in, shaped by a :class:`GPTConfig`; see the
     module docstring. ``generator`` is the random stream of the initialisation."""

@@ -6,7 +6,7 @@ Input priors know their own moments, so the theory can evaluate closed forms exa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -134,6 +134,8 @@ class LinearRegression:
         w_scale: τ, w ~ N(0, τ²I) (restricted to ``w_sparsity`` random coordinates if set).
         w_sparsity: k for a k-sparse w, or None for dense.
         noise: σ, the label-noise standard deviation (queries are noisy too).
+        config: the config block it was built from by :func:`linear_regression_from_config` (None
+            when built directly): what a checkpoint records to rebuild the task.
     """
 
     inputs: GaussianInputs | UniformInputs
@@ -142,6 +144,7 @@ class LinearRegression:
     w_scale: float = 1.0
     w_sparsity: int | None = None
     noise: float = 0.0
+    config: dict | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         if self.n_context < 1 or self.n_query < 1:
@@ -195,4 +198,5 @@ def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
         w_scale=cfg.get("w_scale", 1.0),
         w_sparsity=cfg.get("w_sparsity"),
         noise=cfg.get("noise", 0.0),
+        config=dict(cfg),
     )
