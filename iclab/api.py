@@ -18,9 +18,9 @@ from . import experiments
 from .config import ConfigError, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext, iclab_version
-from .report import run_folders, write_index, write_report, write_sweep_report
+from .report import run_folders, write_evaluation_report, write_index, write_report, write_sweep_report
 from .report.tensorboard import check_tensorboard, write_events
-from .runs import RunFolder, SweepFolder
+from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
 
 log = logging.getLogger(__name__)
@@ -164,11 +164,14 @@ def _git_commit() -> dict:
 
 
 def report(path: str | Path) -> Path:
-    """(Re)write a sweep folder's or a run folder's ``report.html``, or, for a folder of runs, every
-    run's report and the folder's ``index.html``; returns the page written (the report or the index)."""
+    """(Re)write a sweep folder's, an evaluation folder's or a run folder's ``report.html``, or, for a
+    folder of runs, every run's report and the folder's ``index.html``; returns the page written (the
+    report or the index)."""
     path = Path(path)
     if SweepFolder(path).spec_file.exists():
         return write_sweep_report(SweepFolder(path))
+    if EvaluationFolder(path).spec_file.exists():
+        return write_evaluation_report(EvaluationFolder(path))
     if (path / "config.yaml").exists():
         return write_report(RunFolder.open(path))
     runs = run_folders(path)

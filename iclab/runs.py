@@ -268,6 +268,55 @@ class SweepFolder(_Folder):
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
 
+class EvaluationFolder(_Folder):
+    """An evaluation of a trained model (``iclab eval``): a run folder's files without the training.
+
+        <run>/eval-<yyyymmdd-hhmmss>/
+          evaluation.yaml   the exact command, and what it resolved to: source, model, seed, steps, task,
+                            shifts, learners, prompts, bootstrap, metric
+          metrics.parquet   long format as a run's: setting (the shift), model (the model's name or a
+                            learner's), seed, step (the checkpoint's; empty for learners), n (examples k),
+                            metric (e.g. normalised_mse, normalised_mse_p05, normalised_mse_p95), value
+          figures/*.png  report.html
+    """
+
+    spec_file = property(lambda self: self.path / "evaluation.yaml")
+    metrics_file = property(lambda self: self.path / "metrics.parquet")
+    write_metrics = RunFolder.write_metrics
+    read_metrics = RunFolder.read_metrics
+
+    @classmethod
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> "EvaluationFolder":
+        """A new folder holding ``evaluation.yaml``: ``out`` (which must not exist, or be empty), else
+        ``<root>/eval-<timestamp>`` (numbered when taken)."""
+        if out is None:
+            out = _new_folder(Path(root) / f"eval-{dt.datetime.now():%Y%m%d-%H%M%S}")
+        else:
+            cls.refuse_taken(out)
+        folder = cls(out)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        folder.spec_file.write_text(dump(spec))
+        return folder
+
+    @staticmethod
+    def refuse_taken(out: str | Path) -> None:
+        """A :class:`ConfigError` unless ``out`` is absent or an empty folder (evaluations are never overwritten)."""
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} already exists and is not an empty folder; evaluations are never overwritten")
+
+    @classmethod
+    def open(cls, path: str | Path) -> "EvaluationFolder":
+        """An existing evaluation folder (it must hold ``evaluation.yaml``)."""
+        folder = cls(path)
+        if not folder.spec_file.exists():
+            raise ConfigError(f"{path} is not an evaluation folder (no evaluation.yaml)")
+        return folder
+
+    def read_spec(self) -> dict:
+        return yaml.safe_load(self.spec_file.read_text())
+
+
 def _new_folder(path: Path) -> Path:
     """Make ``path`` (or ``path-2``, ``path-3``, ... when taken) with an exclusive ``mkdir``."""
     for suffix in itertools.count(1):

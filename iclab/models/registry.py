@@ -71,7 +71,10 @@ def rebuild(spec: Mapping[str, Any]) -> nn.Module:
                           f"iclab.models.rebuildable and import its module first; known: {known})")
     cls = MODELS[name]
     hints = typing.get_type_hints(cls.__init__)
-    return cls(**{k: _decode(v, hints.get(k)) for k, v in spec["arguments"].items()})
+    try:
+        return cls(**{k: _decode(v, hints.get(k)) for k, v in spec["arguments"].items()})
+    except TypeError as err:  # an argument this version of the class does not take
+        raise ConfigError(f"cannot rebuild the {name}: {err}") from None
 
 
 def _encode(value: Any) -> Any:

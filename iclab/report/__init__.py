@@ -1,9 +1,10 @@
 """Figures and HTML pages for run and sweep folders: a report per run, the scoreboard across runs,
-the comparison of two runs, and a sweep's report. This package renders folders; it never runs anything."""
+the comparison of two runs, a sweep's report and an evaluation's. This package renders folders; it never runs anything."""
 
 from .compare import compare_runs
+from .evaluation import write_evaluation_report
 from .html import write_report
 from .index import run_folders, write_index
 from .sweep import write_sweep_report
 
-__all__ = ["compare_runs", "run_folders", "write_index", "write_report", "write_sweep_report"]
+__all__ = ["compare_runs", "run_folders", "write_evaluation_report", "write_index", "write_report", "write_sweep_report"]
