@@ -2,6 +2,7 @@
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
       config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
+      eval-<stamp>/  (evaluations of its models: :class:`EvaluationFolder`)
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
 finished run; a folder without it can be resumed. A sweep folder holds one run folder per grid
