@@ -2,6 +2,7 @@
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
       config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
+      eval-<stamp>/  (evaluations of its models: :class:`EvaluationFolder`)
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
 finished run; a folder without it can be resumed. A sweep folder holds one run folder per grid
@@ -13,7 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +24,34 @@ import yaml
 
 from .claims import Claim
 from .config import ConfigError, dump
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One weights file of a run (see :mod:`iclab.train` for the layout): the model's name in the
+    run, its seed, the training step and the file."""
+
+    model: str
+    seed: int
+    step: int
+    path: Path
+
+
+def read_weights(path: str | Path) -> tuple[dict, dict]:
+    """A weights file's state dict (CPU tensors) and its metadata (every value JSON-decoded)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), "np") as f:
+        metadata = f.metadata() or {}
+    return load_file(str(path)), {k: json.loads(v) for k, v in metadata.items() if k != "format"}
+
+
+def _weights_step(path: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as f:
+        return int(f.metadata()["step"])
 
 
 class _Folder:
@@ -117,7 +148,32 @@ class RunFolder(_Folder):
     @property
     def has_checkpoint(self) -> bool:
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
-        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.safetensors"))
+        from .train import STATE  # the layout's names; imported on use (torch), as the readers below
+
+        return bool(self.legacy_checkpoints()) or any(self.checkpoints.glob(f"*/seed*/{STATE}"))
+
+    def legacy_checkpoints(self) -> list[Path]:
+        """The one-file checkpoints of a run written before the current layout (they resume, but
+        record no model to rebuild)."""
+        return sorted(self.checkpoints.glob("*-seed*.safetensors"))
+
+    def weights(self) -> list[Checkpoint]:
+        """Every weights file, latest and kept, ordered by model, seed and step (a kept step that is
+        also the latest is listed once, as the latest)."""
+        from .train import WEIGHTS
+
+        found = {}
+        for folder in sorted(self.checkpoints.glob("*/seed*")):
+            seed = re.fullmatch(r"seed(\d+)", folder.name)
+            if seed is None:
+                continue
+            kept = {int(m[1]): p for p in folder.glob("step*.safetensors")
+                    if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))}
+            if (folder / WEIGHTS).exists():
+                kept[_weights_step(folder / WEIGHTS)] = folder / WEIGHTS
+            for step, path in kept.items():
+                found[folder.parent.name, int(seed[1]), step] = Checkpoint(folder.parent.name, int(seed[1]), step, path)
+        return [found[key] for key in sorted(found)]
 
     def write_config(self, config: dict) -> None:
         """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""
@@ -211,6 +267,55 @@ class SweepFolder(_Folder):
     def read_table(self, path: Path) -> pd.DataFrame:
         """One of the sweep's parquet tables (empty when it was not written)."""
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+class EvaluationFolder(_Folder):
+    """An evaluation of a trained model (``iclab eval``): a run folder's files without the training.
+
+        <run>/eval-<yyyymmdd-hhmmss>/
+          evaluation.yaml   the exact command, and what it resolved to: source, model, seed, steps, task,
+                            shifts, learners, prompts, bootstrap, metric
+          metrics.parquet   long format as a run's: setting (the shift), model (the model's name or a
+                            learner's), seed, step (the checkpoint's; empty for learners), n (examples k),
+                            metric (e.g. normalised_mse, normalised_mse_p05, normalised_mse_p95), value
+          figures/*.png  report.html
+    """
+
+    spec_file = property(lambda self: self.path / "evaluation.yaml")
+    metrics_file = property(lambda self: self.path / "metrics.parquet")
+    write_metrics = RunFolder.write_metrics
+    read_metrics = RunFolder.read_metrics
+
+    @classmethod
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> "EvaluationFolder":
+        """A new folder holding ``evaluation.yaml``: ``out`` (which must not exist, or be empty), else
+        ``<root>/eval-<timestamp>`` (numbered when taken)."""
+        if out is None:
+            out = _new_folder(Path(root) / f"eval-{dt.datetime.now():%Y%m%d-%H%M%S}")
+        else:
+            cls.refuse_taken(out)
+        folder = cls(out)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        folder.spec_file.write_text(dump(spec))
+        return folder
+
+    @staticmethod
+    def refuse_taken(out: str | Path) -> None:
+        """A :class:`ConfigError` unless ``out`` is absent or an empty folder (evaluations are never overwritten)."""
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} already exists and is not an empty folder; evaluations are never overwritten")
+
+    @classmethod
+    def open(cls, path: str | Path) -> "EvaluationFolder":
+        """An existing evaluation folder (it must hold ``evaluation.yaml``)."""
+        folder = cls(path)
+        if not folder.spec_file.exists():
+            raise ConfigError(f"{path} is not an evaluation folder (no evaluation.yaml)")
+        return folder
+
+    def read_spec(self) -> dict:
+        return yaml.safe_load(self.spec_file.read_text())
 
 
 def _new_folder(path: Path) -> Path:

@@ -6,6 +6,20 @@ with ``torch.func.vmap`` (models that cannot be vmapped train one seed after ano
 exactly as if it trained alone; gradient clipping is applied per seed. Data for seed s at
 step t depends only on (s, t), and checkpoints hold the optimizer state, so a run that is
 interrupted and resumed ends with the same weights as one that never stopped.
+
+Checkpoints of model ``name`` and seed k live in ``<checkpoint_dir>/<name>/seed<k>/``:
+
+    model.safetensors   the weights (the module's state dict), with metadata: name, seed, step and
+                        whatever the caller's ``describe(model)`` says (class, constructor arguments,
+                        prompt format, task, ...), every value JSON-encoded
+    state.safetensors   optimizer state (``optim.<param>.<state>``) and the logged history
+                        (``history.<metric>.step`` / ``.value``); metadata: step
+    step<N>.safetensors the weights at a step of ``train.keep``, with the same metadata
+
+Each file is written to a temporary name and renamed, the state before the weights, so an
+interrupted save leaves the previous pair (or a complete new weights file that resume puts in
+place). Runs written before this layout hold one ``<name>-seed<k>.safetensors`` per seed (model.*,
+optim.* and history.* tensors; metadata: step); training resumes from them and writes the new layout.
 """
 
 from __future__ import annotations
@@ -15,13 +29,14 @@ import copy
 import dataclasses
 import logging
 import math
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
@@ -57,6 +72,11 @@ class TrainConfig:
             ``cross_entropy`` for token targets and logits, see :data:`iclab.losses.TOKEN_LOSSES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
+        keep: besides the latest checkpoint, keep the weights at these steps (a list), or at this
+            many log-spaced steps from 1 to ``steps`` (an int K: ``round(steps^(i/(K−1)))``, i = 0…K−1,
+            fewer when two round to the same step), as ``step<N>.safetensors``; None keeps none.
+            Kept weights are never overwritten by later checkpoints; a resume that passes a kept step
+            again writes it again (the same weights, unless resume overrides changed the training).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
             elementwise work and drops per-op overhead, which pays on small models and long runs
             (the throughput benchmark's 2-layer transformer: +15–20% steps/s on two cores) at a
@@ -84,6 +104,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     compile: bool = False
     precision: str = "fp32"
+    keep: list[int] | int | None = None
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -96,6 +117,22 @@ class TrainConfig:
             raise ConfigError("train.train_size must be >= 1 or null")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        step = lambda k: isinstance(k, int) and not isinstance(k, bool)  # noqa: E731
+        keep = self.keep
+        if not (keep is None or (step(keep) and keep >= 1)
+                or (isinstance(keep, list) and all(step(k) and 1 <= k <= self.steps for k in keep))):
+            raise ConfigError(f"train.keep must be a list of steps in 1..{self.steps}, a number of steps >= 1 or "
+                              f"null, got {self.keep!r}")
+
+    def kept_steps(self) -> list[int]:
+        """The steps whose weights :attr:`keep` keeps, in order."""
+        if self.keep is None:
+            return []
+        if isinstance(self.keep, list):
+            return sorted(set(self.keep))
+        if self.keep == 1:
+            return [self.steps]
+        return sorted({round(self.steps ** (i / (self.keep - 1))) for i in range(self.keep)})
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
@@ -195,9 +232,45 @@ class TrainResult:
 Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
 
 
-def checkpoint_path(directory: Path, name: str, seed: int) -> Path:
-    """``<directory>/<name>-seed<seed>.safetensors``."""
+WEIGHTS, STATE = "model.safetensors", "state.safetensors"
+"""The latest weights and the training state in a seed's checkpoint folder."""
+
+
+def checkpoint_folder(directory: str | Path, name: str, seed: int) -> Path:
+    """``<directory>/<name>/seed<seed>``: the checkpoints of one model and seed."""
+    return Path(directory) / name / f"seed{seed}"
+
+
+def kept_weights(folder: Path, step: int) -> Path:
+    """``<folder>/step<step>.safetensors``: weights kept by :attr:`TrainConfig.keep`."""
+    return folder / f"step{step}.safetensors"
+
+
+def legacy_checkpoint(directory: str | Path, name: str, seed: int) -> Path:
+    """``<directory>/<name>-seed<seed>.safetensors``: the one-file checkpoint of runs written before
+    the current layout (weights, optimizer state and history together)."""
     return Path(directory) / f"{name}-seed{seed}.safetensors"
+
+
+def _saved_step(path: Path) -> int:
+    with safe_open(path, "pt") as f:
+        return int(f.metadata()["step"])
+
+
+def _pending_step(path: Path) -> int | None:
+    """The step of a temporary file a save left behind, or None when it is absent or incomplete."""
+    try:
+        return _saved_step(path)
+    except (OSError, SafetensorError, KeyError):
+        return None
+
+
+def _write_pending(tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str]) -> Path:
+    """Write what belongs at ``path`` to a temporary file beside it and return that file, which the
+    caller renames to ``path`` (so ``path`` is always complete)."""
+    tmp = path.with_suffix(".tmp")
+    save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata=dict(metadata))
+    return tmp
 
 
 def train(
@@ -211,6 +284,7 @@ def train(
     progress: bool = True,
     callback: Callback | None = None,
     vectorize: bool = True,
+    describe: Callable[[nn.Module], Mapping[str, Any]] | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
     any object with ``batch(seed, step, device) -> Prompt``).
@@ -218,12 +292,14 @@ def train(
     ``make_model(generator)`` builds a freshly initialised model from the seed's ``"init"``
     stream. With ``checkpoint_dir``, training resumes from the checkpoints found there.
     ``callback(step, models)`` runs at every logging step and may return
-    ``{metric: per-seed values}`` to record.
+    ``{metric: per-seed values}`` to record. ``describe(model)`` gives the JSON-able facts the weights
+    files record about the model (its class and arguments, prompt format, task, ...: the loop itself
+    knows no model or task).
     """
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
     models, history = [], []
     for group in groups:
-        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name)
+        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe)
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
@@ -246,12 +322,13 @@ def _matmul_precision(precision: str):
 class _SeedGroup:
     """Several seeds of one model trained in lockstep with stacked parameters."""
 
-    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name):
+    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name, describe=None):
         self.data, self.config, self.seeds, self.device = data, config, seeds, device
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        self.name = name
+        self.name, self.kept = name, set(config.kept_steps())
         members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
         self.template = copy.deepcopy(members[0])
+        self.description = {} if describe is None else dict(describe(self.template))
         params, self.buffers = stack_module_state(members)
         self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
         self.optimizer = self._make_optimizer()
@@ -329,6 +406,8 @@ class _SeedGroup:
                 if callback is not None:
                     self._record(callback(self.step, self.models()) or {})
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
+            if self.checkpoint_dir is not None and self.step in self.kept:
+                self._save_kept()
             if self.checkpoint_dir is not None and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
                 self._save()
             bar.update(1)
@@ -354,15 +433,35 @@ class _SeedGroup:
             out.append(model.eval())
         return out
 
-    # Checkpoints: model.<param>, optim.<param>.<state> and history.* tensors per seed.
-    def _save(self):
+    # Checkpoints (see the module docstring): per seed, its weights and its state.
+    def _weights(self, k: int) -> dict[str, torch.Tensor]:
+        """Seed k's state dict (parameters and buffers)."""
+        return {**{n: p[k].detach() for n, p in self.params.items()}, **{n: b[k] for n, b in self.buffers.items()}}
+
+    def _metadata(self, seed: int) -> dict[str, str]:
+        facts = {**self.description, "name": self.name, "seed": seed, "step": self.step}
+        return {"format": "pt", **{key: json.dumps(value) for key, value in facts.items()}}
+
+    def _check_finite(self):
         # A finite loss with an infinite gradient still ruins the weights: never checkpoint those.
         finite = torch.stack([p.reshape(len(self.seeds), -1).isfinite().all(1) for p in self.params.values()]).all(0)
         self._stop_unless_finite(finite, self.step)
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+
+    def _save_kept(self):
+        self._check_finite()
+        for k, seed in enumerate(self.seeds):
+            folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = kept_weights(folder, self.step)
+            os.replace(_write_pending(self._weights(k), path, self._metadata(seed)), path)
+
+    def _save(self):
+        self._check_finite()
         state = self.optimizer.state_dict()["state"]
         for k, seed in enumerate(self.seeds):
-            tensors = {f"model.{n}": p[k].detach() for n, p in self.params.items()}
+            folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+            folder.mkdir(parents=True, exist_ok=True)
+            tensors = {}
             for index, n in enumerate(self.params):
                 for key, value in state.get(index, {}).items():
                     tensors[f"optim.{n}.{key}"] = value if value.ndim == 0 else value[k]
@@ -371,39 +470,56 @@ class _SeedGroup:
                 picked = [r for r in rows if r["metric"] == metric]
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
-            path = checkpoint_path(self.checkpoint_dir, self.name, seed)
-            tmp = path.with_suffix(".tmp")
-            save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata={"step": str(self.step)})
-            os.replace(tmp, path)
+            weights = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
+            os.replace(_write_pending(tensors, folder / STATE, {"step": str(self.step)}), folder / STATE)
+            os.replace(weights, folder / WEIGHTS)
+            legacy_checkpoint(self.checkpoint_dir, self.name, seed).unlink(missing_ok=True)  # now superseded
+
+    def _load(self, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | None:
+        """Seed's (weights, state tensors, step) from its checkpoint, or None when it has none."""
+        folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+        weights, state = folder / WEIGHTS, folder / STATE
+        pending = weights.with_suffix(".tmp")
+        if state.exists() and _pending_step(pending) == _saved_step(state):
+            os.replace(pending, weights)  # a save stopped between its two renames: finish it
+        if state.exists() and weights.exists():
+            step = _saved_step(state)
+            if _saved_step(weights) != step:
+                raise ConfigError(f"the weights and state of {self.name} seed {seed} are at different steps; "
+                                  "cannot resume")
+            return load_file(weights, device=str(self.device)), load_file(state, device=str(self.device)), step
+        legacy = legacy_checkpoint(self.checkpoint_dir, self.name, seed)
+        if legacy.exists():
+            tensors = load_file(legacy, device=str(self.device))
+            model = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
+            return model, {k: v for k, v in tensors.items() if not k.startswith("model.")}, _saved_step(legacy)
+        return None
 
     def _resume(self):
         if self.checkpoint_dir is None:
             return
-        paths = [checkpoint_path(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
-        if not all(p.exists() for p in paths):
+        found = [self._load(seed) for seed in self.seeds]
+        if any(f is None for f in found):
             return
-        steps = set()
-        for p in paths:
-            with safe_open(p, "pt") as f:
-                steps.add(int(f.metadata()["step"]))
+        steps = {step for _, _, step in found}
         if len(steps) != 1:
             raise ConfigError(f"checkpoints of {self.name} are at different steps {sorted(steps)}; cannot resume")
-        loaded = [load_file(p, device=str(self.device)) for p in paths]
         with torch.no_grad():
             for n, p in self.params.items():
-                p.copy_(torch.stack([t[f"model.{n}"] for t in loaded]))
-        state = {}
+                p.copy_(torch.stack([weights[n] for weights, _, _ in found]))
+        states = [state for _, state, _ in found]
+        optimizer_state = {}
         for index, n in enumerate(self.params):
-            keys = {key.split(".")[-1] for key in loaded[0] if key.startswith(f"optim.{n}.")}
-            state[index] = {
-                key: loaded[0][f"optim.{n}.{key}"] if loaded[0][f"optim.{n}.{key}"].ndim == 0
-                else torch.stack([t[f"optim.{n}.{key}"] for t in loaded])
+            keys = {key.split(".")[-1] for key in states[0] if key.startswith(f"optim.{n}.")}
+            optimizer_state[index] = {
+                key: states[0][f"optim.{n}.{key}"] if states[0][f"optim.{n}.{key}"].ndim == 0
+                else torch.stack([t[f"optim.{n}.{key}"] for t in states])
                 for key in keys
             }
         saved = self.optimizer.state_dict()
-        self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+        self.optimizer.load_state_dict({"state": optimizer_state, "param_groups": saved["param_groups"]})
         self.step = steps.pop()
-        for seed, tensors in zip(self.seeds, loaded):
+        for seed, tensors in zip(self.seeds, states):
             metrics = {key[len("history."):].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
             for metric in metrics:
                 for step, value in zip(tensors[f"history.{metric}.step"].tolist(), tensors[f"history.{metric}.value"].tolist()):

@@ -92,10 +92,10 @@ def test_divergence_stops_with_one_line_and_stays_resumable(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic'")
     assert "seed 1 at step 4" in err and "iclab resume" in err
-    checkpoint = out / "checkpoints" / "lsa-isotropic-seed1.safetensors"
-    with safe_open(checkpoint, "pt") as f:
-        assert f.metadata()["step"] == "2"  # the last good one
-        assert all(f.get_tensor(k).isfinite().all() for k in f.keys())
+    for name in ("model", "state"):
+        with safe_open(out / "checkpoints" / "lsa-isotropic" / "seed1" / f"{name}.safetensors", "pt") as f:
+            assert f.metadata()["step"] == "2"  # the last good one
+            assert all(f.get_tensor(k).isfinite().all() for k in f.keys())
     monkeypatch.undo()
     assert main(["resume", str(out), "--set", "train.lr=0.001"]) == 0
     config = yaml.safe_load((out / "config.yaml").read_text())

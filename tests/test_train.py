@@ -1,5 +1,11 @@
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
@@ -51,7 +57,8 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False, callback=interrupt)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lsa-seed0.safetensors", "lsa-seed1.safetensors"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]
 
     seen = []
     resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
@@ -60,6 +67,102 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
     for a, b in zip(_params(full.models), _params(resumed.models)):
         torch.testing.assert_close(a, b)
     assert [r["step"] for r in resumed.history if r["seed"] == 0] == list(range(10, 101, 10))
+
+
+def _interrupted_at(step_to_stop):
+    def interrupt(step, models):
+        if step == step_to_stop:
+            raise KeyboardInterrupt
+    return interrupt
+
+
+def _weights_at(folder, seeds, step):
+    return [load_file(folder / f"seed{s}" / f"step{step}.safetensors") for s in seeds]
+
+
+def test_kept_steps_survive_an_interruption_and_equal_an_uninterrupted_run(tmp_path):
+    cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, log_every=10, checkpoint_every=50, keep=[5, 30, 60, 90])
+    data = data_source(TASK, PairedFormat(), cfg)
+    train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "full", name="lsa", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False,
+              callback=_interrupted_at(70))
+    kept = lambda root: sorted(p.name for p in (root / "lsa" / "seed1").glob("step*"))  # noqa: E731
+    assert kept(tmp_path / "cut") == ["step30.safetensors", "step5.safetensors", "step60.safetensors"]
+    train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False)
+    assert kept(tmp_path / "cut") == kept(tmp_path / "full") == [f"step{k}.safetensors" for k in (30, 5, 60, 90)]
+    for step in cfg.kept_steps():
+        for a, b in zip(_weights_at(tmp_path / "full" / "lsa", [0, 1], step), _weights_at(tmp_path / "cut" / "lsa", [0, 1], step)):
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_keep_spacing_and_validation():
+    assert TrainConfig(steps=100, keep=4).kept_steps() == [1, 5, 22, 100]  # 100^(i/3), rounded
+    assert TrainConfig(steps=3, keep=10).kept_steps() == [1, 2, 3]  # fewer where steps round together
+    assert TrainConfig(steps=50, keep=1).kept_steps() == [50] and TrainConfig(keep=[7, 3, 7]).kept_steps() == [3, 7]
+    for bad in ([0], [2000], 0, "all", [True], 1.5):
+        with pytest.raises(ConfigError, match="train.keep"):
+            TrainConfig(steps=1000, keep=bad)
+
+
+def _to_legacy(root, name, seeds):
+    """Rewrite the current checkpoints as the one-file layout iclab wrote before (model.*, optim.*,
+    history.* tensors; metadata step) and remove the current ones."""
+    for seed in seeds:
+        folder = root / name / f"seed{seed}"
+        with safe_open(folder / "state.safetensors", "pt") as f:
+            step = f.metadata()["step"]
+        tensors = {f"model.{k}": v for k, v in load_file(folder / "model.safetensors").items()}
+        tensors.update(load_file(folder / "state.safetensors"))
+        save_file(tensors, root / f"{name}-seed{seed}.safetensors", metadata={"step": step})
+        shutil.rmtree(folder)
+
+
+def test_a_run_written_in_the_old_one_file_layout_resumes_exactly(tmp_path):
+    cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, optimizer="adamw", log_every=10, checkpoint_every=50)
+    data = data_source(TASK, PairedFormat(), cfg)
+    full = train(_make, data, cfg, seeds=[0, 1], progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
+              callback=_interrupted_at(70))
+    _to_legacy(tmp_path, "lsa", [0, 1])
+    seen = []
+    resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
+                    callback=lambda step, models: seen.append(step))
+    assert seen[0] == 60
+    for a, b in zip(_params(full.models), _params(resumed.models)):
+        assert torch.equal(a, b)
+    assert [r["step"] for r in resumed.history if r["seed"] == 1] == list(range(10, 101, 10))
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]  # migrated
+
+
+def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, monkeypatch):
+    import iclab.train
+
+    cfg = TrainConfig(steps=20, batch_size=32, lr=0.01, log_every=10, checkpoint_every=10)
+    data = data_source(TASK, PairedFormat(), cfg)
+    full = train(_make, data, cfg, seeds=[0], progress=False)
+    replace = os.replace
+
+    def stop_before_the_last_weights(src, dst):
+        if str(dst).endswith("model.safetensors") and (Path(dst).parent / "state.safetensors").exists():
+            with safe_open(Path(dst).parent / "state.safetensors", "pt") as f:
+                if f.metadata()["step"] == "20":
+                    raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(iclab.train.os, "replace", stop_before_the_last_weights)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False)
+    monkeypatch.undo()
+    with safe_open(tmp_path / "lsa" / "seed0" / "model.safetensors", "pt") as f:
+        assert f.metadata()["step"] == "10"  # the state is at step 20, the weights are not yet
+    seen = []
+    resumed = train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False,
+                    callback=lambda step, models: seen.append(step))
+    assert seen == [] and not (tmp_path / "lsa" / "seed0" / "model.tmp").exists()  # nothing left to train
+    assert torch.equal(_params(full.models)[0], _params(resumed.models)[0])
 
 
 def test_fixed_training_set_is_reused():

@@ -221,3 +221,17 @@ def test_gpt_config_names_the_model_and_keeps_the_parameter_names():
              "ln_mlp.weight", "ln_mlp.bias", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"]
     assert list(model.state_dict()) == ["positions", "read_in.weight", "read_in.bias", *[f"layers.0.{k}" for k in block],
                                         "ln_out.weight", "ln_out.bias", "read_out.weight", "read_out.bias"]
+
+
+def test_gelu_tanh_activation_and_attention_weights():
+    exact, tanh = _model(), _model(activation="gelu-tanh")
+    assert list(exact.state_dict()) == list(tanh.state_dict())  # no parameter of its own
+    tokens = torch.randn(3, 12, 4, generator=generator(2))
+    difference = (exact(tokens, 6) - tanh(tokens, 6)).abs().max().item()
+    assert 0 < difference < 1e-2  # the tanh form is close to the exact GELU, not equal
+    with pytest.raises(ConfigError, match="activation"):
+        GPTConfig(4, activation="relu")
+    weights = exact.attention_weights(tokens, 6)  # (L, B, H, T, T)
+    assert weights.shape == (2, 3, 2, 12, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 2, 12))
+    assert not weights.triu(1).any()  # causal

@@ -34,7 +34,7 @@ from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
 from ..metrics import compare, evaluate, model_predictor
-from ..models import FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale, mlp
+from ..models import MLP, FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..rng import generator
@@ -250,7 +250,7 @@ def _sine(config: dict, ctx: RunContext):
                                       init_scale=cfg["init_scale"], generator=g)
             if not train_attention:  # η = 1 loses nothing: the features' scale is learned
                 gd_construction(lsa, task.n_context, 1.0)
-            return FeatureLSA(mlp(1, width, k, generator=g), lsa, train_attention)
+            return FeatureLSA(MLP(1, width, k, generator=g), lsa, train_attention)
         return build
 
     results, losses = {}, {}

@@ -49,6 +49,7 @@ DEFAULTS = {
         "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,
         "compile": False,  # torch.compile the loss: pays for long runs (see TrainConfig)
         "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
+        "keep": None,  # checkpoints kept through training: a list of steps or a number of log-spaced ones
     },
     "curriculum": None,
     "ridge_lam": 0.1,
