@@ -79,6 +79,7 @@ def run(
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
+    spec.validate(config)
     check_tensorboard(config)
     dev = pick_device(device)
     folder = RunFolder.create(experiment, config, out, root)
@@ -103,6 +104,7 @@ def resume(
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
+    experiments.get(config["experiment"]).validate(config)
     check_tensorboard(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good

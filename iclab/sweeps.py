@@ -133,8 +133,9 @@ def sweep(
             with this machine's CPUs.
         cpus_per_trial, gpus_per_trial: what each point reserves (and so how many run at once).
 
-    Every point's config is checked before anything runs: an unknown key or a value of the wrong
-    type raises :class:`ConfigError`. A point that fails while running (e.g. an impossible value) is
+    Every point's config is checked before anything runs: an unknown key, a value of the wrong
+    type or one the experiment cannot run (:meth:`~iclab.experiments.base.Experiment.validate`)
+    raises :class:`ConfigError`. A point that fails while running (e.g. a diverging training) is
     recorded with its error in ``points.parquet`` and the others go on; see :attr:`SweepResult.failed`.
     """
     spec = experiments.get(experiment)
@@ -152,8 +153,8 @@ def sweep(
         grid["seed"] = [base["seed"] + k for k in range(seeds)]
     if not grid:
         raise ConfigError("a sweep needs at least one --grid key or --seeds")
-    for point in expand(grid):  # every point's config must resolve before anything runs
-        spec.resolve(scale, {**overrides, **point})
+    for point in expand(grid):  # every point's config must resolve and validate before anything runs
+        spec.validate(spec.resolve(scale, {**overrides, **point}))
     _check_resources(cpus_per_trial, gpus_per_trial, address)
     sweep_spec = {
         "experiment": experiment, "scale": scale, "grid": grid, "overrides": overrides, "metric": metric,

@@ -45,6 +45,25 @@ def test_config_errors_leave_no_trace(overrides, device, message, where, tmp_pat
     assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("experiment, override, message", [
+    ("algorithm-selection", "seeds=2", "one seed per run"),
+    ("gd-mechanism", "depths=[2, 0]", "depths must be"),
+    ("symbols-lm", "variants=[plain]", "variants must hold plain"),
+    ("lsa-linear", "seeds=0", "seeds must be >= 1"),
+])
+def test_values_an_experiment_cannot_run_fail_before_any_folder(experiment, override, message, tmp_path, monkeypatch,
+                                                                capsys):
+    def no_run(*args):
+        raise AssertionError("the experiment started")
+
+    monkeypatch.setattr(api, "_execute", no_run)
+    out = tmp_path / "run"
+    assert main(["run", experiment, "--set", override, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_concurrent_creates_get_distinct_folders(tmp_path):
     barrier, made = threading.Barrier(8), []
 
@@ -112,9 +131,13 @@ def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, mon
     assert not out.exists()
 
 
-def test_resume_rejects_unknown_override(tmp_path):
+def test_resume_rejects_unknown_or_impossible_overrides_and_keeps_the_config(tmp_path):
     out = tmp_path / "run"
     api.run("lsa-linear", overrides=["train.steps=4", "eval_prompts=500"], seeds=1, out=out, progress=False)
     (out / "claims.json").unlink()
+    config = (out / "config.yaml").read_text()
     with pytest.raises(Exception, match="unknown config key"):
         api.resume(out, overrides=["train.lrr=0.1"], progress=False)
+    with pytest.raises(Exception, match="seeds must be >= 1"):
+        api.resume(out, overrides=["seeds=0"], progress=False)
+    assert (out / "config.yaml").read_text() == config and not (out / "claims.json").exists()

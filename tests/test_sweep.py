@@ -49,6 +49,25 @@ def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("experiment, grid, message", [
+    ("algorithm-selection", "seeds=1,2", "one seed per run"),
+    ("gd-mechanism", "depths=[1],[0]", "depths must be"),
+])
+def test_a_point_the_experiment_cannot_run_exits_2_before_ray_starts(experiment, grid, message, tmp_path, capsys,
+                                                                    monkeypatch):
+    import ray
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(ray, "init", no_ray)
+    out = tmp_path / "sweep"
+    assert main(["sweep", experiment, "--grid", grid, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["sweep", "lsa-linear", "--grid", "task.d=2,3", "--grid", "train.lr=0.02,0.05", "--out", str(out), *TINY]

@@ -228,7 +228,7 @@ def _learner_prefix_queries(learner, episode) -> torch.Tensor:
 
 def run(config: dict, ctx: RunContext):
     """Train one transformer per class, evaluate it with the baselines, then the linear model under shifts."""
-    names = _classes(config)
+    names = config["classes"]
     fmt = InterleavedFormat()
     base_train = TrainConfig.from_config(config["train"])
     seeds = [config["seed"] + k for k in range(config["seeds"])]
@@ -445,4 +445,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_classes,
 )

@@ -300,7 +300,6 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Run (a)–(d) and draw the figures."""
-    _check(config)
     s = _Setting(config, ctx)
     claims_a, a, weights_a = _one_layer(s)
     claims_b, b, weights_b = _recurrent(s)
@@ -372,4 +371,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_check,
 )

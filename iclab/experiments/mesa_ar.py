@@ -315,7 +315,6 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Train every start × variant × initialisation, the size sweep, check the claims, draw the figures."""
-    _check(config)
     settings = [
         _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
         for kind, scales in config["starts"].items() for scale in scales
@@ -391,4 +390,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_check,
 )
