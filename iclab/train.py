@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "tf32", "bf16")
 """Training precisions (see :attr:`TrainConfig.precision`)."""
 
+BLOWUP_STEPS = 10
+"""Consecutive steps above :attr:`TrainConfig.blowup` times the start that stop a seed's training."""
+
 
 @dataclass
 class TrainConfig:
@@ -67,6 +70,16 @@ class TrainConfig:
             bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,
             gradients and optimizer state stay fp32 in every mode, so checkpoints and exact resume
             are unchanged.
+        blowup: stop as diverged, as for a non-finite loss, when a seed's training loss has been
+            above this factor times its loss at the start (its initial weights on step 0's batch) at
+            :data:`BLOWUP_STEPS` steps in a row (None: never). A loss starts at the scale of its
+            targets (a regression loss near E[y²] for a model that predicts ~0, a cross-entropy
+            near log V) and a healthy run lowers it, or raises it a few times at most (a curriculum
+            that widens d); a learning rate far too large sends it orders of magnitude up and keeps
+            it there. One batch can be that far out in a healthy run (a 3-layer LSA's batch loss in
+            ``task-descriptors`` reaches 10¹² times its start on a batch with a far-out mean, for at
+            most 2 steps in a row), hence the run of steps. Checkpoints due while a seed is above
+            the limit are skipped, so the last ones written are from before a blow-up.
     """
 
     steps: int = 1000
@@ -84,6 +97,7 @@ class TrainConfig:
     checkpoint_every: int = 1000
     compile: bool = False
     precision: str = "fp32"
+    blowup: float | None = 1e4
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -96,6 +110,8 @@ class TrainConfig:
             raise ConfigError("train.train_size must be >= 1 or null")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.blowup is not None and not self.blowup > 1:
+            raise ConfigError(f"train.blowup must be > 1 or null, got {self.blowup}")
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
@@ -172,12 +188,13 @@ def data_source(task, prompt_format, config: TrainConfig):
 
 
 class TrainingDiverged(ConfigError):
-    """A non-finite loss (or weights): training stopped without writing the bad state to a checkpoint."""
+    """A non-finite loss (or weights), or a loss blown up (see :attr:`TrainConfig.blowup`): training
+    stopped without writing the bad state to a checkpoint."""
 
-    def __init__(self, model: str, seeds: Sequence[int], step: int):
+    def __init__(self, model: str, seeds: Sequence[int], step: int, reason: str = "non-finite loss"):
         self.model, self.seeds, self.step = model, list(seeds), step
         which = ", ".join(map(str, self.seeds))
-        super().__init__(f"training of {model!r} diverged (non-finite loss) for seed {which} at step {step}")
+        super().__init__(f"training of {model!r} diverged ({reason}) for seed {which} at step {step}")
 
 
 @dataclass
@@ -258,6 +275,12 @@ class _SeedGroup:
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
         self.history: list[dict] = []
+        self.start_losses = self._start_losses()  # before a resume replaces the initial weights
+        self.loss_limits = torch.full_like(self.start_losses, torch.inf)  # (S,): the blow-up rule's
+        if config.blowup is not None:  # a start that is not positive and finite gives no scale to judge by
+            usable = torch.isfinite(self.start_losses) & (self.start_losses > 0)
+            self.loss_limits = torch.where(usable, config.blowup * self.start_losses, self.loss_limits)
+        self.steps_above = torch.zeros_like(self.start_losses, dtype=torch.long)  # (S,) in a row over the limit
         self._resume()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -271,10 +294,17 @@ class _SeedGroup:
             return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
         return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
 
-    def _losses(self, prompts: list[Prompt]) -> torch.Tensor:
+    def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
         tokens = torch.stack([p.tokens for p in prompts])
         targets = torch.stack([p.targets for p in prompts])
-        return self._seed_losses(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+        return (seed_losses or self._seed_losses)(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+
+    def _start_losses(self) -> torch.Tensor:
+        """Each seed's loss ``(S,)`` at its initial weights on step 0's batch (the reference of
+        :attr:`TrainConfig.blowup`), so a resumed run recomputes it (a step's data depends only on
+        the seed). Uncompiled: a compiled loss would compile again for the no-grad call."""
+        with torch.no_grad():
+            return self._losses([self.data.batch(seed, 0, self.device) for seed in self.seeds], self._stacked_losses)
 
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
@@ -317,7 +347,7 @@ class _SeedGroup:
                 group["lr"] = c.lr_at(self.step)
             prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
             losses = self._losses(prompts)
-            self._stop_unless_finite(torch.isfinite(losses), self.step + 1)  # before the optimizer applies it
+            above = self._stop_if_diverged(losses.detach(), self.step + 1)  # before the optimizer applies it
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()
             if c.clip is not None:
@@ -329,10 +359,29 @@ class _SeedGroup:
                 if callback is not None:
                     self._record(callback(self.step, self.models()) or {})
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
-            if self.checkpoint_dir is not None and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+            due = self.step % c.checkpoint_every == 0 and not above  # never a state that may be blowing up
+            if self.checkpoint_dir is not None and (due or self.step == c.steps):
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _stop_if_diverged(self, losses: torch.Tensor, step: int) -> bool:
+        """Raise :class:`TrainingDiverged` if a seed's loss ``(S,)`` is non-finite or has been above its
+        blow-up limit for :data:`BLOWUP_STEPS` steps in a row; returns whether any seed is above it now."""
+        above = losses > self.loss_limits
+        self.steps_above = torch.where(above, self.steps_above + 1, 0)
+        finite = torch.isfinite(losses)
+        all_finite, blown_up, any_above = torch.stack(  # one host sync per step
+            [finite.all(), (self.steps_above >= BLOWUP_STEPS).any(), above.any()]).tolist()
+        if not all_finite:
+            self._stop_unless_finite(finite, step)
+        if blown_up:
+            blown = self.steps_above >= BLOWUP_STEPS
+            ratio = (losses / self.start_losses)[blown].min().item()
+            raise TrainingDiverged(self.name, [s for s, b in zip(self.seeds, blown.tolist()) if b], step,
+                                   f"loss {ratio:.3g} times its start, over {self.config.blowup:g} times for "
+                                   f"{BLOWUP_STEPS} steps")
+        return any_above
 
     def _stop_unless_finite(self, finite: torch.Tensor, step: int):
         """Raise :class:`TrainingDiverged` naming the seeds whose entry of ``finite`` ``(S,)`` is False."""

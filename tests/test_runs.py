@@ -122,6 +122,28 @@ def test_divergence_stops_with_one_line_and_stays_resumable(tmp_path, monkeypatc
     assert (out / "claims.json").exists()
 
 
+def test_a_finite_blow_up_stops_like_a_non_finite_loss_and_stays_resumable(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    original = FreshPrompts.batch
+
+    def batch(self, s, step, device):  # seed 1's targets 1000 times larger from step 4 (1-based) on: finite
+        prompt = original(self, s, step, device)
+        if s == 1 and step >= 3:
+            prompt.targets.mul_(1000.0)
+        return prompt
+
+    monkeypatch.setattr(FreshPrompts, "batch", batch)
+    argv = ["run", "lsa-linear", *FAST, "--set", "train.steps=20", "--set", "train.checkpoint_every=2", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic' diverged (loss ")
+    assert "times its start, over 10000 times for 10 steps) for seed 1 at step 13" in err and "iclab resume" in err
+    with safe_open(out / "checkpoints" / "lsa-isotropic-seed1.safetensors", "pt") as f:
+        assert f.metadata()["step"] == "2"  # the last one before the blow-up: those due after it were skipped
+    monkeypatch.undo()
+    assert main(["resume", str(out)]) == 0 and (out / "claims.json").exists()
+
+
 def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     _plant_nan(monkeypatch, seed=0, from_step=0)

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -7,7 +9,8 @@ from iclab.models import LinearSelfAttention
 from iclab.prompts import PairedFormat
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import lsa_optimum
-from iclab.train import FixedTrainingSet, TrainConfig, data_source, train
+from iclab.train import (BLOWUP_STEPS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged, _SeedGroup,
+                         data_source, train)
 
 TASK = LinearRegression(GaussianInputs(3), n_context=10)
 
@@ -124,3 +127,52 @@ def test_bf16_training_tracks_fp32():
 def test_unknown_precision_is_a_config_error():
     with pytest.raises(ConfigError, match="precision"):
         TrainConfig(precision="fp16")
+
+
+class _SpikyPrompts(FreshPrompts):
+    """Fresh prompts whose targets are 1000 times larger at the given 0-based steps (a finite loss
+    about 10⁶ times the start there)."""
+
+    def __init__(self, cfg, steps):
+        super().__init__(TASK, PairedFormat(), cfg.batch_size)
+        self.steps = set(steps)
+
+    def batch(self, seed, step, device):
+        prompt = super().batch(seed, step, device)
+        if step in self.steps:
+            prompt.targets.mul_(1000.0)
+        return prompt
+
+
+def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(monkeypatch):
+    cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, checkpoint_every=4)
+    blown_up_from_step_6 = _SpikyPrompts(cfg, range(5, 30))
+    stop = 5 + BLOWUP_STEPS
+    with pytest.raises(TrainingDiverged, match=rf"diverged \(loss .* times its start, over 10000 times for "
+                                               rf"{BLOWUP_STEPS} steps\) for seed 0, 1 at step {stop}"):
+        train(_make, blown_up_from_step_6, cfg, seeds=[0, 1], progress=False)
+    without_rule = dataclasses.replace(cfg, blowup=None)
+    assert train(_make, blown_up_from_step_6, without_rule, seeds=[0], progress=False).history[-1]["step"] == 30
+
+    saved = []
+    monkeypatch.setattr(_SeedGroup, "_save", lambda self: saved.append(self.step))
+    spikes = _SpikyPrompts(cfg, {3, 7, 11, *range(15, 15 + BLOWUP_STEPS - 1), 27})  # on every due checkpoint
+    train(_make, spikes, cfg, seeds=[0, 1], checkpoint_dir="unused", progress=False)
+    assert saved == [30]  # no stop; the due checkpoints at spikes are skipped, the last one is not
+    saved.clear()
+    train(_make, spikes, without_rule, seeds=[0], checkpoint_dir="unused", progress=False)
+    assert saved == [4, 8, 12, 16, 20, 24, 28, 30]
+
+
+def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
+    cfg = TrainConfig(steps=8, batch_size=64, lr=0.01, log_every=1, checkpoint_every=4)
+    data = data_source(TASK, PairedFormat(), cfg)
+    first = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    resumed = _SeedGroup(_make, data, dataclasses.replace(cfg, steps=12), [0, 1], torch.device("cpu"),
+                         tmp_path, "model")
+    assert resumed.step == 8
+    step_one = torch.tensor([r["value"] for r in first.history if r["step"] == 1])  # seeds 0, 1: initial weights, step 0's batch
+    torch.testing.assert_close(resumed.start_losses, step_one)
+    torch.testing.assert_close(resumed.loss_limits, 1e4 * step_one)
+    with pytest.raises(ConfigError, match="blowup"):
+        TrainConfig(blowup=0.5)

@@ -59,6 +59,7 @@ DEFAULTS = {
     "train": {
         "steps": 1500, "batch_size": 512, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "depths": [2, 4],  # per-layer models of part (c)
     "depth_lr": 0.006,  # (c)'s peak learning rate: at train.lr a 4-layer stack ends 10-30% above GD++
@@ -71,7 +72,8 @@ DEFAULTS = {
         "init_scale": 0.001,  # of the LSA; at 0.1 some seeds stay in a rank-1 solution (module docstring)
         # batch 1024: at 256 some seeds stay in that rank-1 solution, even from the small init
         "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
+                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+                  "blowup": TrainConfig.blowup},
     },
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
                   "gd_plus_plus_rel": 0.05, "depth_rel": 0.10, "sine_rel": 0.10, "sine_below_zero": 0.25},

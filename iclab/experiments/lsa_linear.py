@@ -33,6 +33,7 @@ DEFAULTS = {
     "train": {
         "steps": 2000, "batch_size": 1024, "lr": 0.003, "optimizer": "adam",
         "schedule": "cosine", "warmup": 100, "log_every": 50, "checkpoint_every": 1000,
+        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "eval_prompts": 50000,
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99},

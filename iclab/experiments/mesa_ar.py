@@ -72,7 +72,7 @@ DEFAULTS = {
     "lr_scale": 0.7,  # largest step × curvature ≈ 1 at the optimum (module docstring)
     # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale (module docstring).
     "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
-              "log_every": 10, "checkpoint_every": 1000},
+              "log_every": 10, "checkpoint_every": 1000, "blowup": TrainConfig.blowup},
     "test_size": 2000,
     "scatter_draws": 20000,
     "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3,
