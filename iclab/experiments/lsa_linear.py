@@ -114,13 +114,22 @@ def _setting(name: str, task, config: dict, ctx: RunContext):
     return claims, optimum.loss, gd.loss, losses, weights
 
 
+def _tasks(config: dict) -> dict:
+    """The task of every covariance setting."""
+    return {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
+            for name, eigenvalues in config["covariances"].items()}
+
+
+def _validate(config: dict):
+    """Every task and the training settings must build before anything trains."""
+    _tasks(config)
+    TrainConfig.from_config(config["train"])
+
+
 def run(config: dict, ctx: RunContext):
     """Run both covariance settings and draw the figures."""
     claims, curves, bars, maps = [], {}, {}, {}
-    # Every task is built before any training, so a bad covariance fails at once.
-    tasks = {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
-             for name, eigenvalues in config["covariances"].items()}
-    for name, task in tasks.items():
+    for name, task in _tasks(config).items():
         found, optimal, gd_loss, losses, weights = _setting(name, task, config, ctx)
         claims += found
         curves[name], bars[name], maps[name] = (optimal, gd_loss), (losses, optimal), weights
@@ -174,4 +183,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )
