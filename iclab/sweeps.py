@@ -15,11 +15,11 @@ not stop the others, and a resumed sweep skips finished points and resumes inter
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -29,7 +29,7 @@ import pandas as pd
 from . import api, experiments
 from .config import ConfigError, parse_assignment, parse_value
 from .report import write_sweep_report
-from .runs import RunFolder, SweepFolder
+from .runs import RunFolder, SweepFolder, write_atomic
 
 
 @dataclass
@@ -235,8 +235,8 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
 
 
 def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> tuple[str, str | None]:
-    """One grid point, in a Ray worker: resume its run folder if it has a checkpoint, else run it
-    afresh. Returns ``(status, error)``; errors are returned, not raised, so one point failing
+    """One grid point, in a Ray worker: resume its run folder if it has one (see :func:`iclab.resume`),
+    else run it. Returns ``(status, error)``; errors are returned, not raised, so one point failing
     stops no other.
 
     The point is run under an exclusive lock on ``.locks/<point>.lock`` in the sweep folder: a
@@ -257,11 +257,9 @@ def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: fl
             run = RunFolder(folder)
             if run.finished:  # finished by the orphaned worker we waited for
                 return "finished", None
-            if run.config_file.exists() and run.has_checkpoint:
+            if run.config_file.exists():  # interrupted: from its checkpoints, or afresh from its config.yaml
                 api.resume(folder, device=None if gpus else "cpu", progress=False)
             else:
-                if folder.exists():  # killed before its first checkpoint: nothing to resume
-                    shutil.rmtree(folder)
                 api.run(experiment, scale=scale, overrides=overrides, out=folder,
                         device=None if gpus else "cpu", progress=False)
             return "finished", None
@@ -288,11 +286,12 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tup
         metrics.append(frame)
         claims += [{"point": name, **grid_values, "claim": c["id"], "holds": bool(c["holds"]),
                     "measured": str(c["measured"]), "expected": str(c["expected"])} for c in run.read_claims()]
-    pd.DataFrame(rows).to_parquet(folder.points_file, index=False)
+    tables = {folder.points_file: pd.DataFrame(rows),
+              folder.claims_file: pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "measured", "expected"])}
     if metrics:
-        pd.concat(metrics, ignore_index=True).to_parquet(folder.metrics_file, index=False)
-    pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "measured", "expected"]).to_parquet(
-        folder.claims_file, index=False)
+        tables[folder.metrics_file] = pd.concat(metrics, ignore_index=True)
+    for path, table in tables.items():
+        write_atomic(path, functools.partial(table.to_parquet, index=False))
 
 
 def _cell(value: Any) -> Any:

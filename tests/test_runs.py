@@ -1,6 +1,10 @@
 """Run folders: atomic creation, no trace of a failed start, and divergence that stays resumable."""
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 import yaml
@@ -64,6 +68,47 @@ def test_values_an_experiment_cannot_run_fail_before_any_folder(experiment, over
     assert not out.exists()
 
 
+def test_run_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from iclab import claims
+    from iclab.report import write_report
+
+    folder = RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "run")
+    folder.write_metrics([{"model": "m", "metric": "mse", "value": 1.0}])
+    write_text, to_parquet = Path.write_text, pd.DataFrame.to_parquet
+
+    def torn_text(self, text, *args, **kwargs):  # killed halfway through writing the file
+        write_text(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    def torn_parquet(self, path, *args, **kwargs):
+        to_parquet(self, path, *args, **kwargs)
+        Path(path).write_bytes(Path(path).read_bytes()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn_text)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", torn_parquet)
+    writes = [lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True)]),
+              lambda: folder.write_config({"experiment": "exp", "changed": True}), lambda: folder.write_info({"a": 1}),
+              lambda: folder.write_metrics([{"model": "other", "metric": "mse", "value": 2.0}]),
+              lambda: RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "other")]
+    for write in writes:
+        with pytest.raises(KeyboardInterrupt):
+            write()
+    monkeypatch.undo()
+    assert not folder.finished and folder.read_config() == {"experiment": "exp"}
+    assert folder.read_metrics().model.tolist() == ["m"]
+    assert sorted(p.name for p in folder.path.iterdir()) == ["config.yaml", "metrics.parquet"]  # nor scratch files
+    assert not (tmp_path / "other" / "config.yaml").exists()
+    monkeypatch.setattr(Path, "write_text", torn_text)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(folder)
+    assert not folder.report_file.exists()
+
+
 def test_concurrent_creates_get_distinct_folders(tmp_path):
     barrier, made = threading.Barrier(8), []
 
@@ -85,10 +130,26 @@ def test_an_out_folder_is_claimed_once(tmp_path):
         RunFolder.create("exp", {}, out=tmp_path / "run")
 
 
-def test_resume_refuses_a_folder_with_nothing_to_resume(tmp_path, capsys):
-    folder = RunFolder.create("lsa-linear", {"experiment": "lsa-linear", "scale": "quick"}, out=tmp_path / "run")
-    assert main(["resume", str(folder.path)]) == 2
-    assert "no checkpoint to resume from" in capsys.readouterr().err
+def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_claims(tmp_path):
+    overrides = ["train.steps=300", "train.checkpoint_every=1000", "eval_prompts=2000"]  # one checkpoint per model, at its end
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "iclab", "run", "lsa-linear", "--seeds", "1", "--out", str(out)]
+    proc = subprocess.Popen([*argv, *(f"--set={o}" for o in overrides)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not (out / "config.yaml").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the experiment: tasks built, the first model training
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    folder = RunFolder.open(out)
+    assert not folder.has_checkpoint and not folder.finished, "the kill should land before the first checkpoint"
+    (out / "figures").mkdir(exist_ok=True)
+    (out / "figures" / "stale.png").write_bytes(b"partial")  # whatever a killed run had written is dropped
+    assert main(["resume", str(out)]) == 0
+    whole = api.run("lsa-linear", seeds=1, overrides=overrides, out=tmp_path / "whole", progress=False)
+    resumed = folder.read_claims()
+    assert [c["measured"] for c in resumed] == [c["measured"] for c in whole.claims] and len(resumed) == 6
+    assert not (out / "figures" / "stale.png").exists() and folder.read_info()["resumed"] is True
 
 
 def _plant_nan(monkeypatch, seed: int, from_step: int):

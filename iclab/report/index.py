@@ -12,7 +12,7 @@ import html
 import os
 from pathlib import Path
 
-from ..runs import RunFolder
+from ..runs import RunFolder, write_atomic
 from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value, verdict
 
 
@@ -109,5 +109,5 @@ def write_index(root: str | Path, runs: list[RunFolder]) -> Path:
         f"<h2 id='runs'>Runs</h2>{_runs_table(shown)}"
     )
     index = root / "index.html"
-    index.write_text(page("iclab scoreboard", body))
+    write_atomic(index, page("iclab scoreboard", body))
     return index
