@@ -250,14 +250,17 @@ def train(
 @contextlib.contextmanager
 def _matmul_precision(precision: str):
     """CUDA's fp32 matrix products in TensorFloat-32 inside the block for ``tf32`` (a global switch,
-    restored on the way out)."""
-    before = torch.backends.cuda.matmul.fp32_precision
+    restored on the way out). torch 2.9 renamed the switch (``fp32_precision = "tf32"``, before it
+    ``allow_tf32 = True``, which newer versions deprecate): the name this torch has is used."""
+    matmul = torch.backends.cuda.matmul
+    switch, tf32 = ("fp32_precision", "tf32") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True)
+    before = getattr(matmul, switch)
     if precision == "tf32":
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        setattr(matmul, switch, tf32)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.fp32_precision = before
+        setattr(matmul, switch, before)
 
 
 class _SeedGroup:

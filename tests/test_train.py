@@ -124,6 +124,27 @@ def test_bf16_training_tracks_fp32():
         torch.testing.assert_close(losses["bf16"], losses["fp32"], rtol=0.05, atol=0)
 
 
+def test_tf32_sets_the_switch_this_torch_has_and_restores_it(monkeypatch):
+    import types
+
+    # torch < 2.9 has allow_tf32 and no fp32_precision; a run must work there too.
+    old_torch = types.SimpleNamespace(allow_tf32=False)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", old_torch)
+    seen = []
+    for precision in ("fp32", "tf32"):
+        cfg = TrainConfig(steps=4, batch_size=16, log_every=2, precision=precision)
+        result = train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
+                       callback=lambda step, models: seen.append(old_torch.allow_tf32))
+        assert result.history[-1]["step"] == 4
+    assert seen == [False, False, True, True] and old_torch.allow_tf32 is False
+    monkeypatch.undo()
+    before = torch.backends.cuda.matmul.fp32_precision
+    cfg = TrainConfig(steps=2, batch_size=16, log_every=1, precision="tf32")
+    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
+          callback=lambda step, models: seen.append(torch.backends.cuda.matmul.fp32_precision))
+    assert seen[-2:] == ["tf32", "tf32"] and torch.backends.cuda.matmul.fp32_precision == before
+
+
 def test_unknown_precision_is_a_config_error():
     with pytest.raises(ConfigError, match="precision"):
         TrainConfig(precision="fp16")
