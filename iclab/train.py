@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "tf32", "bf16")
 """Training precisions (see :attr:`TrainConfig.precision`)."""
 
+NO_DECAY = ("bias", "biases", "positions")
+"""Parameter-name parts that are never weight-decayed, whatever their shape (see :func:`decays`)."""
+
 BLOWUP_STEPS = 10
 """Consecutive steps above :attr:`TrainConfig.blowup` times the start that stop a seed's training."""
 
@@ -50,7 +53,7 @@ class TrainConfig:
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
         optimizer: ``adam``, ``adamw`` or ``sgd``.
-        weight_decay: decoupled for AdamW, L2 for the others.
+        weight_decay: decoupled for AdamW, L2 for the others; only on the tensors :func:`decays` names.
         momentum: SGD momentum.
         clip: clip each seed's gradient to this global norm (None: no clipping).
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
@@ -130,6 +133,19 @@ class TrainConfig:
             return self.lr
         progress = (step - self.warmup) / max(1, self.steps - self.warmup)
         return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def decays(name: str, shape: Sequence[int]) -> bool:
+    """Whether weight decay applies to the parameter ``name`` of shape ``shape`` (one model's,
+    without the stacked seed dimension).
+
+    GPT practice: matrices decay (linear maps, token embeddings, read-in and read-out); vectors and
+    scalars do not (LayerNorm gains and shifts, biases, the per-head a·XXᵀ and b·AX scalars, a CLS
+    token), nor learned positions (a matrix, but one vector per position) or anything named a bias
+    (a probe stack's biases have more than one dimension): decay would pull those offsets and
+    scales towards 0 (a LayerNorm gain's neutral value is 1), not just keep maps small.
+    """
+    return len(shape) >= 2 and not any(part in NO_DECAY for part in name.split("."))
 
 
 class FreshPrompts:
@@ -273,7 +289,10 @@ class _SeedGroup:
         members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
         self.template = copy.deepcopy(members[0])
         params, self.buffers = stack_module_state(members)
-        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        # Decaying tensors first, as the optimizer's groups hold them: it numbers its state by group,
+        # then by tensor, and the checkpoints pair that numbering with this dict's order.
+        order = sorted(params, key=lambda n: not decays(n, params[n].shape[1:]))
+        self.params = {n: params[n].detach().clone().requires_grad_(True) for n in order}
         self.optimizer = self._make_optimizer()
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
@@ -287,15 +306,20 @@ class _SeedGroup:
         self._resume()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        c, params = self.config, list(self.params.values())
+        c = self.config
+        split = {True: [], False: []}
+        for n, p in self.params.items():
+            split[decays(n, p.shape[1:])].append(p)  # p: (S, ...), the seeds stacked
+        groups = [{"params": split[True], "weight_decay": c.weight_decay}, {"params": split[False], "weight_decay": 0.0}]
+        groups = [g for g in groups if g["params"]]
         # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
         # elementwise ops of the default path cost as much as the model (it takes real floats only).
-        fused = all(p.is_floating_point() for p in params) or None
+        fused = all(p.is_floating_point() for p in self.params.values()) or None
         if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
+            return torch.optim.Adam(groups, lr=c.lr, fused=fused)
         if c.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
-        return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            return torch.optim.AdamW(groups, lr=c.lr, fused=fused)
+        return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum)
 
     def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
         tokens = torch.stack([p.tokens for p in prompts])

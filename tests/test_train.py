@@ -2,11 +2,13 @@ import dataclasses
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
-from iclab.models import LinearSelfAttention
-from iclab.prompts import PairedFormat
+from iclab.models import GPTTransformer, LinearSelfAttention
+from iclab.prompts import PairedFormat, Prompt
+from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import lsa_optimum
 from iclab.train import (BLOWUP_STEPS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged, _SeedGroup,
@@ -197,3 +199,51 @@ def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
     torch.testing.assert_close(resumed.loss_limits, 1e4 * step_one)
     with pytest.raises(ConfigError, match="blowup"):
         TrainConfig(blowup=0.5)
+
+
+class _TokenIds:
+    """Token-id prompts of T = 6 over the first 4 of 10 tokens, with real labels read at every second token."""
+
+    def batch(self, seed, step, device):
+        g = torch.Generator().manual_seed(seed * 1000 + step)
+        return Prompt(torch.randint(4, (8, 6), generator=g), torch.randn(8, 3, generator=g), 3)
+
+
+def _small_gpt(g):
+    return GPTTransformer(None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10, logit_identity=True,
+                          attention="math", generator=g)
+
+
+def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalars():
+    cfg = TrainConfig(steps=1, batch_size=8, lr=0.1, optimizer="adamw", weight_decay=0.5)
+    group = _SeedGroup(_small_gpt, _TokenIds(), cfg, [0, 1], torch.device("cpu"), None, "gpt")
+    names = {id(p): n for n, p in group.params.items()}
+    decay, no_decay = ({names[id(p)] for p in g["params"]} for g in group.optimizer.param_groups)
+    layers = [f"layers.{l}." for l in (0, 1)]
+    assert decay == {"embedding.weight", "read_out.weight",
+                     *(l + w for l in layers for w in ("attn.qkv.weight", "attn.out.weight", "mlp.0.weight", "mlp.2.weight"))}
+    assert no_decay == {"positions", "ln_out.weight", "ln_out.bias", "read_out.bias",
+                        *(l + w for l in layers for w in ("ln_attn.weight", "ln_attn.bias", "ln_mlp.weight", "ln_mlp.bias",
+                                                          "attn.qkv.bias", "attn.out.bias", "mlp.0.bias", "mlp.2.bias", "attn.a"))}
+    assert [g["weight_decay"] for g in group.optimizer.param_groups] == [0.5, 0.0]
+
+    # One AdamW step: a tensor's rows with no gradient (tokens 4-9 never appear, positions 6-9 are never
+    # read) move only by the decay, so decayed embedding rows shrink by 1 - lr·wd and positions stay.
+    start = _small_gpt(generator(0, "init"))
+    trained = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False).models[0]
+    torch.testing.assert_close(trained.embedding.weight[4:], (1 - 0.1 * 0.5) * start.embedding.weight[4:])
+    torch.testing.assert_close(trained.positions[6:], start.positions[6:], rtol=0, atol=0)
+    assert not torch.allclose(trained.positions[:6], start.positions[:6])  # the rows in use did train
+
+
+def test_resume_with_two_parameter_groups_is_exact_and_each_tensor_keeps_its_own_optimizer_state(tmp_path):
+    cfg = TrainConfig(steps=8, batch_size=8, lr=0.01, optimizer="adamw", weight_decay=0.1, checkpoint_every=4)
+    full = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False)
+    train(_small_gpt, _TokenIds(), dataclasses.replace(cfg, steps=4), seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    saved = load_file(tmp_path / "model-seed0.safetensors")
+    for key in (k for k in saved if k.startswith("model.")):
+        name = key[len("model."):]
+        assert saved[f"optim.{name}.exp_avg"].shape == saved[key].shape, name
+    resumed = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    for a, b in zip(_params(full.models), _params(resumed.models)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
