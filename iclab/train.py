@@ -298,11 +298,8 @@ class _SeedGroup:
         self.step = 0
         self.history: list[dict] = []
         self.start_losses = self._start_losses()  # before a resume replaces the initial weights
-        self.loss_limits = torch.full_like(self.start_losses, torch.inf)  # (S,): the blow-up rule's
-        if config.blowup is not None:  # a start that is not positive and finite gives no scale to judge by
-            usable = torch.isfinite(self.start_losses) & (self.start_losses > 0)
-            self.loss_limits = torch.where(usable, config.blowup * self.start_losses, self.loss_limits)
-        self.steps_above = torch.zeros_like(self.start_losses, dtype=torch.long)  # (S,) in a row over the limit
+        self.loss_limits = self._loss_limits()
+        self.steps_above = torch.zeros_like(self.start_losses, dtype=torch.long)  # (S,): in a row over the limit
         self._resume()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -332,6 +329,14 @@ class _SeedGroup:
         the seed). Uncompiled: a compiled loss would compile again for the no-grad call."""
         with torch.no_grad():
             return self._losses([self.data.batch(seed, 0, self.device) for seed in self.seeds], self._stacked_losses)
+
+    def _loss_limits(self) -> torch.Tensor:
+        """Each seed's blow-up limit ``(S,)``: ``blowup`` times its start, or infinite (the rule off,
+        or a start that is not positive and finite, which gives no scale to judge by)."""
+        start, off = self.start_losses, torch.full_like(self.start_losses, torch.inf)
+        if self.config.blowup is None:
+            return off
+        return torch.where(torch.isfinite(start) & (start > 0), self.config.blowup * start, off)
 
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
