@@ -222,9 +222,9 @@ def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalar
     layers = [f"layers.{l}." for l in (0, 1)]
     assert decay == {"embedding.weight", "read_out.weight",
                      *(l + w for l in layers for w in ("attn.qkv.weight", "attn.out.weight", "mlp.0.weight", "mlp.2.weight"))}
-    assert no_decay == {"positions", "ln_out.weight", "ln_out.bias", "read_out.bias",
-                        *(l + w for l in layers for w in ("ln_attn.weight", "ln_attn.bias", "ln_mlp.weight", "ln_mlp.bias",
-                                                          "attn.qkv.bias", "attn.out.bias", "mlp.0.bias", "mlp.2.bias", "attn.a"))}
+    per_layer = ("ln_attn.weight", "ln_attn.bias", "ln_mlp.weight", "ln_mlp.bias", "attn.qkv.bias", "attn.out.bias",
+                 "mlp.0.bias", "mlp.2.bias", "attn.a")
+    assert no_decay == {"positions", "ln_out.weight", "ln_out.bias", "read_out.bias", *(l + w for l in layers for w in per_layer)}
     assert [g["weight_decay"] for g in group.optimizer.param_groups] == [0.5, 0.0]
 
     # One AdamW step: a tensor's rows with no gradient (tokens 4-9 never appear, positions 6-9 are never
