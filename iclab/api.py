@@ -92,6 +92,7 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
+    spec.validate(config)
     check_tensorboard(config)
     return config
 
@@ -100,7 +101,8 @@ def resume(
     path: str | Path, device: str | None = None, progress: bool = True,
     overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> RunResult:
-    """Finish an interrupted run: training continues from its last checkpoints.
+    """Finish an interrupted run: training continues from its last checkpoints, and a run stopped
+    before its first checkpoint starts again from its ``config.yaml`` in the same folder.
 
     ``overrides`` change config keys for the rest of the run (e.g. ``{"train.lr": 1e-4}`` after a
     divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``.
@@ -108,17 +110,18 @@ def resume(
     folder = RunFolder.open(path)
     if folder.finished:
         raise ConfigError(f"{path} has already finished (claims.json exists)")
-    if not folder.has_checkpoint:
-        raise ConfigError(f"{path} has no checkpoint to resume from; start the run again with `iclab run`")
     config = folder.read_config()
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
+    experiments.get(config["experiment"]).validate(config)
     check_tensorboard(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
         config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
         folder.write_config(config)
+    if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
+        folder.restart()
     return _execute(folder, config, device, progress)
 
 
@@ -136,8 +139,13 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
         if fresh and not kept:
             folder.discard()
         if isinstance(err, TrainingDiverged):
-            advice = (f"the last good checkpoints are kept: `iclab resume {folder.path} --set train.lr=<smaller>`"
-                      if kept else "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr")
+            resume = f"`iclab resume {folder.path} --set train.lr=<smaller>`"
+            if kept:
+                advice = f"the last good checkpoints are kept: {resume}"
+            elif fresh:
+                advice = "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr"
+            else:
+                advice = f"no checkpoint was written: {resume} starts it again"
             raise ConfigError(f"{spec.name}: {err}; {advice}") from None
         raise
     folder.write_metrics(context.rows)

@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
 
-    resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints")
+    resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)")
     resume.add_argument("run_dir")
     resume.add_argument("--device")
     resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",

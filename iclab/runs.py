@@ -5,8 +5,10 @@
       eval-<stamp>/  (evaluations of its models: :class:`EvaluationFolder`)
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
-finished run; a folder without it can be resumed. A sweep folder holds one run folder per grid
-point beside the sweep's own files (see :class:`SweepFolder`).
+finished run; a folder without it can be resumed. Every file that marks or describes a run is
+written whole or not at all (:func:`write_atomic`), so a run killed mid-write never looks finished
+with a torn file. A sweep folder holds one run folder per grid point beside the sweep's own files
+(see :class:`SweepFolder`).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import datetime as dt
 import itertools
 import json
 import re
+import os
+import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import yaml
@@ -52,6 +57,32 @@ def _weights_step(path: Path) -> int:
 
     with safe_open(str(path), "np") as f:
         return int(f.metadata()["step"])
+SCRATCH_SUFFIX = ".iclab-tmp"
+"""The suffix of :func:`write_atomic`'s temporary files (``.<name>.<random>.iclab-tmp``)."""
+
+
+def write_atomic(path: str | Path, content: str | Callable[[Path], None], exclusive: bool = False) -> None:
+    """Write ``path`` whole or not at all.
+
+    ``content`` (UTF-8 text, or a function that writes the file at the path it is given) goes to
+    a temporary file beside ``path``, which then takes its place in one rename: a reader, or a
+    run killed mid-write, sees the old file or the new one, never part of one (the temporary file
+    of a killed writer may stay behind). ``exclusive``: raise ``FileExistsError`` instead of
+    replacing an existing file (a hard link, which never replaces).
+    """
+    path = Path(path)
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
+    try:
+        if isinstance(content, str):
+            scratch.write_text(content, encoding="utf-8")
+        else:
+            content(scratch)
+        if exclusive:
+            os.link(scratch, path)
+        else:
+            os.replace(scratch, path)
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
 class _Folder:
@@ -108,11 +139,11 @@ class RunFolder(_Folder):
             if not self.path.is_dir():
                 raise ConfigError(f"{self.path} already exists and is not a folder") from None
         try:
-            with open(self.config_file, "x") as f:
-                f.write(dump(config))
+            write_atomic(self.config_file, dump(config), exclusive=True)
         except FileExistsError:
             raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten") from None
-        if any(p != self.config_file for p in self.path.iterdir()):
+        # Another process's scratch file is no content: it is claiming this folder too, and loses.
+        if any(p != self.config_file and not p.name.endswith(SCRATCH_SUFFIX) for p in self.path.iterdir()):
             self.config_file.unlink()
             raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten")
 
@@ -120,8 +151,18 @@ class RunFolder(_Folder):
         """Remove what :meth:`create` made: the folder (or, for an ``out`` that existed empty, its contents)."""
         if self._created:
             shutil.rmtree(self.path)
-            return
+        else:
+            self._remove_all_but()
+
+    def restart(self) -> None:
+        """Remove everything but ``config.yaml``: a run stopped before its first checkpoint starts
+        again from its config as if it were new."""
+        self._remove_all_but(self.config_file)
+
+    def _remove_all_but(self, kept: Path | None = None) -> None:
         for child in self.path.iterdir():
+            if child == kept:
+                continue
             if child.is_dir():
                 shutil.rmtree(child)
             else:
@@ -177,7 +218,7 @@ class RunFolder(_Folder):
 
     def write_config(self, config: dict) -> None:
         """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""
-        self.config_file.write_text(dump(config))
+        write_atomic(self.config_file, dump(config))
 
     def read_config(self) -> dict:
         return yaml.safe_load(self.config_file.read_text())
@@ -193,20 +234,20 @@ class RunFolder(_Folder):
         frame = frame[columns + extra]
         for column in ("seed", "step", "n"):
             frame[column] = frame[column].astype("Int64")
-        frame.to_parquet(self.metrics_file, index=False)
+        write_atomic(self.metrics_file, lambda path: frame.to_parquet(path, index=False))
 
     def read_metrics(self) -> pd.DataFrame:
         return pd.read_parquet(self.metrics_file)
 
     def write_claims(self, claims: list[Claim]) -> None:
-        self.claims_file.write_text(json.dumps([c.to_dict() for c in claims], indent=2, default=float) + "\n")
+        write_atomic(self.claims_file, json.dumps([c.to_dict() for c in claims], indent=2, default=float) + "\n")
 
     def read_claims(self) -> list[dict]:
         return json.loads(self.claims_file.read_text()) if self.claims_file.exists() else []
 
     def write_info(self, info: dict) -> None:
         """``run.json``: the environment and timing of the session that finished the run."""
-        self.info_file.write_text(json.dumps(info, indent=2) + "\n")
+        write_atomic(self.info_file, json.dumps(info, indent=2) + "\n")
 
     def read_info(self) -> dict:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
@@ -239,8 +280,7 @@ class SweepFolder(_Folder):
         sweep = cls(out)
         sweep.path.mkdir(parents=True, exist_ok=True)
         try:
-            with open(sweep.spec_file, "x") as f:
-                f.write(dump(spec))
+            write_atomic(sweep.spec_file, dump(spec), exclusive=True)
         except FileExistsError:
             raise ConfigError(f"{out} already holds a sweep; continue it with `iclab sweep --resume {out}`") from None
         return sweep
@@ -258,7 +298,7 @@ class SweepFolder(_Folder):
 
     def write_spec(self, spec: dict) -> None:
         """Rewrite ``sweep.yaml`` (e.g. with a resume's new trial resources)."""
-        self.spec_file.write_text(dump(spec))
+        write_atomic(self.spec_file, dump(spec))
 
     def run(self, point: str) -> RunFolder:
         """The run folder of one grid point."""

@@ -52,6 +52,12 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "tf32", "bf16")
 """Training precisions (see :attr:`TrainConfig.precision`)."""
 
+NO_DECAY = ("bias", "biases", "positions")
+"""Parameter-name parts that are never weight-decayed, whatever their shape (see :func:`decays`)."""
+
+BLOWUP_STEPS = 10
+"""Consecutive steps above :attr:`TrainConfig.blowup` times the start that stop a seed's training."""
+
 
 @dataclass
 class TrainConfig:
@@ -62,7 +68,7 @@ class TrainConfig:
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
         optimizer: ``adam``, ``adamw`` or ``sgd``.
-        weight_decay: decoupled for AdamW, L2 for the others.
+        weight_decay: decoupled for AdamW, L2 for the others; only on the tensors :func:`decays` names.
         momentum: SGD momentum.
         clip: clip each seed's gradient to this global norm (None: no clipping).
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
@@ -87,6 +93,16 @@ class TrainConfig:
             bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,
             gradients and optimizer state stay fp32 in every mode, so checkpoints and exact resume
             are unchanged.
+        blowup: stop as diverged, as for a non-finite loss, when a seed's training loss has been
+            above this factor times its loss at the start (its initial weights on step 0's batch) at
+            :data:`BLOWUP_STEPS` steps in a row (None: never). A loss starts at the scale of its
+            targets (a regression loss near E[y²] for a model that predicts ~0, a cross-entropy
+            near log V) and a healthy run lowers it, or raises it a few times at most (a curriculum
+            that widens d); a learning rate far too large sends it orders of magnitude up and keeps
+            it there. One batch can be that far out in a healthy run (a 3-layer LSA's batch loss in
+            ``task-descriptors`` reaches 10¹² times its start on a batch with a far-out mean, for at
+            most 2 steps in a row), hence the run of steps. Checkpoints due while a seed is above
+            the limit are skipped, so the last ones written are from before a blow-up.
     """
 
     steps: int = 1000
@@ -105,6 +121,7 @@ class TrainConfig:
     compile: bool = False
     precision: str = "fp32"
     keep: list[int] | int | None = None
+    blowup: float | None = 1e4
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -117,6 +134,8 @@ class TrainConfig:
             raise ConfigError("train.train_size must be >= 1 or null")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.blowup is not None and not self.blowup > 1:
+            raise ConfigError(f"train.blowup must be > 1 or null, got {self.blowup}")
         step = lambda k: isinstance(k, int) and not isinstance(k, bool)  # noqa: E731
         keep = self.keep
         if not (keep is None or (step(keep) and keep >= 1)
@@ -151,6 +170,19 @@ class TrainConfig:
             return self.lr
         progress = (step - self.warmup) / max(1, self.steps - self.warmup)
         return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def decays(name: str, shape: Sequence[int]) -> bool:
+    """Whether weight decay applies to the parameter ``name`` of shape ``shape`` (one model's,
+    without the stacked seed dimension).
+
+    GPT practice: matrices decay (linear maps, token embeddings, read-in and read-out); vectors and
+    scalars do not (LayerNorm gains and shifts, biases, the per-head a·XXᵀ and b·AX scalars, a CLS
+    token), nor learned positions (a matrix, but one vector per position) or anything named a bias
+    (a probe stack's biases have more than one dimension): decay would pull those offsets and
+    scales towards 0 (a LayerNorm gain's neutral value is 1), not just keep maps small.
+    """
+    return len(shape) >= 2 and not any(part in NO_DECAY for part in name.split("."))
 
 
 class FreshPrompts:
@@ -209,12 +241,13 @@ def data_source(task, prompt_format, config: TrainConfig):
 
 
 class TrainingDiverged(ConfigError):
-    """A non-finite loss (or weights): training stopped without writing the bad state to a checkpoint."""
+    """A non-finite loss (or weights), or a loss blown up (see :attr:`TrainConfig.blowup`): training
+    stopped without writing the bad state to a checkpoint."""
 
-    def __init__(self, model: str, seeds: Sequence[int], step: int):
+    def __init__(self, model: str, seeds: Sequence[int], step: int, reason: str = "non-finite loss"):
         self.model, self.seeds, self.step = model, list(seeds), step
         which = ", ".join(map(str, self.seeds))
-        super().__init__(f"training of {model!r} diverged (non-finite loss) for seed {which} at step {step}")
+        super().__init__(f"training of {model!r} diverged ({reason}) for seed {which} at step {step}")
 
 
 @dataclass
@@ -309,14 +342,17 @@ def train(
 @contextlib.contextmanager
 def _matmul_precision(precision: str):
     """CUDA's fp32 matrix products in TensorFloat-32 inside the block for ``tf32`` (a global switch,
-    restored on the way out)."""
-    before = torch.backends.cuda.matmul.fp32_precision
+    restored on the way out). torch 2.9 renamed the switch (``fp32_precision = "tf32"``, before it
+    ``allow_tf32 = True``, which newer versions deprecate): the name this torch has is used."""
+    matmul = torch.backends.cuda.matmul
+    switch, tf32 = ("fp32_precision", "tf32") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True)
+    before = getattr(matmul, switch)
     if precision == "tf32":
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        setattr(matmul, switch, tf32)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.fp32_precision = before
+        setattr(matmul, switch, before)
 
 
 class _SeedGroup:
@@ -330,28 +366,54 @@ class _SeedGroup:
         self.template = copy.deepcopy(members[0])
         self.description = {} if describe is None else dict(describe(self.template))
         params, self.buffers = stack_module_state(members)
-        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        # Decaying tensors first, as the optimizer's groups hold them: it numbers its state by group,
+        # then by tensor, and the checkpoints pair that numbering with this dict's order.
+        order = sorted(params, key=lambda n: not decays(n, params[n].shape[1:]))
+        self.params = {n: params[n].detach().clone().requires_grad_(True) for n in order}
         self.optimizer = self._make_optimizer()
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
         self.history: list[dict] = []
+        self.start_losses = self._start_losses()  # before a resume replaces the initial weights
+        self.loss_limits = self._loss_limits()
+        self.steps_above = torch.zeros_like(self.start_losses, dtype=torch.long)  # (S,): in a row over the limit
         self._resume()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        c, params = self.config, list(self.params.values())
+        c = self.config
+        split = {True: [], False: []}
+        for n, p in self.params.items():
+            split[decays(n, p.shape[1:])].append(p)  # p: (S, ...), the seeds stacked
+        groups = [{"params": split[True], "weight_decay": c.weight_decay}, {"params": split[False], "weight_decay": 0.0}]
+        groups = [g for g in groups if g["params"]]
         # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
         # elementwise ops of the default path cost as much as the model (it takes real floats only).
-        fused = all(p.is_floating_point() for p in params) or None
+        fused = all(p.is_floating_point() for p in self.params.values()) or None
         if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
+            return torch.optim.Adam(groups, lr=c.lr, fused=fused)
         if c.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
-        return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            return torch.optim.AdamW(groups, lr=c.lr, fused=fused)
+        return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum)
 
-    def _losses(self, prompts: list[Prompt]) -> torch.Tensor:
+    def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
         tokens = torch.stack([p.tokens for p in prompts])
         targets = torch.stack([p.targets for p in prompts])
-        return self._seed_losses(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+        return (seed_losses or self._seed_losses)(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+
+    def _start_losses(self) -> torch.Tensor:
+        """Each seed's loss ``(S,)`` at its initial weights on step 0's batch (the reference of
+        :attr:`TrainConfig.blowup`), so a resumed run recomputes it (a step's data depends only on
+        the seed). Uncompiled: a compiled loss would compile again for the no-grad call."""
+        with torch.no_grad():
+            return self._losses([self.data.batch(seed, 0, self.device) for seed in self.seeds], self._stacked_losses)
+
+    def _loss_limits(self) -> torch.Tensor:
+        """Each seed's blow-up limit ``(S,)``: ``blowup`` times its start, or infinite (the rule off,
+        or a start that is not positive and finite, which gives no scale to judge by)."""
+        start, off = self.start_losses, torch.full_like(self.start_losses, torch.inf)
+        if self.config.blowup is None:
+            return off
+        return torch.where(torch.isfinite(start) & (start > 0), self.config.blowup * start, off)
 
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
@@ -394,7 +456,7 @@ class _SeedGroup:
                 group["lr"] = c.lr_at(self.step)
             prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
             losses = self._losses(prompts)
-            self._stop_unless_finite(torch.isfinite(losses), self.step + 1)  # before the optimizer applies it
+            above = self._stop_if_diverged(losses.detach(), self.step + 1)  # before the optimizer applies it
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()
             if c.clip is not None:
@@ -408,10 +470,29 @@ class _SeedGroup:
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
             if self.checkpoint_dir is not None and self.step in self.kept:
                 self._save_kept()
-            if self.checkpoint_dir is not None and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+            due = self.step % c.checkpoint_every == 0 and not above  # never a state that may be blowing up
+            if self.checkpoint_dir is not None and (due or self.step == c.steps):
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _stop_if_diverged(self, losses: torch.Tensor, step: int) -> bool:
+        """Raise :class:`TrainingDiverged` if a seed's loss ``(S,)`` is non-finite or has been above its
+        blow-up limit for :data:`BLOWUP_STEPS` steps in a row; returns whether any seed is above it now."""
+        above = losses > self.loss_limits
+        self.steps_above = torch.where(above, self.steps_above + 1, 0)
+        finite = torch.isfinite(losses)
+        all_finite, blown_up, any_above = torch.stack(  # one host sync per step
+            [finite.all(), (self.steps_above >= BLOWUP_STEPS).any(), above.any()]).tolist()
+        if not all_finite:
+            self._stop_unless_finite(finite, step)
+        if blown_up:
+            blown = self.steps_above >= BLOWUP_STEPS
+            ratio = (losses / self.start_losses)[blown].min().item()
+            raise TrainingDiverged(self.name, [s for s, b in zip(self.seeds, blown.tolist()) if b], step,
+                                   f"loss {ratio:.3g} times its start, over {self.config.blowup:g} times for "
+                                   f"{BLOWUP_STEPS} steps")
+        return any_above
 
     def _stop_unless_finite(self, finite: torch.Tensor, step: int):
         """Raise :class:`TrainingDiverged` naming the seeds whose entry of ``finite`` ``(S,)`` is False."""

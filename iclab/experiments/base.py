@@ -1,8 +1,9 @@
 """What an experiment is, and the context it runs in.
 
-An :class:`Experiment` is a default config, per-scale overrides and a function
+An :class:`Experiment` is a default config, per-scale overrides, a function
 ``run(config, context) -> list[Claim]`` that trains, evaluates, logs metric rows and draws
-figures through the :class:`RunContext`.
+figures through the :class:`RunContext`, and optionally ``checks(config)``, which rejects values
+the config's types allow but the experiment cannot run (see :meth:`Experiment.validate`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 import torch
 
 from ..claims import Claim
-from ..config import merge, resolve
+from ..config import ConfigError, merge, resolve
 from ..models import describe
 from ..prompts import describe_format
 from ..runs import RunFolder
@@ -76,15 +77,31 @@ class RunContext:
 
 @dataclass(frozen=True)
 class Experiment:
-    """A named, runnable reproduction of a paper's setting."""
+    """A named, runnable reproduction of a paper's setting.
+
+    ``checks(config)`` raises :class:`~iclab.config.ConfigError` for a resolved config the
+    experiment cannot run (an impossible size, an unknown name); it is cheap and trains nothing.
+    """
 
     name: str
     paper: str
     defaults: dict
     scales: dict
     run: Callable[[dict, RunContext], list[Claim]]
+    checks: Callable[[dict], None] | None = None
 
     def resolve(self, scale: str, overrides: Iterable[str] | Mapping[str, object] = ()) -> dict:
         """A run's config: the defaults with :data:`COMMON_DEFAULTS`, the scale preset, then the
         validated overrides (see :func:`iclab.config.resolve`)."""
         return resolve(merge(self.defaults, COMMON_DEFAULTS), self.scales, scale, overrides)
+
+    def validate(self, config: dict) -> None:
+        """Raise :class:`~iclab.config.ConfigError` unless ``config`` (resolved, seeds set) can run.
+
+        Called by :func:`iclab.run` and :func:`iclab.resume` before any folder is made or touched,
+        and by :func:`iclab.sweep` for every grid point before Ray starts, so a bad value fails at
+        once with one line instead of inside a run (or a Ray worker)."""
+        if config.get("seeds", 1) < 1:
+            raise ConfigError(f"seeds must be >= 1, got {config['seeds']}")
+        if self.checks is not None:
+            self.checks(config)

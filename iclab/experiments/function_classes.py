@@ -187,7 +187,7 @@ def _errors(task, prediction: torch.Tensor, target: torch.Tensor, config: dict, 
 
 def run(config: dict, ctx: RunContext):
     """Train one transformer per class, evaluate it with the baselines, then the linear model under shifts."""
-    names = _classes(config)
+    names = config["classes"]
     fmt = InterleavedFormat()
     base_train = TrainConfig.from_config(config["train"])
     seeds = [config["seed"] + k for k in range(config["seeds"])]
@@ -402,4 +402,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_classes,
 )

@@ -53,6 +53,7 @@ DEFAULTS = {
     "train": {
         "steps": 1500, "batch_size": 512, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "depths": [2, 4],  # per-layer models of part (c)
     "depth_lr": 0.006,  # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
@@ -64,7 +65,8 @@ DEFAULTS = {
         "n_context": 10, "width": 64, "features": 16,
         "init_scale": 0.001,  # of the LSA; with batch 1024, keeps seeds out of a rank-1 solution (module docstring)
         "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
+                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+                  "blowup": TrainConfig.blowup},
     },
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
                   "gd_plus_plus_rel": 0.05, "depth_rel": 0.10, "sine_rel": 0.10, "sine_below_zero": 0.25},
@@ -293,7 +295,6 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Run (a)–(d) and draw the figures."""
-    _check(config)
     s = _Setting(config, ctx)
     claims_a, a, weights_a = _one_layer(s)
     claims_b, b, weights_b = _recurrent(s)
@@ -365,4 +366,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_check,
 )

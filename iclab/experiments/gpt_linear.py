@@ -83,6 +83,12 @@ def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
     return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
 
 
+def _validate(config: dict):
+    """The task, the training settings and the curriculum must build before anything trains."""
+    _data(config, linear_regression_from_config(config["task"]), TrainConfig.from_config(config["train"]),
+          InterleavedFormat())
+
+
 def run(config: dict, ctx: RunContext):
     """Train the transformer, evaluate it and the learners at every prefix length, check claims."""
     task = linear_regression_from_config(config["task"])
@@ -199,4 +205,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

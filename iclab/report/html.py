@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from ..claims import measured_text, tally, verdict_text
-from ..runs import RunFolder
+from ..runs import RunFolder, write_atomic
 
 _STYLE = """
 *{box-sizing:border-box}
@@ -203,5 +203,5 @@ def write_report(run: RunFolder) -> Path:
     if run.metrics_file.exists():
         parts.append(f"<h2 id='metrics'>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
     parts.append(f"<h2 id='config'>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
-    run.report_file.write_text(page(title, "".join(parts)))
+    write_atomic(run.report_file, page(title, "".join(parts)))
     return run.report_file
