@@ -6,12 +6,16 @@ Quick start::
     result = iclab.run("lsa-linear", scale="quick")
     print(result.claims, result.path)
     sweep = iclab.sweep("lsa-linear", {"task.d": [2, 4]}, seeds=3)   # a grid of runs on Ray
+    loaded = iclab.load_model(result.path)                          # a trained model, its task and format
+    iclab.evaluate(result.path, shifts=["standard", "skewed"])      # an evaluation folder
 
 The API is imported on first use, so ``import iclab`` (and ``iclab --help``) start no torch.
 """
 
 _API = {name: "api" for name in ("RunResult", "list_experiments", "report", "reproduce", "resume", "run")}
 _API.update({name: "sweeps" for name in ("SweepResult", "resume_sweep", "sweep")})
+_API.update({"LoadedModel": "loading", "load_model": "loading", "evaluate": "evaluation", "EvaluationResult": "evaluation",
+             "export": "hub"})
 __all__ = sorted(_API)
 __version__ = "0.1.0"
 

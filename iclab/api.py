@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import logging
 import platform
 import re
@@ -22,10 +21,12 @@ from . import experiments
 from .claims import tally
 from .config import ConfigError, dump, parse_assignment, set_key
 from .devices import pick_device
-from .experiments.base import RunContext
-from .report import run_folders, write_index, write_report, write_seed_table, write_sweep_report
+from .experiments.base import RunContext, iclab_version
+from .report import (
+    run_folders, write_evaluation_report, write_index, write_report, write_seed_table, write_sweep_report,
+)
 from .report.tensorboard import check_tensorboard, write_events
-from .runs import RunFolder, SweepFolder
+from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
+    spec.validate(config)
     check_tensorboard(config)
     return config
 
@@ -99,7 +101,8 @@ def resume(
     path: str | Path, device: str | None = None, progress: bool = True,
     overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> RunResult:
-    """Finish an interrupted run: training continues from its last checkpoints.
+    """Finish an interrupted run: training continues from its last checkpoints, and a run stopped
+    before its first checkpoint starts again from its ``config.yaml`` in the same folder.
 
     ``overrides`` change config keys for the rest of the run (e.g. ``{"train.lr": 1e-4}`` after a
     divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``.
@@ -107,17 +110,18 @@ def resume(
     folder = RunFolder.open(path)
     if folder.finished:
         raise ConfigError(f"{path} has already finished (claims.json exists)")
-    if not folder.has_checkpoint:
-        raise ConfigError(f"{path} has no checkpoint to resume from; start the run again with `iclab run`")
     config = folder.read_config()
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
+    experiments.get(config["experiment"]).validate(config)
     check_tensorboard(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
         config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
         folder.write_config(config)
+    if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
+        folder.restart()
     return _execute(folder, config, device, progress)
 
 
@@ -126,7 +130,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
-    context = RunContext(folder, device, progress)
+    context = RunContext(folder, device, progress, experiment=spec.name)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
@@ -135,8 +139,13 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
         if fresh and not kept:
             folder.discard()
         if isinstance(err, TrainingDiverged):
-            advice = (f"the last good checkpoints are kept: `iclab resume {folder.path} --set train.lr=<smaller>`"
-                      if kept else "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr")
+            resume = f"`iclab resume {folder.path} --set train.lr=<smaller>`"
+            if kept:
+                advice = f"the last good checkpoints are kept: {resume}"
+            elif fresh:
+                advice = "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr"
+            else:
+                advice = f"no checkpoint was written: {resume} starts it again"
             raise ConfigError(f"{spec.name}: {err}; {advice}") from None
         raise
     folder.write_metrics(context.rows)
@@ -154,11 +163,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
 def _environment(device) -> dict:
     """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
     Python, torch, the device and torch's CPU threads."""
-    try:
-        version = importlib.metadata.version("iclab")
-    except importlib.metadata.PackageNotFoundError:  # imported from a source tree that was never installed
-        version = None
-    return {"iclab": version, **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
+    return {"iclab": iclab_version(), **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
             "device": str(device), "threads": torch.get_num_threads()}
 
 
@@ -179,16 +184,22 @@ def _git_commit() -> dict:
 
 
 def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
-    """(Re)write a sweep folder's or a run folder's ``report.html``, or, for a folder of runs, every
-    run's report and the folder's ``index.html``; returns the page written (the report or the index).
-    ``seed_table``: also write the folder of runs' markdown claim × seed table to that path."""
+    """(Re)write a sweep folder's, an evaluation folder's or a run folder's ``report.html``, or, for a
+    folder of runs, every run's report and the folder's ``index.html``; returns the page written (the
+    report or the index). ``seed_table``: also write the folder of runs' markdown claim × seed table to
+    that path."""
     path = Path(path)
-    sweep = SweepFolder(path)
-    kind = "sweep" if sweep.spec_file.exists() else "run" if (path / "config.yaml").exists() else None
+    sweep, evaluation = SweepFolder(path), EvaluationFolder(path)
+    kind = ("sweep" if sweep.spec_file.exists() else "evaluation" if evaluation.spec_file.exists()
+            else "run" if (path / "config.yaml").exists() else None)
     if kind and seed_table is not None:
         raise ConfigError(f"--seed-table tables a folder of runs; {path} is a {kind} folder")
-    if kind:
-        return write_sweep_report(sweep) if kind == "sweep" else write_report(RunFolder.open(path))
+    if kind == "sweep":
+        return write_sweep_report(sweep)
+    if kind == "evaluation":
+        return write_evaluation_report(evaluation)
+    if kind == "run":
+        return write_report(RunFolder.open(path))
     runs = run_folders(path)
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")

@@ -1,4 +1,4 @@
-"""The ``iclab`` command line: list, run, resume, reproduce, sweep, report, compare.
+"""The ``iclab`` command line: list, run, resume, reproduce, sweep, report, compare, eval, export.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
 ``iclab: error: ...`` and exits with status 2. The API (torch, pandas, matplotlib) is imported only
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 
 from . import experiments
@@ -33,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
 
-    resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints")
+    resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)")
     resume.add_argument("run_dir")
     resume.add_argument("--device")
     resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -77,7 +78,59 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_a")
     compare.add_argument("run_b")
     compare.add_argument("--html", metavar="PATH", help="also write the comparison as an HTML page")
+
+    evaluate = sub.add_parser(
+        "eval", help="evaluate a trained model against reference learners, on changed tasks and shifted prompts",
+        description="Evaluate one model of RUN (a finished run folder, an export or a Garg et al. run) at every "
+                    "prefix length against reference learners, with bootstrap bands; writes an evaluation folder.")
+    evaluate.add_argument("run_dir")
+    evaluate.add_argument("--model", help="which of the run's models (needed when it has several)")
+    evaluate.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
+    evaluate.add_argument("--step", help="a kept checkpoint's step, or all (every kept one); default: the latest")
+    evaluate.add_argument("--task", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+                          help="change the training task, e.g. --task d=3 noise=0.5 or --task class=quadratic")
+    evaluate.add_argument("--shift", dest="shifts", action="extend", nargs="+", metavar="NAME",
+                          help="shifts of iclab.shifts (standard, skewed, subspace, noisy, scale-x=<s>, ...; "
+                               "default: standard)")
+    evaluate.add_argument("--learners", action="extend", nargs="+", metavar="NAME",
+                          help="reference learners (ols, ridge=<λ>, <k>-nn, averaging, gd=<η>, lasso=<α>, tree[=<depth>], "
+                               "xgboost, net, zero; default: ols 3-nn averaging)")
+    evaluate.add_argument("--out", help="the evaluation folder (default <run>/eval-<timestamp>)")
+    evaluate.add_argument("--prompts", type=int, help="evaluation prompts (default: the run's eval_prompts, else 1000)")
+    evaluate.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings (default 1000)")
+    evaluate.add_argument("--attention", action="store_true", help="also draw the attention maps of two prompts")
+    evaluate.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
+
+    export = sub.add_parser("export", help="write a trained model in the Hugging Face Hub layout (offline)")
+    export.add_argument("run_dir")
+    export.add_argument("out_dir", help="the folder to write (new, or empty)")
+    export.add_argument("--model", help="which of the run's models (needed when it has several)")
+    export.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
+    export.add_argument("--step", type=int, help="a kept checkpoint's step (default: the latest)")
     return parser
+
+
+def _step(text: str | None) -> int | str | None:
+    """``--step``: a number, ``all`` or nothing."""
+    if text is None or text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--step takes a checkpoint's step or all, got {text!r}") from None
+
+
+def _eval(args, argv: list[str]) -> None:
+    """The ``eval`` verb: evaluate, then print where it went and the errors at the largest prefix."""
+    from .evaluation import evaluate
+    from .report.evaluation import final_errors
+
+    options = {"learners": args.learners} if args.learners else {}
+    result = evaluate(args.run_dir, args.model, args.seed, _step(args.step), args.task, args.shifts or ["standard"],
+                      out=args.out, prompts=args.prompts, bootstrap=args.bootstrap, attention=args.attention,
+                      device=args.device, command=shlex.join(["iclab", *argv]), **options)
+    print(final_errors(result.metrics).to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"{result.path}: report {result.folder.report_file}")
 
 
 def _sweep(args) -> int:
@@ -126,6 +179,7 @@ def _print_times(results) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``iclab`` script; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
@@ -163,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
             print(api.report(args.run_dir, args.seed_table))
             if args.seed_table:
                 print(f"seed table: {args.seed_table}")
+        elif args.command == "eval":
+            _eval(args, argv)
+        elif args.command == "export":
+            from .hub import export
+
+            print(export(args.run_dir, args.out_dir, args.model, args.seed, args.step))
     except ConfigError as err:
         print(f"iclab: error: {err}", file=sys.stderr)
         return 2

@@ -63,6 +63,11 @@ class CurriculumPrompts:
         self.make_task, self.format, self.batch_size, self.curriculum = make_task, prompt_format, batch_size, curriculum
         self._tasks: dict[tuple[int, int], Any] = {}
 
+    @property
+    def task(self):
+        """The task of the curriculum's last stage: what the model is trained to."""
+        return self.make_task(self.curriculum.d_end, self.curriculum.n_end)
+
     def batch(self, seed: int, step: int, device) -> Prompt:
         d, n = self.curriculum.at(step)
         if (d, n) not in self._tasks:

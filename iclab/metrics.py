@@ -9,7 +9,7 @@ from typing import Callable, Mapping
 import torch
 
 from .config import ConfigError
-from .learners import LinearLearner
+from .learners import Learner, LinearLearner
 from .losses import loss_scale, prompt_losses
 from .prompts import InterleavedFormat, PairedFormat
 from .rng import generator
@@ -156,6 +156,67 @@ def compare(a, b, episode: Episode, prompt_format=PairedFormat()) -> dict[str, f
         "sens_cosine": torch.nn.functional.cosine_similarity(sa, sb, dim=-1).mean().item(),
         "sens_l2": (sa - sb).norm(dim=-1).mean().item(),
     }
+
+
+# Prefix queries (Garg et al.; see iclab.shifts): query k of an episode is x_query[:, k], predicted
+# from the first k context examples. Errors are normalised by the zero predictor's, or are error rates.
+
+
+def prefix_query_predictions(source, episode: Episode, prompt_format=InterleavedFormat()) -> torch.Tensor:
+    """``(B, K)`` float64 predictions of every prefix query: by a causal model on interleaved prompts
+    (one pass when the queries are the context's own inputs, else one pass per k), by a model on
+    paired prompts (one prompt of k examples and the query per k ≥ 1), or by a learner. With no
+    example (k = 0) learners and paired models predict 0, as Garg et al.'s baselines do."""
+    k_max = episode.x_query.shape[1]
+    own_inputs = episode.x_query.shape == episode.xs.shape and torch.equal(episode.x_query, episode.xs)
+    if not isinstance(source, torch.nn.Module):
+        e = episode.to(dtype=torch.float64)
+        if own_inputs:
+            try:
+                return source.predict_prefixes(e.xs, e.ys)[:, :k_max]
+            except torch.linalg.LinAlgError:
+                # Inputs in a subspace defeat the Cholesky-based prefix forms: one batched predict per prefix.
+                return Learner.predict_prefixes(source, e.xs, e.ys)[:, :k_max]
+        columns = [torch.zeros(len(e.xs), dtype=torch.float64)]
+        columns += [source.predict(e.xs[:, :k], e.ys[:, :k], e.x_query[:, k : k + 1])[:, 0] for k in range(1, k_max)]
+        return torch.stack(columns, 1)
+    parameter = next(source.parameters())
+    e = episode.to(parameter.device, parameter.dtype)
+    with torch.no_grad():
+        if isinstance(prompt_format, PairedFormat):
+            columns = [torch.zeros(len(e.xs), dtype=parameter.dtype, device=parameter.device)]
+            for k in range(1, k_max):
+                prefix = replace(e, xs=e.xs[:, :k], ys=e.ys[:, :k], x_query=e.x_query[:, k : k + 1],
+                                 y_query=e.y_query[:, k : k + 1])
+                prompt = prompt_format.encode(prefix)
+                columns.append(source(prompt.tokens, prompt.n_context)[:, 0])
+        elif own_inputs:
+            return source(prompt_format.encode(e).tokens, e.n_context)[:, :k_max].double().cpu()
+        else:
+            columns = []
+            for k in range(k_max):
+                xs = torch.cat([e.xs[:, :k], e.x_query[:, k : k + 1]], 1)
+                ys = torch.cat([e.ys[:, :k], e.y_query[:, k : k + 1]], 1)
+                columns.append(source(prompt_format.encode(replace(e, xs=xs, ys=ys)).tokens, k + 1)[:, k])
+    return torch.stack(columns, 1).double().cpu()
+
+
+def error_metric(task) -> str:
+    """The name of :func:`normalised_errors`' metric for ``task``: ``error_rate`` or ``normalised_mse``."""
+    return "error_rate" if task.metric == "error_rate" else "normalised_mse"
+
+
+def normalised_errors(task, prediction: torch.Tensor, target: torch.Tensor, n_boot: int = 1000, seed: int = 0,
+                      error_scale: float = 1.0) -> dict[str, torch.Tensor]:
+    """Error by prefix with its bootstrap band (see :func:`loss_by_prefix`): the squared error over
+    the zero predictor's (``task.zero_error`` times a shift's ``error_scale``), or the error rate of
+    sign(ŷ) for sign labels (a tie ŷ = 0 counts as half an error)."""
+    if task.metric == "error_rate":
+        wrong = (1 - torch.sign(prediction) * target) / 2  # 0, ½ or 1
+        # loss_by_prefix averages squared differences, so √wrong gives the mean of wrong.
+        return loss_by_prefix(wrong.sqrt(), torch.zeros_like(wrong), "mse", n_boot=n_boot, seed=seed)
+    curve = loss_by_prefix(prediction, target, "mse", n_boot=n_boot, seed=seed)
+    return {k: v / (task.zero_error * error_scale) for k, v in curve.items()}
 
 
 # Which learning algorithm a predictor implements (Akyürek et al. 2023): squared prediction

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .learners import LeastSquares
+from .models import rebuildable
 from .prompts import InterleavedFormat, Prompt
 from .rng import generator
 from .tasks.base import Episode
@@ -61,6 +62,7 @@ def standardise(targets: torch.Tensor, reference: torch.Tensor) -> tuple[torch.T
     return (targets - mean) / std, mean, std
 
 
+@rebuildable
 class PoolingProbes(nn.Module):
     """S × K independent attention-pooled probes (see the module docstring).
 

@@ -6,11 +6,13 @@ Models never see Task objects, only a :class:`Prompt`. Tokens are stored as rows
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 import torch
 
+from .config import ConfigError
 from .tasks.base import Episode, TokenBatch
 
 
@@ -108,3 +110,22 @@ class TokenFormat:
 
     def encode(self, batch: TokenBatch) -> Prompt:
         return Prompt(batch.tokens, batch.targets, batch.tokens.shape[1])
+
+
+FORMATS = {f.__name__: f for f in (PairedFormat, InterleavedFormat, AutoregressiveFormat, TokenFormat)}
+"""The prompt formats by class name (what :func:`describe_format` records)."""
+
+
+def describe_format(prompt_format) -> dict:
+    """``{"class": name, **fields}`` of a prompt format, e.g. ``{"class": "PairedFormat", "descriptor": "mu"}``."""
+    fields = dataclasses.asdict(prompt_format) if dataclasses.is_dataclass(prompt_format) else {}
+    return {"class": type(prompt_format).__name__, **fields}
+
+
+def format_from_description(description: Mapping[str, Any]):
+    """The prompt format :func:`describe_format` described."""
+    fields = dict(description)
+    name = fields.pop("class", None)
+    if name not in FORMATS:
+        raise ConfigError(f"unknown prompt format {name!r}; choose from {', '.join(FORMATS)}")
+    return FORMATS[name](**fields)

@@ -2,10 +2,13 @@
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
       config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
+      eval-<stamp>/  (evaluations of its models: :class:`EvaluationFolder`)
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
-finished run; a folder without it can be resumed. A sweep folder holds one run folder per grid
-point beside the sweep's own files (see :class:`SweepFolder`).
+finished run; a folder without it can be resumed. Every file that marks or describes a run is
+written whole or not at all (:func:`write_atomic`), so a run killed mid-write never looks finished
+with a torn file. A sweep folder holds one run folder per grid point beside the sweep's own files
+(see :class:`SweepFolder`).
 """
 
 from __future__ import annotations
@@ -13,14 +16,73 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import re
+import os
+import secrets
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import yaml
 
 from .claims import Claim
 from .config import ConfigError, dump
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One weights file of a run (see :mod:`iclab.train` for the layout): the model's name in the
+    run, its seed, the training step and the file."""
+
+    model: str
+    seed: int
+    step: int
+    path: Path
+
+
+def read_weights(path: str | Path) -> tuple[dict, dict]:
+    """A weights file's state dict (CPU tensors) and its metadata (every value JSON-decoded)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    with safe_open(str(path), "np") as f:
+        metadata = f.metadata() or {}
+    return load_file(str(path)), {k: json.loads(v) for k, v in metadata.items() if k != "format"}
+
+
+def _weights_step(path: Path) -> int:
+    from safetensors import safe_open
+
+    with safe_open(str(path), "np") as f:
+        return int(f.metadata()["step"])
+SCRATCH_SUFFIX = ".iclab-tmp"
+"""The suffix of :func:`write_atomic`'s temporary files (``.<name>.<random>.iclab-tmp``)."""
+
+
+def write_atomic(path: str | Path, content: str | Callable[[Path], None], exclusive: bool = False) -> None:
+    """Write ``path`` whole or not at all.
+
+    ``content`` (UTF-8 text, or a function that writes the file at the path it is given) goes to
+    a temporary file beside ``path``, which then takes its place in one rename: a reader, or a
+    run killed mid-write, sees the old file or the new one, never part of one (the temporary file
+    of a killed writer may stay behind). ``exclusive``: raise ``FileExistsError`` instead of
+    replacing an existing file (a hard link, which never replaces).
+    """
+    path = Path(path)
+    scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
+    try:
+        if isinstance(content, str):
+            scratch.write_text(content, encoding="utf-8")
+        else:
+            content(scratch)
+        if exclusive:
+            os.link(scratch, path)
+        else:
+            os.replace(scratch, path)
+    finally:
+        scratch.unlink(missing_ok=True)
 
 
 class _Folder:
@@ -77,11 +139,11 @@ class RunFolder(_Folder):
             if not self.path.is_dir():
                 raise ConfigError(f"{self.path} already exists and is not a folder") from None
         try:
-            with open(self.config_file, "x") as f:
-                f.write(dump(config))
+            write_atomic(self.config_file, dump(config), exclusive=True)
         except FileExistsError:
             raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten") from None
-        if any(p != self.config_file for p in self.path.iterdir()):
+        # Another process's scratch file is no content: it is claiming this folder too, and loses.
+        if any(p != self.config_file and not p.name.endswith(SCRATCH_SUFFIX) for p in self.path.iterdir()):
             self.config_file.unlink()
             raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten")
 
@@ -89,8 +151,18 @@ class RunFolder(_Folder):
         """Remove what :meth:`create` made: the folder (or, for an ``out`` that existed empty, its contents)."""
         if self._created:
             shutil.rmtree(self.path)
-            return
+        else:
+            self._remove_all_but()
+
+    def restart(self) -> None:
+        """Remove everything but ``config.yaml``: a run stopped before its first checkpoint starts
+        again from its config as if it were new."""
+        self._remove_all_but(self.config_file)
+
+    def _remove_all_but(self, kept: Path | None = None) -> None:
         for child in self.path.iterdir():
+            if child == kept:
+                continue
             if child.is_dir():
                 shutil.rmtree(child)
             else:
@@ -117,11 +189,36 @@ class RunFolder(_Folder):
     @property
     def has_checkpoint(self) -> bool:
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
-        return self.checkpoints.is_dir() and any(self.checkpoints.glob("*.safetensors"))
+        from .train import STATE  # the layout's names; imported on use (torch), as the readers below
+
+        return bool(self.legacy_checkpoints()) or any(self.checkpoints.glob(f"*/seed*/{STATE}"))
+
+    def legacy_checkpoints(self) -> list[Path]:
+        """The one-file checkpoints of a run written before the current layout (they resume, but
+        record no model to rebuild)."""
+        return sorted(self.checkpoints.glob("*-seed*.safetensors"))
+
+    def weights(self) -> list[Checkpoint]:
+        """Every weights file, latest and kept, ordered by model, seed and step (a kept step that is
+        also the latest is listed once, as the latest)."""
+        from .train import WEIGHTS
+
+        found = {}
+        for folder in sorted(self.checkpoints.glob("*/seed*")):
+            seed = re.fullmatch(r"seed(\d+)", folder.name)
+            if seed is None:
+                continue
+            kept = {int(m[1]): p for p in folder.glob("step*.safetensors")
+                    if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))}
+            if (folder / WEIGHTS).exists():
+                kept[_weights_step(folder / WEIGHTS)] = folder / WEIGHTS
+            for step, path in kept.items():
+                found[folder.parent.name, int(seed[1]), step] = Checkpoint(folder.parent.name, int(seed[1]), step, path)
+        return [found[key] for key in sorted(found)]
 
     def write_config(self, config: dict) -> None:
         """Rewrite ``config.yaml`` (e.g. with the overrides of a resume)."""
-        self.config_file.write_text(dump(config))
+        write_atomic(self.config_file, dump(config))
 
     def read_config(self) -> dict:
         return yaml.safe_load(self.config_file.read_text())
@@ -137,20 +234,20 @@ class RunFolder(_Folder):
         frame = frame[columns + extra]
         for column in ("seed", "step", "n"):
             frame[column] = frame[column].astype("Int64")
-        frame.to_parquet(self.metrics_file, index=False)
+        write_atomic(self.metrics_file, lambda path: frame.to_parquet(path, index=False))
 
     def read_metrics(self) -> pd.DataFrame:
         return pd.read_parquet(self.metrics_file)
 
     def write_claims(self, claims: list[Claim]) -> None:
-        self.claims_file.write_text(json.dumps([c.to_dict() for c in claims], indent=2, default=float) + "\n")
+        write_atomic(self.claims_file, json.dumps([c.to_dict() for c in claims], indent=2, default=float) + "\n")
 
     def read_claims(self) -> list[dict]:
         return json.loads(self.claims_file.read_text()) if self.claims_file.exists() else []
 
     def write_info(self, info: dict) -> None:
         """``run.json``: the environment and timing of the session that finished the run."""
-        self.info_file.write_text(json.dumps(info, indent=2) + "\n")
+        write_atomic(self.info_file, json.dumps(info, indent=2) + "\n")
 
     def read_info(self) -> dict:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
@@ -183,8 +280,7 @@ class SweepFolder(_Folder):
         sweep = cls(out)
         sweep.path.mkdir(parents=True, exist_ok=True)
         try:
-            with open(sweep.spec_file, "x") as f:
-                f.write(dump(spec))
+            write_atomic(sweep.spec_file, dump(spec), exclusive=True)
         except FileExistsError:
             raise ConfigError(f"{out} already holds a sweep; continue it with `iclab sweep --resume {out}`") from None
         return sweep
@@ -202,7 +298,7 @@ class SweepFolder(_Folder):
 
     def write_spec(self, spec: dict) -> None:
         """Rewrite ``sweep.yaml`` (e.g. with a resume's new trial resources)."""
-        self.spec_file.write_text(dump(spec))
+        write_atomic(self.spec_file, dump(spec))
 
     def run(self, point: str) -> RunFolder:
         """The run folder of one grid point."""
@@ -211,6 +307,55 @@ class SweepFolder(_Folder):
     def read_table(self, path: Path) -> pd.DataFrame:
         """One of the sweep's parquet tables (empty when it was not written)."""
         return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+
+
+class EvaluationFolder(_Folder):
+    """An evaluation of a trained model (``iclab eval``): a run folder's files without the training.
+
+        <run>/eval-<yyyymmdd-hhmmss>/
+          evaluation.yaml   the exact command, and what it resolved to: source, model, seed, steps, task,
+                            shifts, learners, prompts, bootstrap, metric
+          metrics.parquet   long format as a run's: setting (the shift), model (the model's name or a
+                            learner's), seed, step (the checkpoint's; empty for learners), n (examples k),
+                            metric (e.g. normalised_mse, normalised_mse_p05, normalised_mse_p95), value
+          figures/*.png  report.html
+    """
+
+    spec_file = property(lambda self: self.path / "evaluation.yaml")
+    metrics_file = property(lambda self: self.path / "metrics.parquet")
+    write_metrics = RunFolder.write_metrics
+    read_metrics = RunFolder.read_metrics
+
+    @classmethod
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> "EvaluationFolder":
+        """A new folder holding ``evaluation.yaml``: ``out`` (which must not exist, or be empty), else
+        ``<root>/eval-<timestamp>`` (numbered when taken)."""
+        if out is None:
+            out = _new_folder(Path(root) / f"eval-{dt.datetime.now():%Y%m%d-%H%M%S}")
+        else:
+            cls.refuse_taken(out)
+        folder = cls(out)
+        folder.path.mkdir(parents=True, exist_ok=True)
+        folder.spec_file.write_text(dump(spec))
+        return folder
+
+    @staticmethod
+    def refuse_taken(out: str | Path) -> None:
+        """A :class:`ConfigError` unless ``out`` is absent or an empty folder (evaluations are never overwritten)."""
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} already exists and is not an empty folder; evaluations are never overwritten")
+
+    @classmethod
+    def open(cls, path: str | Path) -> "EvaluationFolder":
+        """An existing evaluation folder (it must hold ``evaluation.yaml``)."""
+        folder = cls(path)
+        if not folder.spec_file.exists():
+            raise ConfigError(f"{path} is not an evaluation folder (no evaluation.yaml)")
+        return folder
+
+    def read_spec(self) -> dict:
+        return yaml.safe_load(self.spec_file.read_text())
 
 
 def _new_folder(path: Path) -> Path:

@@ -15,11 +15,11 @@ not stop the others, and a resumed sweep skips finished points and resumes inter
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -29,7 +29,7 @@ import pandas as pd
 from . import api, experiments
 from .config import ConfigError, parse_assignment, parse_value
 from .report import write_sweep_report
-from .runs import RunFolder, SweepFolder
+from .runs import RunFolder, SweepFolder, write_atomic
 
 
 @dataclass
@@ -134,8 +134,9 @@ def sweep(
             with this machine's CPUs.
         cpus_per_trial, gpus_per_trial: what each point reserves (and so how many run at once).
 
-    Every point's config is checked before anything runs: an unknown key or a value of the wrong
-    type raises :class:`ConfigError`. A point that fails while running (e.g. an impossible value) is
+    Every point's config is checked before anything runs: an unknown key, a value of the wrong
+    type or one the experiment cannot run (:meth:`~iclab.experiments.base.Experiment.validate`)
+    raises :class:`ConfigError`. A point that fails while running (e.g. a diverging training) is
     recorded with its error in ``points.parquet`` and the others go on; see :attr:`SweepResult.failed`.
     """
     spec = experiments.get(experiment)
@@ -153,8 +154,8 @@ def sweep(
         grid["seed"] = [base["seed"] + k for k in range(seeds)]
     if not grid:
         raise ConfigError("a sweep needs at least one --grid key or --seeds")
-    for point in expand(grid):  # every point's config must resolve before anything runs
-        spec.resolve(scale, {**overrides, **point})
+    for point in expand(grid):  # every point's config must resolve and validate before anything runs
+        spec.validate(spec.resolve(scale, {**overrides, **point}))
     _check_resources(cpus_per_trial, gpus_per_trial, address)
     sweep_spec = {
         "experiment": experiment, "scale": scale, "grid": grid, "overrides": overrides, "metric": metric,
@@ -235,8 +236,8 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
 
 
 def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> tuple[str, str | None]:
-    """One grid point, in a Ray worker: resume its run folder if it has a checkpoint, else run it
-    afresh. Returns ``(status, error)``; errors are returned, not raised, so one point failing
+    """One grid point, in a Ray worker: resume its run folder if it has one (see :func:`iclab.resume`),
+    else run it. Returns ``(status, error)``; errors are returned, not raised, so one point failing
     stops no other.
 
     The point is run under an exclusive lock on ``.locks/<point>.lock`` in the sweep folder: a
@@ -257,11 +258,9 @@ def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: fl
             run = RunFolder(folder)
             if run.finished:  # finished by the orphaned worker we waited for
                 return "finished", None
-            if run.config_file.exists() and run.has_checkpoint:
+            if run.config_file.exists():  # interrupted: from its checkpoints, or afresh from its config.yaml
                 api.resume(folder, device=None if gpus else "cpu", progress=False)
             else:
-                if folder.exists():  # killed before its first checkpoint: nothing to resume
-                    shutil.rmtree(folder)
                 api.run(experiment, scale=scale, overrides=overrides, out=folder,
                         device=None if gpus else "cpu", progress=False)
             return "finished", None
@@ -288,12 +287,13 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tup
         metrics.append(frame)
         claims += [{"point": name, **grid_values, "claim": c["id"], "holds": c["holds"], "judged_at": c.get("judged_at"),
                     "measured": str(c["measured"]), "expected": str(c["expected"])} for c in run.read_claims()]
-    pd.DataFrame(rows).to_parquet(folder.points_file, index=False)
-    if metrics:
-        pd.concat(metrics, ignore_index=True).to_parquet(folder.metrics_file, index=False)
     claims = pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "judged_at", "measured", "expected"])
     claims["holds"] = claims["holds"].astype("boolean")  # <NA>: measured, judged at another scale (not a failure)
-    claims.to_parquet(folder.claims_file, index=False)
+    tables = {folder.points_file: pd.DataFrame(rows), folder.claims_file: claims}
+    if metrics:
+        tables[folder.metrics_file] = pd.concat(metrics, ignore_index=True)
+    for path, table in tables.items():
+        write_atomic(path, functools.partial(table.to_parquet, index=False))
 
 
 def _cell(value: Any) -> Any:

@@ -6,6 +6,20 @@ with ``torch.func.vmap`` (models that cannot be vmapped train one seed after ano
 exactly as if it trained alone; gradient clipping is applied per seed. Data for seed s at
 step t depends only on (s, t), and checkpoints hold the optimizer state, so a run that is
 interrupted and resumed ends with the same weights as one that never stopped.
+
+Checkpoints of model ``name`` and seed k live in ``<checkpoint_dir>/<name>/seed<k>/``:
+
+    model.safetensors   the weights (the module's state dict), with metadata: name, seed, step and
+                        whatever the caller's ``describe(model)`` says (class, constructor arguments,
+                        prompt format, task, ...), every value JSON-encoded
+    state.safetensors   optimizer state (``optim.<param>.<state>``) and the logged history
+                        (``history.<metric>.step`` / ``.value``); metadata: step
+    step<N>.safetensors the weights at a step of ``train.keep``, with the same metadata
+
+Each file is written to a temporary name and renamed, the state before the weights, so an
+interrupted save leaves the previous pair (or a complete new weights file that resume puts in
+place). Runs written before this layout hold one ``<name>-seed<k>.safetensors`` per seed (model.*,
+optim.* and history.* tensors; metadata: step); training resumes from them and writes the new layout.
 """
 
 from __future__ import annotations
@@ -15,13 +29,14 @@ import copy
 import dataclasses
 import logging
 import math
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
@@ -37,6 +52,12 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "tf32", "bf16")
 """Training precisions (see :attr:`TrainConfig.precision`)."""
 
+NO_DECAY = ("bias", "biases", "positions")
+"""Parameter-name parts that are never weight-decayed, whatever their shape (see :func:`decays`)."""
+
+BLOWUP_STEPS = 10
+"""Consecutive steps above :attr:`TrainConfig.blowup` times the start that stop a seed's training."""
+
 
 @dataclass
 class TrainConfig:
@@ -47,7 +68,7 @@ class TrainConfig:
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
         optimizer: ``adam``, ``adamw`` or ``sgd``.
-        weight_decay: decoupled for AdamW, L2 for the others.
+        weight_decay: decoupled for AdamW, L2 for the others; only on the tensors :func:`decays` names.
         momentum: SGD momentum.
         clip: clip each seed's gradient to this global norm (None: no clipping).
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
@@ -57,6 +78,11 @@ class TrainConfig:
             ``cross_entropy`` for token targets and logits, see :data:`iclab.losses.TOKEN_LOSSES`).
         log_every: record the training loss every this many steps.
         checkpoint_every: write checkpoints every this many steps (and at the end).
+        keep: besides the latest checkpoint, keep the weights at these steps (a list), or at this
+            many log-spaced steps from 1 to ``steps`` (an int K: ``round(steps^(i/(K−1)))``, i = 0…K−1,
+            fewer when two round to the same step), as ``step<N>.safetensors``; None keeps none.
+            Kept weights are never overwritten by later checkpoints; a resume that passes a kept step
+            again writes it again (the same weights, unless resume overrides changed the training).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
             elementwise work and drops per-op overhead, which pays on small models and long runs
             (the throughput benchmark's 2-layer transformer: +15–20% steps/s on two cores) at a
@@ -67,6 +93,16 @@ class TrainConfig:
             bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,
             gradients and optimizer state stay fp32 in every mode, so checkpoints and exact resume
             are unchanged.
+        blowup: stop as diverged, as for a non-finite loss, when a seed's training loss has been
+            above this factor times its loss at the start (its initial weights on step 0's batch) at
+            :data:`BLOWUP_STEPS` steps in a row (None: never). A loss starts at the scale of its
+            targets (a regression loss near E[y²] for a model that predicts ~0, a cross-entropy
+            near log V) and a healthy run lowers it, or raises it a few times at most (a curriculum
+            that widens d); a learning rate far too large sends it orders of magnitude up and keeps
+            it there. One batch can be that far out in a healthy run (a 3-layer LSA's batch loss in
+            ``task-descriptors`` reaches 10¹² times its start on a batch with a far-out mean, for at
+            most 2 steps in a row), hence the run of steps. Checkpoints due while a seed is above
+            the limit are skipped, so the last ones written are from before a blow-up.
     """
 
     steps: int = 1000
@@ -84,6 +120,8 @@ class TrainConfig:
     checkpoint_every: int = 1000
     compile: bool = False
     precision: str = "fp32"
+    keep: list[int] | int | None = None
+    blowup: float | None = 1e4
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
@@ -96,6 +134,24 @@ class TrainConfig:
             raise ConfigError("train.train_size must be >= 1 or null")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.blowup is not None and not self.blowup > 1:
+            raise ConfigError(f"train.blowup must be > 1 or null, got {self.blowup}")
+        step = lambda k: isinstance(k, int) and not isinstance(k, bool)  # noqa: E731
+        keep = self.keep
+        if not (keep is None or (step(keep) and keep >= 1)
+                or (isinstance(keep, list) and all(step(k) and 1 <= k <= self.steps for k in keep))):
+            raise ConfigError(f"train.keep must be a list of steps in 1..{self.steps}, a number of steps >= 1 or "
+                              f"null, got {self.keep!r}")
+
+    def kept_steps(self) -> list[int]:
+        """The steps whose weights :attr:`keep` keeps, in order."""
+        if self.keep is None:
+            return []
+        if isinstance(self.keep, list):
+            return sorted(set(self.keep))
+        if self.keep == 1:
+            return [self.steps]
+        return sorted({round(self.steps ** (i / (self.keep - 1))) for i in range(self.keep)})
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
@@ -114,6 +170,19 @@ class TrainConfig:
             return self.lr
         progress = (step - self.warmup) / max(1, self.steps - self.warmup)
         return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def decays(name: str, shape: Sequence[int]) -> bool:
+    """Whether weight decay applies to the parameter ``name`` of shape ``shape`` (one model's,
+    without the stacked seed dimension).
+
+    GPT practice: matrices decay (linear maps, token embeddings, read-in and read-out); vectors and
+    scalars do not (LayerNorm gains and shifts, biases, the per-head a·XXᵀ and b·AX scalars, a CLS
+    token), nor learned positions (a matrix, but one vector per position) or anything named a bias
+    (a probe stack's biases have more than one dimension): decay would pull those offsets and
+    scales towards 0 (a LayerNorm gain's neutral value is 1), not just keep maps small.
+    """
+    return len(shape) >= 2 and not any(part in NO_DECAY for part in name.split("."))
 
 
 class FreshPrompts:
@@ -172,12 +241,13 @@ def data_source(task, prompt_format, config: TrainConfig):
 
 
 class TrainingDiverged(ConfigError):
-    """A non-finite loss (or weights): training stopped without writing the bad state to a checkpoint."""
+    """A non-finite loss (or weights), or a loss blown up (see :attr:`TrainConfig.blowup`): training
+    stopped without writing the bad state to a checkpoint."""
 
-    def __init__(self, model: str, seeds: Sequence[int], step: int):
+    def __init__(self, model: str, seeds: Sequence[int], step: int, reason: str = "non-finite loss"):
         self.model, self.seeds, self.step = model, list(seeds), step
         which = ", ".join(map(str, self.seeds))
-        super().__init__(f"training of {model!r} diverged (non-finite loss) for seed {which} at step {step}")
+        super().__init__(f"training of {model!r} diverged ({reason}) for seed {which} at step {step}")
 
 
 @dataclass
@@ -195,9 +265,45 @@ class TrainResult:
 Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
 
 
-def checkpoint_path(directory: Path, name: str, seed: int) -> Path:
-    """``<directory>/<name>-seed<seed>.safetensors``."""
+WEIGHTS, STATE = "model.safetensors", "state.safetensors"
+"""The latest weights and the training state in a seed's checkpoint folder."""
+
+
+def checkpoint_folder(directory: str | Path, name: str, seed: int) -> Path:
+    """``<directory>/<name>/seed<seed>``: the checkpoints of one model and seed."""
+    return Path(directory) / name / f"seed{seed}"
+
+
+def kept_weights(folder: Path, step: int) -> Path:
+    """``<folder>/step<step>.safetensors``: weights kept by :attr:`TrainConfig.keep`."""
+    return folder / f"step{step}.safetensors"
+
+
+def legacy_checkpoint(directory: str | Path, name: str, seed: int) -> Path:
+    """``<directory>/<name>-seed<seed>.safetensors``: the one-file checkpoint of runs written before
+    the current layout (weights, optimizer state and history together)."""
     return Path(directory) / f"{name}-seed{seed}.safetensors"
+
+
+def _saved_step(path: Path) -> int:
+    with safe_open(path, "pt") as f:
+        return int(f.metadata()["step"])
+
+
+def _pending_step(path: Path) -> int | None:
+    """The step of a temporary file a save left behind, or None when it is absent or incomplete."""
+    try:
+        return _saved_step(path)
+    except (OSError, SafetensorError, KeyError):
+        return None
+
+
+def _write_pending(tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str]) -> Path:
+    """Write what belongs at ``path`` to a temporary file beside it and return that file, which the
+    caller renames to ``path`` (so ``path`` is always complete)."""
+    tmp = path.with_suffix(".tmp")
+    save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata=dict(metadata))
+    return tmp
 
 
 def train(
@@ -212,6 +318,7 @@ def train(
     callback: Callback | None = None,
     vectorize: bool = True,
     init: Sequence[nn.Module] | None = None,
+    describe: Callable[[nn.Module], Mapping[str, Any]] | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
     any object with ``batch(seed, step, device) -> Prompt``).
@@ -221,7 +328,9 @@ def train(
     ``init[k]``'s weights instead (``make_model`` still gives the architecture). With
     ``checkpoint_dir``, training resumes from the checkpoints found there.
     ``callback(step, models)`` runs at every logging step and may return
-    ``{metric: per-seed values}`` to record.
+    ``{metric: per-seed values}`` to record. ``describe(model)`` gives the JSON-able facts the weights
+    files record about the model (its class and arguments, prompt format, task, ...: the loop itself
+    knows no model or task).
     """
     if init is not None and len(init) != len(seeds):
         raise ValueError(f"init has {len(init)} models for {len(seeds)} seeds")
@@ -229,7 +338,8 @@ def train(
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
     models, history = [], []
     for group in groups:
-        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name, starts)
+        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe,
+                             starts)
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
@@ -239,51 +349,81 @@ def train(
 @contextlib.contextmanager
 def _matmul_precision(precision: str):
     """CUDA's fp32 matrix products in TensorFloat-32 inside the block for ``tf32`` (a global switch,
-    restored on the way out)."""
-    before = torch.backends.cuda.matmul.fp32_precision
+    restored on the way out). torch 2.9 renamed the switch (``fp32_precision = "tf32"``, before it
+    ``allow_tf32 = True``, which newer versions deprecate): the name this torch has is used."""
+    matmul = torch.backends.cuda.matmul
+    switch, tf32 = ("fp32_precision", "tf32") if hasattr(matmul, "fp32_precision") else ("allow_tf32", True)
+    before = getattr(matmul, switch)
     if precision == "tf32":
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        setattr(matmul, switch, tf32)
     try:
         yield
     finally:
-        torch.backends.cuda.matmul.fp32_precision = before
+        setattr(matmul, switch, before)
 
 
 class _SeedGroup:
     """Several seeds of one model trained in lockstep with stacked parameters."""
 
-    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name, starts):
+    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name, describe=None, starts=None):
         self.data, self.config, self.seeds, self.device = data, config, seeds, device
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
-        self.name = name
+        self.name, self.kept = name, set(config.kept_steps())
         members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
         for seed, member in zip(seeds, members):
-            if seed in starts:
+            if seed in (starts or {}):
                 member.load_state_dict(starts[seed].state_dict())
         self.template = copy.deepcopy(members[0])
+        self.description = {} if describe is None else dict(describe(self.template))
         params, self.buffers = stack_module_state(members)
-        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        # Decaying tensors first, as the optimizer's groups hold them: it numbers its state by group,
+        # then by tensor, and the checkpoints pair that numbering with this dict's order.
+        order = sorted(params, key=lambda n: not decays(n, params[n].shape[1:]))
+        self.params = {n: params[n].detach().clone().requires_grad_(True) for n in order}
         self.optimizer = self._make_optimizer()
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
         self.history: list[dict] = []
+        self.start_losses = self._start_losses()  # before a resume replaces the initial weights
+        self.loss_limits = self._loss_limits()
+        self.steps_above = torch.zeros_like(self.start_losses, dtype=torch.long)  # (S,): in a row over the limit
         self._resume()
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
-        c, params = self.config, list(self.params.values())
+        c = self.config
+        split = {True: [], False: []}
+        for n, p in self.params.items():
+            split[decays(n, p.shape[1:])].append(p)  # p: (S, ...), the seeds stacked
+        groups = [{"params": split[True], "weight_decay": c.weight_decay}, {"params": split[False], "weight_decay": 0.0}]
+        groups = [g for g in groups if g["params"]]
         # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
         # elementwise ops of the default path cost as much as the model (it takes real floats only).
-        fused = all(p.is_floating_point() for p in params) or None
+        fused = all(p.is_floating_point() for p in self.params.values()) or None
         if c.optimizer == "adam":
-            return torch.optim.Adam(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
+            return torch.optim.Adam(groups, lr=c.lr, fused=fused)
         if c.optimizer == "adamw":
-            return torch.optim.AdamW(params, lr=c.lr, weight_decay=c.weight_decay, fused=fused)
-        return torch.optim.SGD(params, lr=c.lr, momentum=c.momentum, weight_decay=c.weight_decay)
+            return torch.optim.AdamW(groups, lr=c.lr, fused=fused)
+        return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum)
 
-    def _losses(self, prompts: list[Prompt]) -> torch.Tensor:
+    def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
         tokens = torch.stack([p.tokens for p in prompts])
         targets = torch.stack([p.targets for p in prompts])
-        return self._seed_losses(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+        return (seed_losses or self._seed_losses)(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+
+    def _start_losses(self) -> torch.Tensor:
+        """Each seed's loss ``(S,)`` at its initial weights on step 0's batch (the reference of
+        :attr:`TrainConfig.blowup`), so a resumed run recomputes it (a step's data depends only on
+        the seed). Uncompiled: a compiled loss would compile again for the no-grad call."""
+        with torch.no_grad():
+            return self._losses([self.data.batch(seed, 0, self.device) for seed in self.seeds], self._stacked_losses)
+
+    def _loss_limits(self) -> torch.Tensor:
+        """Each seed's blow-up limit ``(S,)``: ``blowup`` times its start, or infinite (the rule off,
+        or a start that is not positive and finite, which gives no scale to judge by)."""
+        start, off = self.start_losses, torch.full_like(self.start_losses, torch.inf)
+        if self.config.blowup is None:
+            return off
+        return torch.where(torch.isfinite(start) & (start > 0), self.config.blowup * start, off)
 
     def _stacked_losses(self, params, buffers, tokens, targets, n_context: int) -> torch.Tensor:
         """Each seed's loss ``(S,)`` from stacked parameters and prompts (what ``compile`` compiles)."""
@@ -344,7 +484,7 @@ class _SeedGroup:
             prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
             with self._step_randomness():
                 losses = self._losses(prompts)
-            self._stop_unless_finite(torch.isfinite(losses), self.step + 1)  # before the optimizer applies it
+            above = self._stop_if_diverged(losses.detach(), self.step + 1)  # before the optimizer applies it
             self.optimizer.zero_grad(set_to_none=True)
             losses.sum().backward()
             if c.clip is not None:
@@ -356,10 +496,31 @@ class _SeedGroup:
                 if callback is not None:
                     self._record(callback(self.step, self.models()) or {})
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
-            if self.checkpoint_dir is not None and (self.step % c.checkpoint_every == 0 or self.step == c.steps):
+            if self.checkpoint_dir is not None and self.step in self.kept:
+                self._save_kept()
+            due = self.step % c.checkpoint_every == 0 and not above  # never a state that may be blowing up
+            if self.checkpoint_dir is not None and (due or self.step == c.steps):
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _stop_if_diverged(self, losses: torch.Tensor, step: int) -> bool:
+        """Raise :class:`TrainingDiverged` if a seed's loss ``(S,)`` is non-finite or has been above its
+        blow-up limit for :data:`BLOWUP_STEPS` steps in a row; returns whether any seed is above it now."""
+        above = losses > self.loss_limits
+        self.steps_above = torch.where(above, self.steps_above + 1, 0)
+        finite = torch.isfinite(losses)
+        all_finite, blown_up, any_above = torch.stack(  # one host sync per step
+            [finite.all(), (self.steps_above >= BLOWUP_STEPS).any(), above.any()]).tolist()
+        if not all_finite:
+            self._stop_unless_finite(finite, step)
+        if blown_up:
+            blown = self.steps_above >= BLOWUP_STEPS
+            ratio = (losses / self.start_losses)[blown].min().item()
+            raise TrainingDiverged(self.name, [s for s, b in zip(self.seeds, blown.tolist()) if b], step,
+                                   f"loss {ratio:.3g} times its start, over {self.config.blowup:g} times for "
+                                   f"{BLOWUP_STEPS} steps")
+        return any_above
 
     def _stop_unless_finite(self, finite: torch.Tensor, step: int):
         """Raise :class:`TrainingDiverged` naming the seeds whose entry of ``finite`` ``(S,)`` is False."""
@@ -381,15 +542,35 @@ class _SeedGroup:
             out.append(model.eval())
         return out
 
-    # Checkpoints: model.<param>, optim.<param>.<state> and history.* tensors per seed.
-    def _save(self):
+    # Checkpoints (see the module docstring): per seed, its weights and its state.
+    def _weights(self, k: int) -> dict[str, torch.Tensor]:
+        """Seed k's state dict (parameters and buffers)."""
+        return {**{n: p[k].detach() for n, p in self.params.items()}, **{n: b[k] for n, b in self.buffers.items()}}
+
+    def _metadata(self, seed: int) -> dict[str, str]:
+        facts = {**self.description, "name": self.name, "seed": seed, "step": self.step}
+        return {"format": "pt", **{key: json.dumps(value) for key, value in facts.items()}}
+
+    def _check_finite(self):
         # A finite loss with an infinite gradient still ruins the weights: never checkpoint those.
         finite = torch.stack([p.reshape(len(self.seeds), -1).isfinite().all(1) for p in self.params.values()]).all(0)
         self._stop_unless_finite(finite, self.step)
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+
+    def _save_kept(self):
+        self._check_finite()
+        for k, seed in enumerate(self.seeds):
+            folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = kept_weights(folder, self.step)
+            os.replace(_write_pending(self._weights(k), path, self._metadata(seed)), path)
+
+    def _save(self):
+        self._check_finite()
         state = self.optimizer.state_dict()["state"]
         for k, seed in enumerate(self.seeds):
-            tensors = {f"model.{n}": p[k].detach() for n, p in self.params.items()}
+            folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+            folder.mkdir(parents=True, exist_ok=True)
+            tensors = {}
             for index, n in enumerate(self.params):
                 for key, value in state.get(index, {}).items():
                     tensors[f"optim.{n}.{key}"] = value if value.ndim == 0 else value[k]
@@ -398,39 +579,56 @@ class _SeedGroup:
                 picked = [r for r in rows if r["metric"] == metric]
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
-            path = checkpoint_path(self.checkpoint_dir, self.name, seed)
-            tmp = path.with_suffix(".tmp")
-            save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata={"step": str(self.step)})
-            os.replace(tmp, path)
+            weights = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
+            os.replace(_write_pending(tensors, folder / STATE, {"step": str(self.step)}), folder / STATE)
+            os.replace(weights, folder / WEIGHTS)
+            legacy_checkpoint(self.checkpoint_dir, self.name, seed).unlink(missing_ok=True)  # now superseded
+
+    def _load(self, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | None:
+        """Seed's (weights, state tensors, step) from its checkpoint, or None when it has none."""
+        folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+        weights, state = folder / WEIGHTS, folder / STATE
+        pending = weights.with_suffix(".tmp")
+        if state.exists() and _pending_step(pending) == _saved_step(state):
+            os.replace(pending, weights)  # a save stopped between its two renames: finish it
+        if state.exists() and weights.exists():
+            step = _saved_step(state)
+            if _saved_step(weights) != step:
+                raise ConfigError(f"the weights and state of {self.name} seed {seed} are at different steps; "
+                                  "cannot resume")
+            return load_file(weights, device=str(self.device)), load_file(state, device=str(self.device)), step
+        legacy = legacy_checkpoint(self.checkpoint_dir, self.name, seed)
+        if legacy.exists():
+            tensors = load_file(legacy, device=str(self.device))
+            model = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
+            return model, {k: v for k, v in tensors.items() if not k.startswith("model.")}, _saved_step(legacy)
+        return None
 
     def _resume(self):
         if self.checkpoint_dir is None:
             return
-        paths = [checkpoint_path(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
-        if not all(p.exists() for p in paths):
+        found = [self._load(seed) for seed in self.seeds]
+        if any(f is None for f in found):
             return
-        steps = set()
-        for p in paths:
-            with safe_open(p, "pt") as f:
-                steps.add(int(f.metadata()["step"]))
+        steps = {step for _, _, step in found}
         if len(steps) != 1:
             raise ConfigError(f"checkpoints of {self.name} are at different steps {sorted(steps)}; cannot resume")
-        loaded = [load_file(p, device=str(self.device)) for p in paths]
         with torch.no_grad():
             for n, p in self.params.items():
-                p.copy_(torch.stack([t[f"model.{n}"] for t in loaded]))
-        state = {}
+                p.copy_(torch.stack([weights[n] for weights, _, _ in found]))
+        states = [state for _, state, _ in found]
+        optimizer_state = {}
         for index, n in enumerate(self.params):
-            keys = {key.split(".")[-1] for key in loaded[0] if key.startswith(f"optim.{n}.")}
-            state[index] = {
-                key: loaded[0][f"optim.{n}.{key}"] if loaded[0][f"optim.{n}.{key}"].ndim == 0
-                else torch.stack([t[f"optim.{n}.{key}"] for t in loaded])
+            keys = {key.split(".")[-1] for key in states[0] if key.startswith(f"optim.{n}.")}
+            optimizer_state[index] = {
+                key: states[0][f"optim.{n}.{key}"] if states[0][f"optim.{n}.{key}"].ndim == 0
+                else torch.stack([t[f"optim.{n}.{key}"] for t in states])
                 for key in keys
             }
         saved = self.optimizer.state_dict()
-        self.optimizer.load_state_dict({"state": state, "param_groups": saved["param_groups"]})
+        self.optimizer.load_state_dict({"state": optimizer_state, "param_groups": saved["param_groups"]})
         self.step = steps.pop()
-        for seed, tensors in zip(self.seeds, loaded):
+        for seed, tensors in zip(self.seeds, states):
             metrics = {key[len("history."):].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
             for metric in metrics:
                 for step, value in zip(tensors[f"history.{metric}.step"].tolist(), tensors[f"history.{metric}.value"].tolist()):

@@ -165,11 +165,12 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
-    checkpoints = {p.name for p in (tmp_path / "run" / "checkpoints").iterdir()}
+    checkpoints = {str(p.relative_to(tmp_path / "run" / "checkpoints"))
+                   for p in (tmp_path / "run" / "checkpoints").rglob("model.safetensors")}
     assert checkpoints == {
-        "gpt-d3-L4-sigma0-tau1-seed0.safetensors", "gpt-d3-L4-sigma0.5-tau1-seed0.safetensors",
-        "gpt-d3-L1-sigma0-tau1-seed0.safetensors", "gpt-d3-L2-sigma0-tau1-seed0.safetensors",
-        "probe-linear-seed0.safetensors", "probe-mlp-seed0.safetensors",
+        "gpt-d3-L4-sigma0-tau1/seed0/model.safetensors", "gpt-d3-L4-sigma0.5-tau1/seed0/model.safetensors",
+        "gpt-d3-L1-sigma0-tau1/seed0/model.safetensors", "gpt-d3-L2-sigma0-tau1/seed0/model.safetensors",
+        "probe-linear/seed0/model.safetensors", "probe-mlp/seed0/model.safetensors",
     }
     with pytest.raises(ConfigError):
         iclab.run("algorithm-selection", overrides={**overrides, "ilwd.probes": 3}, out=tmp_path / "bad", progress=False)

@@ -44,8 +44,8 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
     assert main(["run", "lsa-linear", "--out", str(out), *FAST]) == 0
     for name in ("config.yaml", "metrics.parquet", "claims.json", "report.html"):
         assert (out / name).exists(), name
-    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
-        f"lsa-{s}-seed{k}.safetensors" for s in ("anisotropic", "isotropic") for k in (0, 1)
+    assert sorted(str(p.relative_to(out / "checkpoints")) for p in (out / "checkpoints").rglob("*.safetensors")) == [
+        f"lsa-{s}/seed{k}/{f}.safetensors" for s in ("anisotropic", "isotropic") for k in (0, 1) for f in ("model", "state")
     ]
     assert {p.name for p in (out / "figures").iterdir()} == {"training_curves.png", "learners.png", "weights.png"}
     claims = json.loads((out / "claims.json").read_text())

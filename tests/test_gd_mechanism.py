@@ -127,7 +127,7 @@ def test_construction_input_checks():
 
 
 def test_sine_task_and_feature_model():
-    from iclab.models import FeatureLSA, mlp
+    from iclab.models import MLP, FeatureLSA
     from iclab.tasks import SineRegression
     from iclab.train import TrainConfig, data_source, train
 
@@ -143,7 +143,7 @@ def test_sine_task_and_feature_model():
         lsa = LinearSelfAttention(9, normalize=False, readout_sign=-1.0, generator=g)
         if not train_attention:
             gd_construction(lsa, 5, 1.0)
-        return FeatureLSA(mlp(1, 16, 8, generator=g), lsa, train_attention)
+        return FeatureLSA(MLP(1, 16, 8, generator=g), lsa, train_attention)
 
     fixed = make(generator(0), False)
     assert all(not n.startswith("attention") for n, _ in fixed.named_parameters())

@@ -1,7 +1,8 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
     config, rng, claims → devices, tasks, data, losses → prompts, shifts → models | learners | theory
-    → train, curriculum → metrics → runs → report → experiments → api → sweeps → cli → __main__
+    → train, curriculum → metrics → runs → report | loading → experiments → api | evaluation | hub → sweeps
+    → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
 top-level module must be given its layer here, which is the point: placing it is a design decision.
@@ -22,9 +23,9 @@ LAYERS = [
     {"train", "curriculum"},
     {"metrics", "probes"},
     {"runs"},
-    {"report"},
+    {"report", "loading"},
     {"experiments"},
-    {"api"},
+    {"api", "evaluation", "hub"},
     {"sweeps"},
     {"cli"},
     {"__main__"},

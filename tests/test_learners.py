@@ -78,3 +78,15 @@ def test_nearest_neighbours():
     # Fewer examples than k: average all of them.
     short = _episode(n=2)
     torch.testing.assert_close(NearestNeighbours(3).predict_episode(short), short.ys.mean(1, keepdim=True).expand(-1, 2))
+
+
+def test_learners_by_name():
+    from iclab.learners import learner
+
+    names = {"ols": "ols", "ridge=0.1": "ridge(0.1)", "3-nn": "3-nn", "averaging": "averaging", "gd=0.5": "gd1(η=0.5)",
+             "lasso=0.01": "lasso(α=0.01)", "tree": "tree", "tree=4": "tree(depth 4)", "xgboost": "xgboost",
+             "net": "2-layer net GD (100 units)", "zero": "zero"}
+    assert {name: learner(name).name for name in names} == names
+    for bad in ("oracle", "ridge=", "ridge=big", "tree=1.5", "nn"):
+        with pytest.raises(ConfigError, match="unknown learner"):
+            learner(bad)

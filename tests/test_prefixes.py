@@ -81,3 +81,23 @@ def test_batch_loss_is_the_mean_prompt_loss(loss, dtype):
     prediction, target = (torch.randn(7, 4, 3, generator=g, dtype=dtype) for _ in range(2))
     d = 5 if loss == "mse_over_d" else None
     torch.testing.assert_close(batch_loss(prediction, target, loss, d), prompt_losses(prediction, target, loss, d).mean())
+
+
+def test_prefix_queries_of_a_paired_model_are_its_predictions_from_each_prefix():
+    from dataclasses import replace
+
+    from iclab.metrics import prefix_query_predictions
+    from iclab.models import LinearSelfAttention
+    from iclab.prompts import PairedFormat
+    from iclab.shifts import shift
+    from iclab.tasks import GaussianInputs, LinearRegression
+
+    task = LinearRegression(GaussianInputs(3), n_context=6)
+    model = LinearSelfAttention(4, init_scale=0.3, generator=generator(0)).double()
+    episode = shift("orthogonal")(task.sample(5, generator(1), torch.float64), task, None)  # queries ≠ inputs
+    got = prefix_query_predictions(model, episode, PairedFormat())
+    assert got.shape == (5, 3) and not got[:, 0].any()  # K = min(N, d); no example: 0
+    for k in (1, 2):
+        prompt = PairedFormat().encode(replace(episode, xs=episode.xs[:, :k], ys=episode.ys[:, :k],
+                                               x_query=episode.x_query[:, k : k + 1], y_query=episode.y_query[:, k : k + 1]))
+        torch.testing.assert_close(got[:, k], model(prompt.tokens, k)[:, 0])

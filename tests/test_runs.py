@@ -1,6 +1,10 @@
 """Run folders: atomic creation, no trace of a failed start, and divergence that stays resumable."""
 
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 import yaml
@@ -45,6 +49,66 @@ def test_config_errors_leave_no_trace(overrides, device, message, where, tmp_pat
     assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("experiment, override, message", [
+    ("algorithm-selection", "seeds=2", "one seed per run"),
+    ("gd-mechanism", "depths=[2, 0]", "depths must be"),
+    ("symbols-lm", "variants=[plain]", "variants must hold plain"),
+    ("lsa-linear", "seeds=0", "seeds must be >= 1"),
+])
+def test_values_an_experiment_cannot_run_fail_before_any_folder(experiment, override, message, tmp_path, monkeypatch,
+                                                                capsys):
+    def no_run(*args):
+        raise AssertionError("the experiment started")
+
+    monkeypatch.setattr(api, "_execute", no_run)
+    out = tmp_path / "run"
+    assert main(["run", experiment, "--set", override, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
+def test_run_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from iclab import claims
+    from iclab.report import write_report
+
+    folder = RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "run")
+    folder.write_metrics([{"model": "m", "metric": "mse", "value": 1.0}])
+    write_text, to_parquet = Path.write_text, pd.DataFrame.to_parquet
+
+    def torn_text(self, text, *args, **kwargs):  # killed halfway through writing the file
+        write_text(self, text[: len(text) // 2], *args, **kwargs)
+        raise KeyboardInterrupt
+
+    def torn_parquet(self, path, *args, **kwargs):
+        to_parquet(self, path, *args, **kwargs)
+        Path(path).write_bytes(Path(path).read_bytes()[:100])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_text", torn_text)
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", torn_parquet)
+    writes = [lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True)]),
+              lambda: folder.write_config({"experiment": "exp", "changed": True}), lambda: folder.write_info({"a": 1}),
+              lambda: folder.write_metrics([{"model": "other", "metric": "mse", "value": 2.0}]),
+              lambda: RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "other")]
+    for write in writes:
+        with pytest.raises(KeyboardInterrupt):
+            write()
+    monkeypatch.undo()
+    assert not folder.finished and folder.read_config() == {"experiment": "exp"}
+    assert folder.read_metrics().model.tolist() == ["m"]
+    assert sorted(p.name for p in folder.path.iterdir()) == ["config.yaml", "metrics.parquet"]  # nor scratch files
+    assert not (tmp_path / "other" / "config.yaml").exists()
+    monkeypatch.setattr(Path, "write_text", torn_text)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(folder)
+    assert not folder.report_file.exists()
+
+
 def test_concurrent_creates_get_distinct_folders(tmp_path):
     barrier, made = threading.Barrier(8), []
 
@@ -66,10 +130,26 @@ def test_an_out_folder_is_claimed_once(tmp_path):
         RunFolder.create("exp", {}, out=tmp_path / "run")
 
 
-def test_resume_refuses_a_folder_with_nothing_to_resume(tmp_path, capsys):
-    folder = RunFolder.create("lsa-linear", {"experiment": "lsa-linear", "scale": "quick"}, out=tmp_path / "run")
-    assert main(["resume", str(folder.path)]) == 2
-    assert "no checkpoint to resume from" in capsys.readouterr().err
+def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_claims(tmp_path):
+    overrides = ["train.steps=300", "train.checkpoint_every=1000", "eval_prompts=2000"]  # one checkpoint per model, at its end
+    out = tmp_path / "killed"
+    argv = [sys.executable, "-m", "iclab", "run", "lsa-linear", "--seeds", "1", "--out", str(out)]
+    proc = subprocess.Popen([*argv, *(f"--set={o}" for o in overrides)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while not (out / "config.yaml").exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the experiment: tasks built, the first model training
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    folder = RunFolder.open(out)
+    assert not folder.has_checkpoint and not folder.finished, "the kill should land before the first checkpoint"
+    (out / "figures").mkdir(exist_ok=True)
+    (out / "figures" / "stale.png").write_bytes(b"partial")  # whatever a killed run had written is dropped
+    assert main(["resume", str(out)]) == 0
+    whole = api.run("lsa-linear", seeds=1, overrides=overrides, out=tmp_path / "whole", progress=False)
+    resumed = folder.read_claims()
+    assert [c["measured"] for c in resumed] == [c["measured"] for c in whole.claims] and len(resumed) == 6
+    assert not (out / "figures" / "stale.png").exists() and folder.read_info()["resumed"] is True
 
 
 def _plant_nan(monkeypatch, seed: int, from_step: int):
@@ -92,15 +172,37 @@ def test_divergence_stops_with_one_line_and_stays_resumable(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic'")
     assert "seed 1 at step 4" in err and "iclab resume" in err
-    checkpoint = out / "checkpoints" / "lsa-isotropic-seed1.safetensors"
-    with safe_open(checkpoint, "pt") as f:
-        assert f.metadata()["step"] == "2"  # the last good one
-        assert all(f.get_tensor(k).isfinite().all() for k in f.keys())
+    for name in ("model", "state"):
+        with safe_open(out / "checkpoints" / "lsa-isotropic" / "seed1" / f"{name}.safetensors", "pt") as f:
+            assert f.metadata()["step"] == "2"  # the last good one
+            assert all(f.get_tensor(k).isfinite().all() for k in f.keys())
     monkeypatch.undo()
     assert main(["resume", str(out), "--set", "train.lr=0.001"]) == 0
     config = yaml.safe_load((out / "config.yaml").read_text())
     assert config["train"]["lr"] == 0.001 and config["resume_overrides"] == ["train.lr=0.001"]
     assert (out / "claims.json").exists()
+
+
+def test_a_finite_blow_up_stops_like_a_non_finite_loss_and_stays_resumable(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    original = FreshPrompts.batch
+
+    def batch(self, s, step, device):  # seed 1's targets 1000 times larger from step 4 (1-based) on: finite
+        prompt = original(self, s, step, device)
+        if s == 1 and step >= 3:
+            prompt.targets.mul_(1000.0)
+        return prompt
+
+    monkeypatch.setattr(FreshPrompts, "batch", batch)
+    argv = ["run", "lsa-linear", *FAST, "--set", "train.steps=20", "--set", "train.checkpoint_every=2", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic' diverged (loss ")
+    assert "times its start, over 10000 times for 10 steps) for seed 1 at step 13" in err and "iclab resume" in err
+    with safe_open(out / "checkpoints" / "lsa-isotropic-seed1.safetensors", "pt") as f:
+        assert f.metadata()["step"] == "2"  # the last one before the blow-up: those due after it were skipped
+    monkeypatch.undo()
+    assert main(["resume", str(out)]) == 0 and (out / "claims.json").exists()
 
 
 def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, monkeypatch, capsys):
@@ -112,9 +214,13 @@ def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, mon
     assert not out.exists()
 
 
-def test_resume_rejects_unknown_override(tmp_path):
+def test_resume_rejects_unknown_or_impossible_overrides_and_keeps_the_config(tmp_path):
     out = tmp_path / "run"
     api.run("lsa-linear", overrides=["train.steps=4", "eval_prompts=500"], seeds=1, out=out, progress=False)
     (out / "claims.json").unlink()
+    config = (out / "config.yaml").read_text()
     with pytest.raises(Exception, match="unknown config key"):
         api.resume(out, overrides=["train.lrr=0.1"], progress=False)
+    with pytest.raises(Exception, match="seeds must be >= 1"):
+        api.resume(out, overrides=["seeds=0"], progress=False)
+    assert (out / "config.yaml").read_text() == config and not (out / "claims.json").exists()

@@ -52,6 +52,26 @@ def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("experiment, grid, message", [
+    ("algorithm-selection", "seeds=1,2", "one seed per run"),
+    ("gd-mechanism", "depths=[1],[0]", "depths must be"),
+    ("lsa-linear", "task.d=5,0", "task.d must be a positive integer"),
+])
+def test_a_point_the_experiment_cannot_run_exits_2_before_ray_starts(experiment, grid, message, tmp_path, capsys,
+                                                                    monkeypatch):
+    import ray
+
+    def no_ray(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    monkeypatch.setattr(ray, "init", no_ray)
+    out = tmp_path / "sweep"
+    assert main(["sweep", experiment, "--grid", grid, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys):
     out = tmp_path / "sweep"
     argv = ["sweep", "lsa-linear", "--grid", "task.d=2,3", "--grid", "train.lr=0.02,0.05", "--out", str(out), *TINY]
@@ -73,12 +93,13 @@ def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys
 
 def test_a_failing_point_fails_alone_with_its_error(tmp_path, capsys):
     out = tmp_path / "sweep"
-    assert main(["sweep", "lsa-linear", "--grid", "task.d=0,2", "--out", str(out), *TINY]) == 1  # one failure
+    assert main(["sweep", "lsa-linear", "--grid", "train.lr=1e6,0.02", "--out", str(out), *TINY]) == 1  # one failure
     points = pd.read_parquet(out / "points.parquet").set_index("point")
-    assert points.loc["task.d=2", "status"] == "finished"
-    assert points.loc["task.d=0", "status"] == "failed" and "ConfigError" in points.loc["task.d=0", "error"]
-    assert (out / "task.d=2" / "claims.json").exists() and not (out / "task.d=0").exists()
-    assert "[failed] task.d=0" in capsys.readouterr().out
+    assert points.loc["train.lr=0.02", "status"] == "finished"
+    error = points.loc["train.lr=1000000.0", "error"]
+    assert points.loc["train.lr=1000000.0", "status"] == "failed" and "diverged (loss" in error and "times its start" in error
+    assert (out / "train.lr=0.02" / "claims.json").exists() and not (out / "train.lr=1000000.0").exists()
+    assert "[failed] train.lr=1000000.0" in capsys.readouterr().out
 
 
 def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):

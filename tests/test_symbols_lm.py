@@ -115,7 +115,7 @@ def test_a_run_killed_mid_training_resumes_bit_identically(tmp_path, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "cut", progress=False)
     monkeypatch.undo()
-    with safe_open(tmp_path / "cut" / "checkpoints" / "kq-seed0.safetensors", "pt") as f:
+    with safe_open(tmp_path / "cut" / "checkpoints" / "kq" / "seed0" / "state.safetensors", "pt") as f:
         assert f.metadata()["step"] == "4"  # kq resumes mid-training
     resumed = iclab.resume(tmp_path / "cut", progress=False)
     columns = ["setting", "model", "seed", "step", "metric"]

@@ -91,3 +91,27 @@ def test_paired_format_rows():
     torch.testing.assert_close(described.tokens[:, :, 3:6], e.truth["mu"][:, None].expand(-1, 6, -1))
     torch.testing.assert_close(described.tokens[:, :4, 6], e.ys)
     assert PairedFormat(descriptor="mu").token_dim(e) == 7
+
+
+@pytest.mark.parametrize("cfg", [
+    {"d": 3, "n_context": 4},
+    {"d": 3, "n_context": 4, "cov": [1, 2, 3], "mean": [1, 0, -1], "noise": 0.5, "w_scale": 2.0, "w_sparsity": 2},
+    {"d": 3, "n_context": 4, "mean_scale": 0.7, "n_means": 4},
+    {"d": 3, "n_context": 4, "mean_scale": 0.7},
+    {"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 1.0},
+])
+def test_linear_regression_zero_error_and_function_match_its_samples(cfg):
+    task = linear_regression_from_config(cfg)
+    episode = task.sample(200000, generator(0), torch.float64)
+    # E[y²] by Monte Carlo: for Gaussian labels the relative standard error is √(2/200000) ≈ 0.3%, so 2% is ~6 of them.
+    assert episode.ys.pow(2).mean().item() == pytest.approx(task.zero_error, rel=0.02)
+    noiseless = task.function(episode.xs, episode.truth)
+    if task.noise == 0:
+        torch.testing.assert_close(noiseless, episode.ys)
+    else:
+        assert (episode.ys - noiseless).std().item() == pytest.approx(task.noise, rel=0.02)
+
+
+def test_linear_regression_config_keys_are_checked():
+    with pytest.raises(ConfigError, match="unknown linear-regression task keys: nois"):
+        linear_regression_from_config({"d": 3, "n_context": 4, "nois": 0.1})

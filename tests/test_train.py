@@ -1,13 +1,22 @@
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
-from iclab.models import LinearSelfAttention
-from iclab.prompts import PairedFormat
+from iclab.models import GPTTransformer, LinearSelfAttention
+from iclab.prompts import PairedFormat, Prompt
+from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import lsa_optimum
-from iclab.train import FixedTrainingSet, TrainConfig, data_source, train
+from iclab.train import (BLOWUP_STEPS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged, _SeedGroup,
+                         data_source, train)
 
 TASK = LinearRegression(GaussianInputs(3), n_context=10)
 
@@ -51,7 +60,8 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
 
     with pytest.raises(KeyboardInterrupt):
         train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False, callback=interrupt)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["lsa-seed0.safetensors", "lsa-seed1.safetensors"]
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]
 
     seen = []
     resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
@@ -60,6 +70,102 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
     for a, b in zip(_params(full.models), _params(resumed.models)):
         torch.testing.assert_close(a, b)
     assert [r["step"] for r in resumed.history if r["seed"] == 0] == list(range(10, 101, 10))
+
+
+def _interrupted_at(step_to_stop):
+    def interrupt(step, models):
+        if step == step_to_stop:
+            raise KeyboardInterrupt
+    return interrupt
+
+
+def _weights_at(folder, seeds, step):
+    return [load_file(folder / f"seed{s}" / f"step{step}.safetensors") for s in seeds]
+
+
+def test_kept_steps_survive_an_interruption_and_equal_an_uninterrupted_run(tmp_path):
+    cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, log_every=10, checkpoint_every=50, keep=[5, 30, 60, 90])
+    data = data_source(TASK, PairedFormat(), cfg)
+    train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "full", name="lsa", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False,
+              callback=_interrupted_at(70))
+    kept = lambda root: sorted(p.name for p in (root / "lsa" / "seed1").glob("step*"))  # noqa: E731
+    assert kept(tmp_path / "cut") == ["step30.safetensors", "step5.safetensors", "step60.safetensors"]
+    train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False)
+    assert kept(tmp_path / "cut") == kept(tmp_path / "full") == [f"step{k}.safetensors" for k in (30, 5, 60, 90)]
+    for step in cfg.kept_steps():
+        for a, b in zip(_weights_at(tmp_path / "full" / "lsa", [0, 1], step), _weights_at(tmp_path / "cut" / "lsa", [0, 1], step)):
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_keep_spacing_and_validation():
+    assert TrainConfig(steps=100, keep=4).kept_steps() == [1, 5, 22, 100]  # 100^(i/3), rounded
+    assert TrainConfig(steps=3, keep=10).kept_steps() == [1, 2, 3]  # fewer where steps round together
+    assert TrainConfig(steps=50, keep=1).kept_steps() == [50] and TrainConfig(keep=[7, 3, 7]).kept_steps() == [3, 7]
+    for bad in ([0], [2000], 0, "all", [True], 1.5):
+        with pytest.raises(ConfigError, match="train.keep"):
+            TrainConfig(steps=1000, keep=bad)
+
+
+def _to_legacy(root, name, seeds):
+    """Rewrite the current checkpoints as the one-file layout iclab wrote before (model.*, optim.*,
+    history.* tensors; metadata step) and remove the current ones."""
+    for seed in seeds:
+        folder = root / name / f"seed{seed}"
+        with safe_open(folder / "state.safetensors", "pt") as f:
+            step = f.metadata()["step"]
+        tensors = {f"model.{k}": v for k, v in load_file(folder / "model.safetensors").items()}
+        tensors.update(load_file(folder / "state.safetensors"))
+        save_file(tensors, root / f"{name}-seed{seed}.safetensors", metadata={"step": step})
+        shutil.rmtree(folder)
+
+
+def test_a_run_written_in_the_old_one_file_layout_resumes_exactly(tmp_path):
+    cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, optimizer="adamw", log_every=10, checkpoint_every=50)
+    data = data_source(TASK, PairedFormat(), cfg)
+    full = train(_make, data, cfg, seeds=[0, 1], progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
+              callback=_interrupted_at(70))
+    _to_legacy(tmp_path, "lsa", [0, 1])
+    seen = []
+    resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
+                    callback=lambda step, models: seen.append(step))
+    assert seen[0] == 60
+    for a, b in zip(_params(full.models), _params(resumed.models)):
+        assert torch.equal(a, b)
+    assert [r["step"] for r in resumed.history if r["seed"] == 1] == list(range(10, 101, 10))
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]  # migrated
+
+
+def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, monkeypatch):
+    import iclab.train
+
+    cfg = TrainConfig(steps=20, batch_size=32, lr=0.01, log_every=10, checkpoint_every=10)
+    data = data_source(TASK, PairedFormat(), cfg)
+    full = train(_make, data, cfg, seeds=[0], progress=False)
+    replace = os.replace
+
+    def stop_before_the_last_weights(src, dst):
+        if str(dst).endswith("model.safetensors") and (Path(dst).parent / "state.safetensors").exists():
+            with safe_open(Path(dst).parent / "state.safetensors", "pt") as f:
+                if f.metadata()["step"] == "20":
+                    raise KeyboardInterrupt
+        replace(src, dst)
+
+    monkeypatch.setattr(iclab.train.os, "replace", stop_before_the_last_weights)
+    with pytest.raises(KeyboardInterrupt):
+        train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False)
+    monkeypatch.undo()
+    with safe_open(tmp_path / "lsa" / "seed0" / "model.safetensors", "pt") as f:
+        assert f.metadata()["step"] == "10"  # the state is at step 20, the weights are not yet
+    seen = []
+    resumed = train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False,
+                    callback=lambda step, models: seen.append(step))
+    assert seen == [] and not (tmp_path / "lsa" / "seed0" / "model.tmp").exists()  # nothing left to train
+    assert torch.equal(_params(full.models)[0], _params(resumed.models)[0])
 
 
 def test_fixed_training_set_is_reused():
@@ -121,6 +227,27 @@ def test_bf16_training_tracks_fp32():
         torch.testing.assert_close(losses["bf16"], losses["fp32"], rtol=0.05, atol=0)
 
 
+def test_tf32_sets_the_switch_this_torch_has_and_restores_it(monkeypatch):
+    import types
+
+    # torch < 2.9 has allow_tf32 and no fp32_precision; a run must work there too.
+    old_torch = types.SimpleNamespace(allow_tf32=False)
+    monkeypatch.setattr(torch.backends.cuda, "matmul", old_torch)
+    seen = []
+    for precision in ("fp32", "tf32"):
+        cfg = TrainConfig(steps=4, batch_size=16, log_every=2, precision=precision)
+        result = train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
+                       callback=lambda step, models: seen.append(old_torch.allow_tf32))
+        assert result.history[-1]["step"] == 4
+    assert seen == [False, False, True, True] and old_torch.allow_tf32 is False
+    monkeypatch.undo()
+    before = torch.backends.cuda.matmul.fp32_precision
+    cfg = TrainConfig(steps=2, batch_size=16, log_every=1, precision="tf32")
+    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
+          callback=lambda step, models: seen.append(torch.backends.cuda.matmul.fp32_precision))
+    assert seen[-2:] == ["tf32", "tf32"] and torch.backends.cuda.matmul.fp32_precision == before
+
+
 def test_unknown_precision_is_a_config_error():
     with pytest.raises(ConfigError, match="precision"):
         TrainConfig(precision="fp16")
@@ -139,3 +266,100 @@ def test_warm_start_begins_from_the_given_models():
         assert not torch.equal(model, fresh)
     with pytest.raises(ValueError):
         train(_make, data, frozen, seeds=[0, 1], progress=False, init=trained[:1])
+
+
+class _SpikyPrompts(FreshPrompts):
+    """Fresh prompts whose targets are 1000 times larger at the given 0-based steps (a finite loss
+    about 10⁶ times the start there)."""
+
+    def __init__(self, cfg, steps):
+        super().__init__(TASK, PairedFormat(), cfg.batch_size)
+        self.steps = set(steps)
+
+    def batch(self, seed, step, device):
+        prompt = super().batch(seed, step, device)
+        if step in self.steps:
+            prompt.targets.mul_(1000.0)
+        return prompt
+
+
+def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(monkeypatch):
+    cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, checkpoint_every=4)
+    blown_up_from_step_6 = _SpikyPrompts(cfg, range(5, 30))
+    stop = 5 + BLOWUP_STEPS
+    with pytest.raises(TrainingDiverged, match=rf"diverged \(loss .* times its start, over 10000 times for "
+                                               rf"{BLOWUP_STEPS} steps\) for seed 0, 1 at step {stop}"):
+        train(_make, blown_up_from_step_6, cfg, seeds=[0, 1], progress=False)
+    without_rule = dataclasses.replace(cfg, blowup=None)
+    assert train(_make, blown_up_from_step_6, without_rule, seeds=[0], progress=False).history[-1]["step"] == 30
+
+    saved = []
+    monkeypatch.setattr(_SeedGroup, "_save", lambda self: saved.append(self.step))
+    spikes = _SpikyPrompts(cfg, {3, 7, 11, *range(15, 15 + BLOWUP_STEPS - 1), 27})  # on every due checkpoint
+    train(_make, spikes, cfg, seeds=[0, 1], checkpoint_dir="unused", progress=False)
+    assert saved == [30]  # no stop; the due checkpoints at spikes are skipped, the last one is not
+    saved.clear()
+    train(_make, spikes, without_rule, seeds=[0], checkpoint_dir="unused", progress=False)
+    assert saved == [4, 8, 12, 16, 20, 24, 28, 30]
+
+
+def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
+    cfg = TrainConfig(steps=8, batch_size=64, lr=0.01, log_every=1, checkpoint_every=4)
+    data = data_source(TASK, PairedFormat(), cfg)
+    first = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    resumed = _SeedGroup(_make, data, dataclasses.replace(cfg, steps=12), [0, 1], torch.device("cpu"),
+                         tmp_path, "model")
+    assert resumed.step == 8
+    step_one = torch.tensor([r["value"] for r in first.history if r["step"] == 1])  # seeds 0, 1: initial weights, step 0's batch
+    torch.testing.assert_close(resumed.start_losses, step_one)
+    torch.testing.assert_close(resumed.loss_limits, 1e4 * step_one)
+    with pytest.raises(ConfigError, match="blowup"):
+        TrainConfig(blowup=0.5)
+
+
+class _TokenIds:
+    """Token-id prompts of T = 6 over the first 4 of 10 tokens, with real labels read at every second token."""
+
+    def batch(self, seed, step, device):
+        g = torch.Generator().manual_seed(seed * 1000 + step)
+        return Prompt(torch.randint(4, (8, 6), generator=g), torch.randn(8, 3, generator=g), 3)
+
+
+def _small_gpt(g):
+    return GPTTransformer(None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10, logit_identity=True,
+                          attention="math", generator=g)
+
+
+def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalars():
+    cfg = TrainConfig(steps=1, batch_size=8, lr=0.1, optimizer="adamw", weight_decay=0.5)
+    group = _SeedGroup(_small_gpt, _TokenIds(), cfg, [0, 1], torch.device("cpu"), None, "gpt")
+    names = {id(p): n for n, p in group.params.items()}
+    decay, no_decay = ({names[id(p)] for p in g["params"]} for g in group.optimizer.param_groups)
+    layers = [f"layers.{l}." for l in (0, 1)]
+    assert decay == {"embedding.weight", "read_out.weight",
+                     *(l + w for l in layers for w in ("attn.qkv.weight", "attn.out.weight", "mlp.0.weight", "mlp.2.weight"))}
+    per_layer = ("ln_attn.weight", "ln_attn.bias", "ln_mlp.weight", "ln_mlp.bias", "attn.qkv.bias", "attn.out.bias",
+                 "mlp.0.bias", "mlp.2.bias", "attn.a")
+    assert no_decay == {"positions", "ln_out.weight", "ln_out.bias", "read_out.bias", *(l + w for l in layers for w in per_layer)}
+    assert [g["weight_decay"] for g in group.optimizer.param_groups] == [0.5, 0.0]
+
+    # One AdamW step: a tensor's rows with no gradient (tokens 4-9 never appear, positions 6-9 are never
+    # read) move only by the decay, so decayed embedding rows shrink by 1 - lr·wd and positions stay.
+    start = _small_gpt(generator(0, "init"))
+    trained = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False).models[0]
+    torch.testing.assert_close(trained.embedding.weight[4:], (1 - 0.1 * 0.5) * start.embedding.weight[4:])
+    torch.testing.assert_close(trained.positions[6:], start.positions[6:], rtol=0, atol=0)
+    assert not torch.allclose(trained.positions[:6], start.positions[:6])  # the rows in use did train
+
+
+def test_resume_with_two_parameter_groups_is_exact_and_each_tensor_keeps_its_own_optimizer_state(tmp_path):
+    cfg = TrainConfig(steps=8, batch_size=8, lr=0.01, optimizer="adamw", weight_decay=0.1, checkpoint_every=4)
+    full = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False)
+    train(_small_gpt, _TokenIds(), dataclasses.replace(cfg, steps=4), seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    saved = load_file(tmp_path / "model-seed0.safetensors")
+    for key in (k for k in saved if k.startswith("model.")):
+        name = key[len("model."):]
+        assert saved[f"optim.{name}.exp_avg"].shape == saved[key].shape, name
+    resumed = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    for a, b in zip(_params(full.models), _params(resumed.models)):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -254,3 +254,17 @@ def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_
     for a, b in zip(whole, resumed):
         for (name, p), q in zip(a.named_parameters(), b.parameters()):
             assert torch.equal(p, q), name
+
+
+def test_gelu_tanh_activation_and_attention_weights():
+    exact, tanh = _model(), _model(activation="gelu-tanh")
+    assert list(exact.state_dict()) == list(tanh.state_dict())  # no parameter of its own
+    tokens = torch.randn(3, 12, 4, generator=generator(2))
+    difference = (exact(tokens, 6) - tanh(tokens, 6)).abs().max().item()
+    assert 0 < difference < 1e-2  # the tanh form is close to the exact GELU, not equal
+    with pytest.raises(ConfigError, match="activation"):
+        GPTConfig(4, activation="relu")
+    weights = exact.attention_weights(tokens, 6)  # (L, B, H, T, T)
+    assert weights.shape == (2, 3, 2, 12, 12)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 2, 12))
+    assert not weights.triu(1).any()  # causal

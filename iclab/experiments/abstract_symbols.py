@@ -285,7 +285,6 @@ def _kernel(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """The sweep, copying and the kernel view; claims and figures."""
-    _validate(config)
     seeds = [config["seed"] + k for k in range(config["seeds"])]
     losses = _sweep(ctx, config, seeds)
     errors = _copying(ctx, config, seeds)
@@ -475,4 +474,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

@@ -230,7 +230,6 @@ def _curriculum(config: dict, d: int) -> Curriculum:
 
 def run(config: dict, ctx: RunContext):
     """Train the models of the four parts (each once), compare them with the learners, probe, check claims."""
-    _validate(config)
     models = _Models(config, ctx)
     claims = []
     claims += _noiseless(config, ctx, models)
@@ -552,4 +551,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

@@ -27,10 +27,10 @@ from .. import claims as C
 from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import (
-    Averaging, BoostedTrees, GreedyTree, Lasso, Learner, LeastSquares, NearestNeighbours, OnFeatures, Ridge,
+    Averaging, BoostedTrees, GreedyTree, Lasso, LeastSquares, NearestNeighbours, OnFeatures, Ridge,
     TwoLayerNetGD,
 )
-from ..metrics import loss_by_prefix
+from ..metrics import error_metric, normalised_errors, prefix_query_predictions
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
@@ -196,54 +196,13 @@ def _baselines(config: dict, name: str, task) -> tuple[list, list]:
 
 
 def _errors(task, prediction: torch.Tensor, target: torch.Tensor, config: dict, error_scale: float = 1.0):
-    """Normalised error by prefix with its bootstrap band: squared error over the zero predictor's,
-    or the error rate of sign(ŷ) for sign labels (a tie ŷ = 0 counts as half an error)."""
-    if task.metric == "error_rate":
-        wrong = (1 - torch.sign(prediction) * target) / 2  # 0, ½ or 1
-        # loss_by_prefix averages squared differences, so √wrong gives the mean of wrong.
-        return loss_by_prefix(wrong.sqrt(), torch.zeros_like(wrong), "mse", n_boot=config["bootstrap"], seed=config["seed"])
-    curve = loss_by_prefix(prediction, target, "mse", n_boot=config["bootstrap"], seed=config["seed"])
-    return {k: v / (task.zero_error * error_scale) for k, v in curve.items()}
-
-
-def _metric(task) -> str:
-    return "error_rate" if task.metric == "error_rate" else "normalised_mse"
-
-
-def _model_prefix_queries(model, episode, fmt, device) -> torch.Tensor:
-    """``(B, K)`` model predictions for each prefix query (query k after the first k examples)."""
-    e = episode.to(device, torch.float32)
-    k_max = e.x_query.shape[1]
-    with torch.no_grad():
-        if e.x_query.shape == e.xs.shape and torch.equal(e.x_query, e.xs):
-            return model(fmt.encode(e).tokens, e.n_context)[:, :k_max].double().cpu()
-        columns = []
-        for k in range(k_max):
-            xs = torch.cat([e.xs[:, :k], e.x_query[:, k : k + 1]], 1)
-            ys = torch.cat([e.ys[:, :k], e.y_query[:, k : k + 1]], 1)
-            tokens = fmt.encode(dataclasses.replace(e, xs=xs, ys=ys)).tokens
-            columns.append(model(tokens, k + 1)[:, k])
-    return torch.stack(columns, 1).double().cpu()
-
-
-def _learner_prefix_queries(learner, episode) -> torch.Tensor:
-    """``(B, K)`` learner predictions for each prefix query (0 with no example, as Garg et al.)."""
-    e = episode.to(dtype=torch.float64)
-    k_max = e.x_query.shape[1]
-    if e.x_query.shape == e.xs.shape and torch.equal(e.x_query, e.xs):
-        try:
-            return learner.predict_prefixes(e.xs, e.ys)[:, :k_max]
-        except torch.linalg.LinAlgError:
-            # Inputs in a subspace defeat the Cholesky-based prefix forms: one batched predict per prefix.
-            return Learner.predict_prefixes(learner, e.xs, e.ys)[:, :k_max]
-    columns = [torch.zeros(len(e.xs), dtype=torch.float64)]
-    columns += [learner.predict(e.xs[:, :k], e.ys[:, :k], e.x_query[:, k : k + 1])[:, 0] for k in range(1, k_max)]
-    return torch.stack(columns, 1)
+    """:func:`normalised_errors` with the run's bootstrap size and seed."""
+    return normalised_errors(task, prediction, target, config["bootstrap"], config["seed"], error_scale)
 
 
 def run(config: dict, ctx: RunContext):
     """Train one transformer per class, evaluate it with the baselines, then the linear model under shifts."""
-    names = _classes(config)
+    names = config["classes"]
     fmt = InterleavedFormat()
     seeds = [config["seed"] + k for k in range(config["seeds"])]
     m = config["model"]
@@ -264,8 +223,7 @@ def run(config: dict, ctx: RunContext):
         episode = task.sample(config["eval_prompts"], generator(config["seed"], "eval", name)).to(dtype=torch.float64)
         episode = make_shift("standard")(episode, task, None)  # every example is the query of the prefix before it
         fast, slow = _baselines(config, name, task)
-        predictions = {f"gpt/seed{s}": _model_prefix_queries(model, episode, fmt, ctx.device)
-                       for s, model in zip(seeds, result.models)}
+        predictions = {f"gpt/seed{s}": prefix_query_predictions(model, episode, fmt) for s, model in zip(seeds, result.models)}
         predictions.update({l.name: l.predict_prefixes_episode(episode) for l in fast})
         few = episode[: config["slow_prompts"]]
         curves[name] = {model: _errors(task, pred, episode.ys, config) for model, pred in predictions.items()}
@@ -275,7 +233,7 @@ def run(config: dict, ctx: RunContext):
             slow_errors[name, learner.name] = curves[name][learner.name]["mean"]
         for s in seeds:
             slow_errors[name, f"gpt/seed{s}"] = _errors(task, predictions[f"gpt/seed{s}"][: few.batch_size], few.ys, config)["mean"]
-        _log(ctx, name, curves[name], _metric(task))
+        _log(ctx, name, curves[name], error_metric(task))
 
     ood = {}
     if "linear" in names:
@@ -285,9 +243,8 @@ def run(config: dict, ctx: RunContext):
         for shift_name in config["shifts"]:
             shift = make_shift(shift_name)
             shifted = shift(episode, task, generator(config["seed"], "shift", shift_name))
-            predictions = {f"gpt/seed{s}": _model_prefix_queries(model, shifted, fmt, ctx.device)
-                           for s, model in zip(seeds, models["linear"])}
-            predictions.update({l.name: _learner_prefix_queries(l, shifted) for l in learners})
+            predictions = {f"gpt/seed{s}": prefix_query_predictions(model, shifted, fmt) for s, model in zip(seeds, models["linear"])}
+            predictions.update({l.name: prefix_query_predictions(l, shifted) for l in learners})
             ood[shift_name] = {model: _errors(task, pred, shifted.y_query, config, shift.error_scale)
                                for model, pred in predictions.items()}
             _log(ctx, f"shift/{shift_name}", ood[shift_name], "normalised_mse")
@@ -471,4 +428,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_classes,
 )

@@ -34,7 +34,7 @@ from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
 from ..metrics import compare, evaluate, model_predictor
-from ..models import FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale, mlp
+from ..models import MLP, FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..rng import generator
@@ -53,6 +53,7 @@ DEFAULTS = {
     "train": {
         "steps": 1500, "batch_size": 512, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "depths": [2, 4],  # per-layer models of part (c)
     "depth_lr": 0.006,  # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
@@ -64,7 +65,8 @@ DEFAULTS = {
         "n_context": 10, "width": 64, "features": 16,
         "init_scale": 0.001,  # of the LSA; with batch 1024, keeps seeds out of a rank-1 solution (module docstring)
         "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
+                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+                  "blowup": TrainConfig.blowup},
     },
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
                   "gd_plus_plus_rel": 0.05, "depth_rel": 0.10, "sine_rel": 0.10, "sine_below_zero": 0.25},
@@ -250,7 +252,7 @@ def _sine(config: dict, ctx: RunContext):
                                       init_scale=cfg["init_scale"], generator=g)
             if not train_attention:  # η = 1 loses nothing: the features' scale is learned
                 gd_construction(lsa, task.n_context, 1.0)
-            return FeatureLSA(mlp(1, width, k, generator=g), lsa, train_attention)
+            return FeatureLSA(MLP(1, width, k, generator=g), lsa, train_attention)
         return build
 
     results, losses = {}, {}
@@ -293,7 +295,6 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Run (a)–(d) and draw the figures."""
-    _check(config)
     s = _Setting(config, ctx)
     claims_a, a, weights_a = _one_layer(s)
     claims_b, b, weights_b = _recurrent(s)
@@ -365,4 +366,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_check,
 )

@@ -49,6 +49,7 @@ DEFAULTS = {
         "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,
         "compile": False,  # torch.compile the loss: pays for long runs (see TrainConfig)
         "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
+        "keep": None,  # checkpoints kept through training: a list of steps or a number of log-spaced ones
     },
     "curriculum": None,
     "ridge_lam": 0.1,
@@ -80,6 +81,12 @@ def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
         raise ConfigError("curriculum.d_end and n_end must equal task.d and task.n_context")
     make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})  # noqa: E731
     return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
+
+
+def _validate(config: dict):
+    """The task, the training settings and the curriculum must build before anything trains."""
+    _data(config, linear_regression_from_config(config["task"]), TrainConfig.from_config(config["train"]),
+          InterleavedFormat())
 
 
 def run(config: dict, ctx: RunContext):
@@ -198,4 +205,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

@@ -33,6 +33,7 @@ DEFAULTS = {
     "train": {
         "steps": 2000, "batch_size": 1024, "lr": 0.003, "optimizer": "adam",
         "schedule": "cosine", "warmup": 100, "log_every": 50, "checkpoint_every": 1000,
+        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "eval_prompts": 50000,
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99},
@@ -113,13 +114,22 @@ def _setting(name: str, task, config: dict, ctx: RunContext):
     return claims, optimum.loss, gd.loss, losses, weights
 
 
+def _tasks(config: dict) -> dict:
+    """The task of every covariance setting."""
+    return {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
+            for name, eigenvalues in config["covariances"].items()}
+
+
+def _validate(config: dict):
+    """Every task and the training settings must build before anything trains."""
+    _tasks(config)
+    TrainConfig.from_config(config["train"])
+
+
 def run(config: dict, ctx: RunContext):
     """Run both covariance settings and draw the figures."""
     claims, curves, bars, maps = [], {}, {}, {}
-    # Every task is built before any training, so a bad covariance fails at once.
-    tasks = {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
-             for name, eigenvalues in config["covariances"].items()}
-    for name, task in tasks.items():
+    for name, task in _tasks(config).items():
         found, optimal, gd_loss, losses, weights = _setting(name, task, config, ctx)
         claims += found
         curves[name], bars[name], maps[name] = (optimal, gd_loss), (losses, optimal), weights
@@ -173,4 +183,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

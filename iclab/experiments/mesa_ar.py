@@ -67,7 +67,7 @@ DEFAULTS = {
     # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale
     # (iclab.theory.diagonal_learning_rate).
     "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
-              "log_every": 10, "checkpoint_every": 1000},
+              "log_every": 10, "checkpoint_every": 1000, "blowup": TrainConfig.blowup},
     "test_size": 2000,
     "scatter_draws": 20000,
     "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3,
@@ -279,7 +279,6 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Train every start × variant × initialisation, the size sweep, check the claims, draw the figures."""
-    _check(config)
     settings = [
         _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
         for kind, scales in config["starts"].items() for scale in scales
@@ -355,4 +354,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_check,
 )

@@ -185,7 +185,6 @@ def uniform_diagonal_mass(block: int) -> float:
 
 def run(config: dict, ctx: RunContext):
     """Train every variant on every seed, evaluate, claim and draw."""
-    _validate(config)
     train_cfg = TrainConfig.from_config({**config["train"], "loss": "cross_entropy"})
     vocab_size, blocks = _blocks(ctx, config)
     seeds = [config["seed"] + k for k in range(config["seeds"])]
@@ -316,4 +315,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
+    checks=_validate,
 )

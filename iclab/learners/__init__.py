@@ -22,12 +22,14 @@ rest of its batch, and an empty context predicts 0.
 
 Families beyond linear regression (Garg et al.'s baselines): ``sparse`` (the Lasso, exact along its
 homotopy path), ``trees`` (a batched greedy regression tree; XGBoost per prompt), ``nets`` (a
-2-layer ReLU network fitted by Adam, every prompt's network at once).
+2-layer ReLU network fitted by Adam, every prompt's network at once). :func:`learner` builds one
+from a name such as ``ridge=0.1`` (the command line's).
 """
 
 from .base import Learner, LinearLearner, OnFeatures, ZeroPredictor
 from .gradient import GDPlusPlus, GradientDescent, OnePassSGD, gd_plus_plus
 from .linear import Averaging, BayesLinear, LeastSquares, Ridge
+from .named import learner
 from .nets import TwoLayerNetGD
 from .neighbours import NearestNeighbours
 from .sparse import LASSO_ALPHAS, Lasso
@@ -35,7 +37,7 @@ from .trees import BoostedTrees, GreedyTree
 
 __all__ = [
     "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
-    "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus",
+    "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus", "learner",
     # Garg et al.'s baselines for other function classes
     "BoostedTrees", "GreedyTree", "LASSO_ALPHAS", "Lasso", "OnFeatures", "TwoLayerNetGD",
 ]

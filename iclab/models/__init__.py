@@ -4,11 +4,13 @@ from .attention import SelfAttention
 from .baselines import OneHotMLP
 from .causal_attention import CausalLinearAttention
 from .constructions import gd_construction, interpolate_lsa, match_scale, merged_lsa
-from .features import FeatureLSA, mlp
+from .features import MLP, FeatureLSA
 from .lsa import LinearSelfAttention, LSALayer
+from .registry import MODELS, describe, rebuild, rebuildable
 from .transformer import GPTConfig, GPTTransformer
 
 __all__ = [
-    "CausalLinearAttention", "FeatureLSA", "GPTConfig", "GPTTransformer", "LSALayer", "LinearSelfAttention", "OneHotMLP",
-    "SelfAttention", "gd_construction", "interpolate_lsa", "match_scale", "merged_lsa", "mlp",
+    "MLP", "MODELS", "CausalLinearAttention", "FeatureLSA", "GPTConfig", "GPTTransformer", "LSALayer",
+    "LinearSelfAttention", "OneHotMLP", "SelfAttention", "describe", "gd_construction", "interpolate_lsa", "match_scale",
+    "merged_lsa", "rebuild", "rebuildable",
 ]

@@ -13,8 +13,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import ConfigError
+from .registry import rebuildable
 
 
+@rebuildable
 class OneHotMLP(nn.Module):
     """A ReLU MLP on the concatenated one-hot tokens, optionally also given the equality matrix.
 

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
+from .registry import rebuildable
 
 INITS = ("diagonal", "random")
 BLOCK = 4096  # sequences per block of the forward pass (module docstring): ~30 MB temporaries at L = 100, 2d = 10
@@ -160,6 +161,7 @@ def diagonal_support(d: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
     return kq, pv
 
 
+@rebuildable
 class CausalLinearAttention(nn.Module):
     """ŷ_t = W^{PV}(Σ_{i≤t} e_i e_iᴴ)W^{KQ}e_t/(t − 1); see the module docstring.
 

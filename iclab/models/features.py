@@ -13,24 +13,28 @@ from torch import nn
 
 from ..config import ConfigError
 from .lsa import LinearSelfAttention
+from .registry import rebuildable
 
 
-def mlp(d_in: int, width: int, d_out: int, depth: int = 2, generator: torch.Generator | None = None) -> nn.Sequential:
+@rebuildable
+class MLP(nn.Sequential):
     """``depth`` hidden ReLU layers of ``width``, then a linear map to ``d_out`` (init from ``generator``)."""
-    if depth < 1 or width < 1 or d_out < 1:
-        raise ConfigError(f"the MLP needs depth, width and output size >= 1, got {depth}, {width}, {d_out}")
-    sizes = [d_in] + [width] * depth
-    layers: list[nn.Module] = []
-    for a, b in zip(sizes, sizes[1:]):
-        layers += [nn.Linear(a, b), nn.ReLU()]
-    network = nn.Sequential(*layers, nn.Linear(sizes[-1], d_out))
-    with torch.no_grad():
-        for p in network.parameters():  # PyTorch's default scheme, drawn from our stream
-            bound = 1 / (p.shape[-1] ** 0.5 if p.ndim == 2 else width**0.5)
-            p.uniform_(-bound, bound, generator=generator)
-    return network
+
+    def __init__(self, d_in: int, width: int, d_out: int, depth: int = 2, generator: torch.Generator | None = None):
+        if depth < 1 or width < 1 or d_out < 1:
+            raise ConfigError(f"the MLP needs depth, width and output size >= 1, got {depth}, {width}, {d_out}")
+        sizes = [d_in] + [width] * depth
+        layers: list[nn.Module] = []
+        for a, b in zip(sizes, sizes[1:]):
+            layers += [nn.Linear(a, b), nn.ReLU()]
+        super().__init__(*layers, nn.Linear(sizes[-1], d_out))
+        with torch.no_grad():
+            for p in self.parameters():  # PyTorch's default scheme, drawn from our stream
+                bound = 1 / (p.shape[-1] ** 0.5 if p.ndim == 2 else width**0.5)
+                p.uniform_(-bound, bound, generator=generator)
 
 
+@rebuildable
 class FeatureLSA(nn.Module):
     """``attention([features(x); y])``: an MLP feature map on the inputs, then an LSA.
 

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
+from .registry import rebuildable
 
 PARAMETRIZATIONS = {"merged": ("w_kq", "w_pv"), "separate": ("w_q", "w_k", "w_v", "w_p")}
 INITS = ("small", "balanced", "zero")
@@ -61,6 +62,7 @@ class LSALayer(nn.Module):
         return h + scores @ context @ w_pv.T
 
 
+@rebuildable
 class LinearSelfAttention(nn.Module):
     """A stack of LSA layers with residual connections and a label-row readout.
 

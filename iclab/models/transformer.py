@@ -44,6 +44,7 @@ from torch import nn
 
 from ..config import ConfigError
 from .attention import SelfAttention
+from .registry import rebuildable
 
 INITS = ("gpt2", "pytorch")
 """``gpt2``: N(0, σ²) weights, embeddings and positions, zero biases, residual output
@@ -52,16 +53,23 @@ weights and biases) and N(0, 1) embeddings, positions and CLS token, as in ``nn.
 Boix-Adserà et al.'s ViT-style code."""
 
 
+ACTIVATIONS = {"gelu": "none", "gelu-tanh": "tanh"}
+"""The MLP's GELU: exact (``gelu``, with erf) or its tanh approximation (``gelu-tanh``, GPT-2's
+``gelu_new``), as ``nn.GELU(approximate=...)``."""
+
+
 class Block(nn.Module):
     """One pre-LayerNorm block: attention then MLP, each on a residual branch."""
 
-    def __init__(self, width: int, n_heads: int, mlp_ratio: float, dropout: float = 0.0, **attention):
+    def __init__(self, width: int, n_heads: int, mlp_ratio: float, activation: str = "gelu", dropout: float = 0.0,
+                 **attention):
         super().__init__()
         hidden = int(mlp_ratio * width)
         self.ln_attn = nn.LayerNorm(width)
         self.attn = SelfAttention(width, n_heads, dropout=dropout, **attention)
         self.ln_mlp = nn.LayerNorm(width)
-        self.mlp = nn.Sequential(nn.Linear(width, hidden), nn.GELU(), nn.Linear(hidden, width))
+        gelu = nn.GELU(approximate=ACTIVATIONS[activation])
+        self.mlp = nn.Sequential(nn.Linear(width, hidden), gelu, nn.Linear(hidden, width))
         self.drop = nn.Dropout(dropout)  # on each residual branch (GPT-2's residual dropout)
 
     def forward(self, h: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
@@ -97,6 +105,7 @@ class GPTConfig:
         init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
         identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
         mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term.
+        activation: the MLP's ``gelu`` or ``gelu-tanh`` (see :data:`ACTIVATIONS`).
         dropout: GPT-2's dropout probability, in training, after the read-in (token + position), on
             the attention weights and on every residual branch (0: none).
     """
@@ -123,6 +132,7 @@ class GPTConfig:
     init: str = "gpt2"
     identity_scale: float = 1.0
     mask_identity_diagonal: bool = False
+    activation: str = "gelu"
     dropout: float = 0.0
 
     def __post_init__(self):
@@ -138,10 +148,13 @@ class GPTConfig:
             raise ConfigError("a tied output needs a token embedding (vocab_size)")
         if self.init not in INITS:
             raise ConfigError(f"init must be one of {INITS}, got {self.init!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ConfigError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {self.activation!r}")
         if not 0 <= self.dropout < 1:
             raise ConfigError(f"dropout must be in [0, 1), got {self.dropout}")
 
 
+@rebuildable
 class GPTTransformer(nn.Module):
     """Pre-LN transformer with a linear or embedding read-in, shaped by a :class:`GPTConfig`; see the
     module docstring. ``generator`` is the random stream of the initialisation."""
@@ -157,7 +170,7 @@ class GPTTransformer(nn.Module):
         attention_options = dict(head_dim=c.head_dim, causal=c.causal, bias=c.bias, logit_identity=c.logit_identity,
                                  value_identity=c.value_identity, identity_scale=c.identity_scale,
                                  attention=c.attention, mask_identity_diagonal=c.mask_identity_diagonal)
-        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, c.dropout, **attention_options)
+        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, c.activation, c.dropout, **attention_options)
                                     for _ in range(c.n_layers))
         self.drop = nn.Dropout(c.dropout)
         self.ln_out = nn.LayerNorm(c.width, elementwise_affine=c.ln_out_affine)
@@ -220,3 +233,8 @@ class GPTTransformer(nn.Module):
         h = self.ln_out(h)
         prediction = h @ self.embedding.weight.T if self.read_out is None else self.read_out(h)[..., 0]
         return (prediction, hidden) if return_hidden else prediction
+
+    def attention_weights(self, tokens: torch.Tensor, n_context: int) -> torch.Tensor:
+        """Every layer's attention matrices for ``tokens``, ``(L, B, H, T, T)`` (rows: queries, summing to 1)."""
+        _, hidden = self(tokens, n_context, return_hidden=True)
+        return torch.stack([layer.attn.weights(layer.ln_attn(h)) for layer, h in zip(self.layers, hidden)])

@@ -1,11 +1,12 @@
 """Figures and HTML pages for run and sweep folders: a report per run, the scoreboard across runs (and
-its markdown claim × seed table), the comparison of two runs, and a sweep's report. This package
-renders folders; it never runs anything."""
+its markdown claim × seed table), the comparison of two runs, a sweep's report and an evaluation's. This
+package renders folders; it never runs anything."""
 
 from .compare import compare_runs
+from .evaluation import write_evaluation_report
 from .html import write_report
 from .index import aggregate, run_folders, write_index, write_seed_table
 from .sweep import write_sweep_report
 
-__all__ = ["aggregate", "compare_runs", "run_folders", "write_index", "write_report", "write_seed_table",
-           "write_sweep_report"]
+__all__ = ["aggregate", "compare_runs", "run_folders", "write_evaluation_report", "write_index", "write_report",
+           "write_seed_table", "write_sweep_report"]

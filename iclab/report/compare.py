@@ -14,7 +14,7 @@ import pandas as pd
 
 from ..claims import measured_text, verdict_text
 from ..config import ConfigError
-from ..runs import RunFolder
+from ..runs import RunFolder, write_atomic
 from .html import cell, duration, link, page, seeds, table, value, verdict
 
 _ABSENT = "(absent)"
@@ -88,7 +88,7 @@ class Comparison:
                 f"{table(_METRICS, metrics)}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(page("iclab compare", body))
+            write_atomic(path, page("iclab compare", body))
         except OSError as err:
             raise ConfigError(f"cannot write {path}: {err.strerror}") from None
         return path

@@ -15,7 +15,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from ..claims import measured_text, tally, verdict_text
-from ..runs import RunFolder
+from ..runs import RunFolder, write_atomic
 
 _STYLE = """
 *{box-sizing:border-box}
@@ -174,7 +174,7 @@ def summary_table(metrics: pd.DataFrame) -> str:
     return f"<div class='scroll'>{pivot.to_html(float_format=lambda v: f'{v:.4g}', na_rep='')}</div>"
 
 
-def _figure(path: Path, claims: list[dict]) -> str:
+def figure_section(path: Path, claims: list[dict]) -> str:
     """A figure, embedded, with the claims it shows."""
     name = path.stem
     data = base64.b64encode(path.read_bytes()).decode()
@@ -199,9 +199,9 @@ def write_report(run: RunFolder) -> Path:
     else:
         parts.append("<h2 id='claims'>Claims</h2><p>None yet: the run has not finished.</p>")
     if figures:
-        parts.append("<h2 id='figures'>Figures</h2>" + "".join(_figure(f, claims) for f in figures))
+        parts.append("<h2 id='figures'>Figures</h2>" + "".join(figure_section(f, claims) for f in figures))
     if run.metrics_file.exists():
         parts.append(f"<h2 id='metrics'>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
     parts.append(f"<h2 id='config'>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
-    run.report_file.write_text(page(title, "".join(parts)))
+    write_atomic(run.report_file, page(title, "".join(parts)))
     return run.report_file

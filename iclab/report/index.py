@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..claims import SEED_RULE, holds_over_seeds, tally
 from ..config import ConfigError
-from ..runs import RunFolder
+from ..runs import RunFolder, write_atomic
 from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value
 
 _COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
@@ -297,7 +297,7 @@ def write_index(root: str | Path) -> Path:
         f"<h2 id='runs'>Runs</h2>{_runs_table(board)}"
     )
     index = board.root / "index.html"
-    index.write_text(page("iclab scoreboard", body))
+    write_atomic(index, page("iclab scoreboard", body))
     return index
 
 
@@ -342,7 +342,7 @@ def write_seed_table(root: str | Path, path: str | Path) -> Path:
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(seed_table(root))
+        write_atomic(path, seed_table(root))
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from None
     return path

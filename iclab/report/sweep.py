@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..config import dump
-from ..runs import SweepFolder
+from ..runs import SweepFolder, write_atomic
 from .html import page
 
 
@@ -105,5 +105,5 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
             parts.append(f"<h3>{html.escape(spec['metric'])} against {html.escape(key)}</h3>"
                          f"<img src='data:image/png;base64,{data}'>")
     parts.append(f"<h2>Sweep</h2><pre>{html.escape(dump(spec))}</pre>")
-    sweep.report_file.write_text(page(f"sweep {spec['experiment']}", "".join(parts)))
+    write_atomic(sweep.report_file, page(f"sweep {spec['experiment']}", "".join(parts)))
     return sweep.report_file

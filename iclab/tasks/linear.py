@@ -6,7 +6,7 @@ Input priors know their own moments, so the theory can evaluate closed forms exa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import torch
@@ -88,6 +88,15 @@ class GaussianInputs:
         """Λ = E[x xᵀ] (zero-mean case), float64."""
         return self.cov.clone()
 
+    def mean_square(self) -> float:
+        """E‖x‖² = tr(Λ) + E‖μ‖² (the per-prompt mean included)."""
+        fixed = torch.zeros(self.d, dtype=torch.float64) if self.mean is None else self.mean
+        if self.means is not None:
+            mu_square = (fixed + self.means).pow(2).sum(1).mean()
+        else:
+            mu_square = fixed.pow(2).sum() + self.d * self.mean_scale**2
+        return (torch.trace(self.cov) + mu_square).item()
+
     def fourth_moment(self, a: torch.Tensor) -> torch.Tensor:
         """E[x xᵀ A x xᵀ] = ΛAΛ + ΛAᵀΛ + tr(AΛ)Λ for zero-mean Gaussian x (Isserlis)."""
         lam = self.cov
@@ -110,6 +119,10 @@ class UniformInputs:
         device = generator.device
         u = torch.rand(batch, n_points, self.d, generator=generator, device=device, dtype=dtype)
         return self.low + (self.high - self.low) * u, {}
+
+    def mean_square(self) -> float:
+        """E‖x‖² = d·E[u²] = d·(low² + low·high + high²)/3."""
+        return self.d * (self.low**2 + self.low * self.high + self.high**2) / 3
 
     def second_moment(self) -> torch.Tensor:
         """Λ = v·I with v = (high − low)²/12 (symmetric case)."""
@@ -134,6 +147,8 @@ class LinearRegression:
         w_scale: τ, w ~ N(0, τ²I) (restricted to ``w_sparsity`` random coordinates if set).
         w_sparsity: k for a k-sparse w, or None for dense.
         noise: σ, the label-noise standard deviation (queries are noisy too).
+        config: the config block it was built from by :func:`linear_regression_from_config` (None
+            when built directly): what a checkpoint records to rebuild the task.
     """
 
     inputs: GaussianInputs | UniformInputs
@@ -142,6 +157,10 @@ class LinearRegression:
     w_scale: float = 1.0
     w_sparsity: int | None = None
     noise: float = 0.0
+    config: dict | None = field(default=None, repr=False, compare=False)
+
+    metric = "mse"
+    """How predictions are judged (as :class:`iclab.tasks.functions.FunctionClass`): squared error."""
 
     def __post_init__(self):
         if self.n_context < 1 or self.n_query < 1:
@@ -154,6 +173,17 @@ class LinearRegression:
     @property
     def d(self) -> int:
         return self.inputs.d
+
+    @property
+    def zero_error(self) -> float:
+        """E[y²], the error of predicting 0: τ²·E‖x‖² (times k/d for a k-sparse w) + σ²."""
+        share = 1.0 if self.w_sparsity is None else self.w_sparsity / self.d
+        return self.w_scale**2 * share * self.inputs.mean_square() + self.noise**2
+
+    def function(self, x: torch.Tensor, truth) -> torch.Tensor:
+        """wᵀx without label noise: x ``(B, T, d)`` → ``(B, T)`` under each prompt's ``truth["w"]``
+        (what :mod:`iclab.shifts` relabels moved inputs with)."""
+        return torch.einsum("btd,bd->bt", x, truth["w"].to(x))
 
     def sample_w(self, batch: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
         w = self.w_scale * torch.randn(batch, self.d, generator=generator, device=generator.device, dtype=dtype)
@@ -174,8 +204,17 @@ class LinearRegression:
         return Episode(x[:, :n], y[:, :n], x[:, n:], y[:, n:], truth={"w": w, **truth})
 
 
+CONFIG_KEYS = ("d", "n_context", "n_query", "inputs", "cov", "mean", "mean_scale", "n_means", "means_seed", "low", "high",
+               "w_scale", "w_sparsity", "noise")
+"""The keys of a linear-regression config block (see :func:`linear_regression_from_config`)."""
+
+
 def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
-    """Build a task from a config section (keys as in the experiments' ``task:`` blocks)."""
+    """Build a task from a config section (keys as in the experiments' ``task:`` blocks: :data:`CONFIG_KEYS`)."""
+    unknown = set(cfg) - set(CONFIG_KEYS)
+    if unknown:
+        raise ConfigError(f"unknown linear-regression task keys: {', '.join(sorted(unknown))}; "
+                          f"choose from {', '.join(CONFIG_KEYS)}")
     d = cfg["d"]
     if not isinstance(d, int) or d < 1:
         raise ConfigError(f"task.d must be a positive integer, got {d!r}")
@@ -195,4 +234,5 @@ def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
         w_scale=cfg.get("w_scale", 1.0),
         w_sparsity=cfg.get("w_sparsity"),
         noise=cfg.get("noise", 0.0),
+        config=dict(cfg),
     )

@@ -1,0 +1,277 @@
+"""Evaluate a trained model (``iclab eval``): against reference learners at every prefix length, on its
+training task, a changed task or out-of-distribution prompts, at one or every kept checkpoint.
+
+The model is read with :func:`iclab.loading.open_source` (a run folder, an export or a Garg et al.
+run). Every prompt comes from the source's base seed: the ``(seed, "eval")`` stream, as the run's own
+evaluation (so the training task's standard prompts are the run's), and ``(seed, "shift", name)`` for a
+shift's own randomness. Errors are :func:`iclab.metrics.normalised_errors` of the prefix queries (the
+squared error over the zero predictor's, or the error rate of sign labels) with bootstrap bands.
+Everything is checked before anything is written: a bad choice writes no folder.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+import torch
+
+from .config import ConfigError, parse_assignment
+from .devices import pick_device
+from .experiments.base import iclab_version
+from .learners import learner as make_learner
+from .loading import LoadedModel, Source, open_source
+from .metrics import error_metric, normalised_errors, prefix_query_predictions
+from .models import GPTTransformer
+from .prompts import InterleavedFormat, PairedFormat, describe_format
+from .report import write_evaluation_report
+from .report.figures import new_figure, save
+from .rng import generator
+from .runs import EvaluationFolder
+from .shifts import shift as make_shift
+from .tasks import task_from_description
+
+DEFAULT_LEARNERS = ("ols", "3-nn", "averaging")
+"""Garg et al.'s baselines for every function class."""
+
+EVALUATED = ("gpt-linear", "function-classes", "algorithm-selection", "lsa-linear", "gd-mechanism", "task-descriptors")
+"""The experiments whose models ``iclab eval`` evaluates (regression on interleaved or paired prompts)."""
+
+
+@dataclass
+class EvaluationResult:
+    """A written evaluation: its folder and metrics table."""
+
+    folder: EvaluationFolder
+
+    @property
+    def path(self) -> Path:
+        return self.folder.path
+
+    @property
+    def metrics(self) -> pd.DataFrame:
+        return self.folder.read_metrics()
+
+
+def changed_task(description: Mapping[str, Any], changes: Mapping[str, Any]) -> dict:
+    """A task description with ``changes`` (keys of its kind, e.g. ``d``, ``noise``, ``n_context``).
+    ``class=<name>`` switches a linear-regression or function-class task to Garg et al.'s function
+    class ``name`` at the same d and N (the old class's own parameters do not carry over)."""
+    task, changes = dict(description), dict(changes)
+    if "kind" in changes:
+        raise ConfigError("a task's kind cannot be changed; class=<function class> switches to a function class")
+    name = changes.pop("class", None)
+    if name is not None and task.get("class") != name:
+        if task["kind"] not in ("linear-regression", "function-class"):
+            raise ConfigError(f"a {task['kind']} task cannot become a function class")
+        task = {"kind": "function-class", "class": name, "d": task["d"], "n_context": task["n_context"]}
+    return {**task, **changes}
+
+
+def _task_changes(task: Mapping[str, Any] | Iterable[str]) -> dict:
+    return dict(task) if isinstance(task, Mapping) else dict(parse_assignment(text) for text in task)
+
+
+def _check_evaluable(loaded: LoadedModel) -> None:
+    """A regression model on interleaved or paired prompts of a linear-regression or function-class task."""
+    fmt, kind = loaded.prompt_format, (loaded.metadata.get("task") or {}).get("kind")
+    if not isinstance(fmt, (InterleavedFormat, PairedFormat)) or kind not in ("linear-regression", "function-class"):
+        reads = "no prompts" if fmt is None else f"{type(fmt).__name__} prompts"
+        trained = "no recorded task" if kind is None else f"a {kind} task"
+        raise ConfigError(f"iclab eval evaluates regression models on interleaved or paired prompts "
+                          f"({', '.join(EVALUATED)}); {loaded.name!r} reads {reads} of {trained}")
+
+
+def _check_shapes(model, episodes: Mapping[str, Any], fmt, description: dict) -> None:
+    """One forward pass on two prompts of every episode: a task the model cannot read fails here."""
+    try:
+        for episode in episodes.values():
+            prefix_query_predictions(model, episode[:2], fmt)
+    except (RuntimeError, ConfigError, IndexError, KeyError) as err:  # KeyError: a descriptor the task lacks
+        reason = str(err).splitlines()[0]
+        raise ConfigError(f"the model cannot read prompts of the task {description}: {reason}") from None
+
+
+def _curve_rows(curve: dict, setting: str, model: str, seed, step, metric: str) -> list[dict]:
+    rows = []
+    for k in range(len(curve["mean"])):
+        for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95")):
+            rows.append({"setting": setting, "model": model, "seed": seed, "step": step, "n": k,
+                         "metric": metric + suffix, "value": curve[stat][k].item()})
+    return rows
+
+
+def evaluate(
+    run: str | Path,
+    model: str | None = None,
+    seed: int | None = None,
+    step: int | str | None = None,
+    task: Mapping[str, Any] | Iterable[str] = (),
+    shifts: Iterable[str] = ("standard",),
+    learners: Iterable[str] = DEFAULT_LEARNERS,
+    out: str | Path | None = None,
+    prompts: int | None = None,
+    bootstrap: int = 1000,
+    attention: bool = False,
+    device: str | None = None,
+    command: str | None = None,
+) -> EvaluationResult:
+    """Evaluate one trained model and write an evaluation folder (see :class:`iclab.runs.EvaluationFolder`).
+
+    Args:
+        run: a finished run folder, an export or a Garg et al. run.
+        model, seed: which of its models and seeds (each may be left out where there is one).
+        step: a kept checkpoint's step, ``"all"`` for every kept one (and the figure of the error
+            against the step), or None for the latest.
+        task: changes to the training task, ``{"d": 10}`` or ``["noise=0.5", "class=quadratic"]``
+            (see :func:`changed_task`).
+        shifts: names from :mod:`iclab.shifts` (``standard``, ``skewed``, ``scale-x=2``, ...).
+        learners: names from :mod:`iclab.learners.named` (``ols``, ``ridge=0.1``, ``3-nn``, ...).
+        out: the folder to write (default ``<run>/eval-<timestamp>``).
+        prompts: evaluation prompts (default: the run's ``eval_prompts``, else 1000).
+        bootstrap: bootstrap resamplings for the 5–95% bands.
+        attention: also draw the attention maps of two prompts (transformers only).
+        device: where the model runs (default: CUDA if available).
+        command: the command to record (the CLI passes its own; default: this call).
+    """
+    changes = _task_changes(task)
+    shifts, learner_names = list(shifts), list(learners)
+    if out is not None:
+        EvaluationFolder.refuse_taken(out)
+    source = open_source(run)
+    checkpoints = source.pick(model, seed)
+    if step != "all":
+        if step is not None and not isinstance(step, int):
+            raise ConfigError(f"step must be a checkpoint's step, 'all' or omitted, got {step!r}")
+        checkpoints = [source.checkpoint(checkpoints[0].model, checkpoints[0].seed, step)]
+    latest = source.load(checkpoints[-1])
+    _check_evaluable(latest)
+    description = changed_task(latest.metadata["task"], changes)
+    evaluated_task = task_from_description(description)
+    shift_of = {name: make_shift(name) for name in shifts}
+    if not shift_of:
+        raise ConfigError("give at least one shift (standard for the task itself)")
+    reference = [make_learner(name) for name in learner_names]
+    n_prompts = prompts if prompts is not None else (source.config or {}).get("eval_prompts", 1000)
+    if n_prompts < 2 or bootstrap < 1:
+        raise ConfigError(f"need at least 2 prompts and 1 bootstrap resampling, got {n_prompts} and {bootstrap}")
+    if attention and not isinstance(latest.model, GPTTransformer):
+        raise ConfigError(f"--attention draws a transformer's attention; {latest.name!r} is a {type(latest.model).__name__}")
+    dev = pick_device(device)
+
+    fmt = latest.prompt_format
+    episode = evaluated_task.sample(n_prompts, generator(source.seed, "eval")).to(dtype=torch.float64)
+    episodes = {name: s(episode, evaluated_task, generator(source.seed, "shift", name)) for name, s in shift_of.items()}
+    _check_shapes(latest.model, episodes, fmt, description)
+
+    metric = error_metric(evaluated_task)
+    rows, curves = [], {}
+    errors = lambda pred, name: normalised_errors(  # noqa: E731
+        evaluated_task, pred, episodes[name].y_query, bootstrap, source.seed, shift_of[name].error_scale)
+    for name in episodes:
+        for ref in reference:
+            curves[name, ref.name, None] = errors(prefix_query_predictions(ref, episodes[name]), name)
+            rows += _curve_rows(curves[name, ref.name, None], name, ref.name, None, None, metric)
+    for checkpoint in checkpoints:
+        loaded = latest if checkpoint is checkpoints[-1] else source.load(checkpoint)
+        network = loaded.model.to(dev)
+        for name in episodes:
+            curves[name, loaded.name, checkpoint.step] = errors(prefix_query_predictions(network, episodes[name], fmt), name)
+            rows += _curve_rows(curves[name, loaded.name, checkpoint.step], name, loaded.name, loaded.seed,
+                                checkpoint.step, metric)
+    maps = None
+    if attention:
+        with torch.no_grad():
+            prompt = fmt.encode(episode[:2].to(dev, next(network.parameters()).dtype))
+            maps = network.attention_weights(prompt.tokens, prompt.n_context).cpu()  # (L, 2, H, T, T)
+
+    spec = {
+        "command": command or _call(run, model, seed, step, changes, shifts, learner_names, out, prompts, attention),
+        "source": str(source.path), "source_kind": source.kind, "model": latest.name, "seed": latest.seed,
+        "steps": [c.step for c in checkpoints], "task": description, "trained_task": latest.metadata.get("task"),
+        "prompt_format": describe_format(fmt), "shifts": shifts, "learners": [r.name for r in reference],
+        "prompts": n_prompts, "bootstrap": bootstrap, "eval_seed": source.seed, "metric": metric, "iclab": iclab_version(),
+    }
+    existed = out is not None and Path(out).exists()
+    folder = EvaluationFolder.create(spec, out, root=source.path)
+    try:
+        folder.write_metrics(rows)
+        _figures(folder, curves, spec, latest, maps)
+        write_evaluation_report(folder)
+    except BaseException:
+        shutil.rmtree(folder.path)
+        if existed:
+            folder.path.mkdir()
+        raise
+    return EvaluationResult(folder)
+
+
+def _call(run, model, seed, step, changes, shifts, learners, out, prompts, attention) -> str:
+    """This evaluation as the Python call that repeats it."""
+    arguments = {"model": model, "seed": seed, "step": step, "task": changes or None, "shifts": shifts,
+                 "learners": learners, "out": None if out is None else str(out), "prompts": prompts,
+                 "attention": attention or None}
+    shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if v is not None)
+    return f"iclab.evaluate({str(run)!r}, {shown})"
+
+
+def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedModel, maps) -> None:
+    """``by_prefix`` (each shift: the model at its last step and the learners, by k), ``by_step`` (the
+    error at the largest k against the training step, with ``--step all``) and ``attention``."""
+    shifts, last, name = spec["shifts"], spec["steps"][-1], loaded.name
+    columns = min(len(shifts), 4)
+    fig, axes = new_figure(columns, width=4.2, height=3.3, rows=math.ceil(len(shifts) / columns))
+    for ax, shift in zip(axes, shifts):
+        for (setting, who, step), curve in curves.items():
+            if setting != shift or (step is not None and step != last):
+                continue
+            k = range(len(curve["mean"]))
+            label = f"{who} (step {step})" if step is not None else who
+            line = ax.plot(k, curve["mean"].numpy(), lw=2.4 if step is not None else 1.2, label=label)[0]
+            ax.fill_between(k, curve["low"].numpy(), curve["high"].numpy(), color=line.get_color(), alpha=0.2)
+        ax.set_title(shift, fontsize=10)
+        ax.set_xlabel("in-context examples k")
+        ax.set_ylabel(spec["metric"].replace("_", " "))
+        ax.set_yscale("symlog", linthresh=1e-2)  # a learner's error may be 0 (OLS past d) or far above 1
+        ax.set_ylim(bottom=0)
+    for ax in axes[len(shifts):]:
+        ax.axis("off")
+    axes[0].legend(fontsize=7)
+    save(fig, folder.figure("by_prefix"))
+
+    if len(spec["steps"]) > 1:
+        fig, axes = new_figure(columns, width=4.2, height=3.3, rows=math.ceil(len(shifts) / columns))
+        for ax, shift in zip(axes, shifts):
+            steps = spec["steps"]
+            at = [curves[shift, name, s] for s in steps]
+            final = {stat: [c[stat][-1].item() for c in at] for stat in ("mean", "low", "high")}
+            line = ax.plot(steps, final["mean"], marker="o", lw=2, label=name)[0]
+            ax.fill_between(steps, final["low"], final["high"], color=line.get_color(), alpha=0.2)
+            references = [(who, curve) for (setting, who, step), curve in curves.items() if setting == shift and step is None]
+            for i, (who, curve) in enumerate(references, start=1):  # colour C0 is the model's
+                ax.axhline(curve["mean"][-1].item(), ls="--", lw=1, color=f"C{i}", label=who)
+            ax.set_xscale("log")  # kept steps are often log-spaced
+            ax.set_title(f"{shift}: k = {len(at[0]['mean']) - 1}", fontsize=10)
+            ax.set_xlabel("training step")
+            ax.set_ylabel(spec["metric"].replace("_", " "))
+        for ax in axes[len(shifts):]:
+            ax.axis("off")
+        axes[0].legend(fontsize=7)
+        save(fig, folder.figure("by_step"))
+
+    if maps is not None:
+        layers, n_prompts, heads = maps.shape[:3]
+        fig, axes = new_figure(heads, width=2.4, height=2.4, rows=layers * n_prompts)
+        for index, ax in enumerate(axes):
+            row, head = divmod(index, heads)
+            prompt, layer = divmod(row, layers)
+            ax.imshow(maps[layer, prompt, head].numpy(), cmap="viridis", vmin=0, vmax=1)
+            ax.set_title(f"prompt {prompt + 1}, layer {layer + 1}, head {head + 1}", fontsize=7)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        fig.suptitle("attention weights (rows: query tokens, columns: key tokens; 0 to 1)", fontsize=9)
+        save(fig, folder.figure("attention"))

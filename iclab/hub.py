@@ -1,0 +1,84 @@
+"""Export a trained model in the Hugging Face Hub layout (``iclab export``), offline.
+
+    DIR/
+      config.json         model_type "iclab", architectures [class], and under "iclab" what the
+                          checkpoint records (class, arguments, prompt format, task, name, seed, step, ...)
+                          plus the run's experiment, scale and training recipe
+      model.safetensors   the weights under iclab's parameter names (metadata format: pt)
+      README.md           a model card: the task, prompt format, model, training recipe and the run's claims
+
+:func:`iclab.load_model` reads such a folder (see :mod:`iclab.models.convert` for the mapping);
+``huggingface-cli upload`` can publish it as it is.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from .config import ConfigError
+from .loading import open_source
+from .models.convert import to_hub
+from .runs import RunFolder
+
+
+def export(run: str | Path, out: str | Path, model: str | None = None, seed: int | None = None,
+           step: int | None = None) -> Path:
+    """Write one model of ``run`` (a finished run, an export or a Garg et al. run) to the folder
+    ``out`` (new, or empty), in the layout of the module docstring; returns ``out``."""
+    source = open_source(run)
+    checkpoint = source.checkpoint(model, seed, step)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} already exists and is not an empty folder; exports are never overwritten")
+    state, metadata = source.read(checkpoint)
+    recipe = {}
+    if source.config is not None:
+        recipe = {k: source.config[k] for k in ("experiment", "scale", "train") if k in source.config}
+    tensors, config = to_hub(state, {**metadata, **recipe})
+    claims = RunFolder(source.path).read_claims() if source.kind == "run" else []
+
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (out / "README.md").write_text(model_card(config["iclab"], claims, source.path))
+    return out
+
+
+def model_card(facts: dict, claims: list[dict], source: Path) -> str:
+    """The README of an export: what the model is, what it was trained on and what its run found."""
+    experiment = facts.get("experiment")
+    tags = ["in-context-learning", "iclab"] + ([experiment] if experiment else [])
+    origin = (f"experiment `{experiment}` ({facts.get('scale', '?')} scale)" if experiment
+              else facts.get("source", "outside iclab"))
+    lines = [
+        "---", "library_name: iclab", f"tags: [{', '.join(tags)}]", "---", "",
+        f"# {facts.get('name', 'model')}, seed {facts.get('seed')}, step {facts.get('step')}", "",
+        f"A `{facts['class']}` trained to learn in context, from {origin}, exported by iclab from `{source}`.", "",
+        "## Task", "", "```json", json.dumps(facts.get("task"), indent=2), "```", "",
+        "## Prompt format", "", "```json", json.dumps(facts.get("prompt_format"), indent=2), "```", "",
+        "## Model", "", "```json", json.dumps({"class": facts["class"], "arguments": facts["arguments"]}, indent=2),
+        "```", "",
+    ]
+    if "train" in facts:
+        lines += ["## Training recipe", "", "```yaml", yaml.safe_dump(facts["train"], sort_keys=False).rstrip(), "```", ""]
+    if claims:
+        held = sum(bool(c["holds"]) for c in claims)
+        lines += [f"## The run's claims ({held} of {len(claims)} hold)", "", "| claim | verdict | measured | expected |",
+                  "| --- | --- | --- | --- |"]
+        verdict = {True: "holds", False: "fails", None: "judged at another scale"}
+        lines += [f"| {c['id']} | {verdict[c['holds']]} | {_cell(c['measured'])} | {_cell(c['expected'])} |" for c in claims]
+        lines.append("")
+    lines += ["## Use", "", "```python", "import iclab", "",
+              'loaded = iclab.load_model("path/to/this/folder")  # .model, .task, .prompt_format',
+              "```", "", "or `iclab eval path/to/this/folder --shift skewed`.", ""]
+    return "\n".join(lines)
+
+
+def _cell(value) -> str:
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    return text.replace("|", "\\|").replace("\n", " ")
