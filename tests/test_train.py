@@ -10,13 +10,13 @@ from safetensors.torch import load_file, save_file
 
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
-from iclab.models import GPTTransformer, LinearSelfAttention
+from iclab.models import GPTConfig, GPTTransformer, LinearSelfAttention
 from iclab.prompts import PairedFormat, Prompt
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import lsa_optimum
-from iclab.train import (BLOWUP_STEPS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged, _SeedGroup,
-                         data_source, train)
+from iclab.train import (BLOWUP_STEPS, STATE, WEIGHTS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged,
+                         _SeedGroup, checkpoint_folder, data_source, train)
 
 TASK = LinearRegression(GaussianInputs(3), n_context=10)
 
@@ -326,8 +326,8 @@ class _TokenIds:
 
 
 def _small_gpt(g):
-    return GPTTransformer(None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10, logit_identity=True,
-                          attention="math", generator=g)
+    return GPTTransformer(GPTConfig(None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10,
+                                    logit_identity=True, attention="math"), g)
 
 
 def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalars():
@@ -356,10 +356,10 @@ def test_resume_with_two_parameter_groups_is_exact_and_each_tensor_keeps_its_own
     cfg = TrainConfig(steps=8, batch_size=8, lr=0.01, optimizer="adamw", weight_decay=0.1, checkpoint_every=4)
     full = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False)
     train(_small_gpt, _TokenIds(), dataclasses.replace(cfg, steps=4), seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
-    saved = load_file(tmp_path / "model-seed0.safetensors")
-    for key in (k for k in saved if k.startswith("model.")):
-        name = key[len("model."):]
-        assert saved[f"optim.{name}.exp_avg"].shape == saved[key].shape, name
+    folder = checkpoint_folder(tmp_path, "model", 0)
+    weights, state = load_file(folder / WEIGHTS), load_file(folder / STATE)
+    for name, tensor in weights.items():
+        assert state[f"optim.{name}.exp_avg"].shape == tensor.shape, name
     resumed = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
     for a, b in zip(_params(full.models), _params(resumed.models)):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
