@@ -86,7 +86,8 @@ def run(
 
 def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[str] | Mapping[str, object]) -> dict:
     """A run's resolved and checked config, ``experiment`` first."""
-    config = experiments.get(experiment).resolve(scale, overrides)
+    spec = experiments.get(experiment)
+    config = spec.resolve(scale, overrides)
     if seeds is not None:
         if seeds < 1:
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
