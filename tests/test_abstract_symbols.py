@@ -115,3 +115,10 @@ def test_copying_reads_the_last_input_token_or_a_cls_token():
         assert hidden[-1].shape[1] == positions and logits.shape == (5, 1, task.vocab_size)
         # Either way the prediction is the final state of the sequence's last position against every embedding.
         torch.testing.assert_close(logits, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+
+
+def test_a_run_of_one_part_draws_that_part_alone(tmp_path):
+    result = iclab.run("abstract-symbols", overrides={**TINY, "sweep.tasks": [], "kernel.tasks": []}, out=tmp_path / "run",
+                       progress=False)
+    assert {p.name for p in result.folder.figures()} == {"copying.png"}
+    assert {c["id"] for c in result.claims} == {"copy-plain-inverse-scaling", "copy-modified-width-free"}

@@ -409,6 +409,16 @@ def _kernel_claims(config, kernels) -> list:
 
 
 def _figures(ctx: RunContext, config, losses, errors, kernels):
+    """The figures of the parts that ran: sample complexity, copying, the kernel's template matrices."""
+    if losses:
+        _figure_sweep(ctx, losses)
+    if config["copying"]["widths"] and config["copying"]["n"] and errors:
+        _figure_copying(ctx, config["copying"], errors)
+    if kernels:
+        _figure_kernels(ctx, kernels)
+
+
+def _figure_sweep(ctx: RunContext, losses: dict):
     tasks = list(losses)
     fig, axes = new_figure(len(tasks), width=5.0, height=3.8)
     for ax, spec in zip(axes, tasks):
@@ -424,11 +434,6 @@ def _figures(ctx: RunContext, config, losses, errors, kernels):
         ax.set_title(spec, fontsize=9)
         ax.legend(fontsize=7)
     save(fig, ctx.folder.figure("sample_complexity"))
-
-    if config["copying"]["widths"] and config["copying"]["n"] and errors:
-        _figure_copying(ctx, config["copying"], errors)
-    if kernels:
-        _figure_kernels(ctx, kernels)
 
 
 def _figure_copying(ctx: RunContext, c: dict, errors: dict):
