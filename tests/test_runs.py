@@ -13,7 +13,7 @@ from safetensors import safe_open
 from iclab import api
 from iclab.cli import main
 from iclab.runs import RunFolder
-from iclab.train import FreshPrompts
+from iclab.train import STATE, FreshPrompts, checkpoint_folder
 
 FAST = ["--set", "train.steps=6", "--set", "eval_prompts=500", "--seeds", "2"]
 
@@ -199,7 +199,7 @@ def test_a_finite_blow_up_stops_like_a_non_finite_loss_and_stays_resumable(tmp_p
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic' diverged (loss ")
     assert "times its start, over 10000 times for 10 steps) for seed 1 at step 13" in err and "iclab resume" in err
-    with safe_open(out / "checkpoints" / "lsa-isotropic-seed1.safetensors", "pt") as f:
+    with safe_open(checkpoint_folder(out / "checkpoints", "lsa-isotropic", 1) / STATE, "pt") as f:
         assert f.metadata()["step"] == "2"  # the last one before the blow-up: those due after it were skipped
     monkeypatch.undo()
     assert main(["resume", str(out)]) == 0 and (out / "claims.json").exists()
