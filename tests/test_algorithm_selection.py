@@ -162,6 +162,12 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "a-matches-ols", "b-bayes-ridge-closest", "c-one-layer-gd", "c-two-to-four-layers-ridge",
         "d-mlp-beats-linear", "d-xty-decodable-before-w-ols", "d-w-ols-decodability-rises",
     ]
+    # (a) and (b) are measured here and judged at the paper's scale, with the reason in numbers.
+    for claim in result.claims:
+        elsewhere = claim["id"] in ("a-matches-ols", "b-bayes-ridge-closest")
+        assert (claim["holds"] is None) == elsewhere and claim.get("judged_at") == ("paper" if elsewhere else None)
+    noise = next(c for c in result.claims if c["id"] == "b-bayes-ridge-closest")
+    assert noise["measured"]["σ²/τ²=1/4"]["Bayes to nearest learner"] > 0 and "below" in noise["reason"]
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.

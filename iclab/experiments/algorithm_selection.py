@@ -98,6 +98,9 @@ DEFAULTS = {
     # decodable at R² ≥ probe_decodable; w_OLS's R² must rise by ≥ 0.1 from the first block to the
     # last (a held-out R² on 1024 prompts moves by ~0.01 between probes).
     # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
+    # Claims whose required accuracy this scale's models cannot reach (measured: see
+    # docs/experiments/algorithm-selection.md): their values are reported and judged at the paper's scale.
+    "judged_at_paper": ["a-matches-ols", "b-bayes-ridge-closest"],
     "tolerance": {"ols_match": 0.01, "ols_match_share": 0.8, "probe_margin": 0.0, "probe_decodable": 0.8,
                   "probe_rise": 0.1},
 }
@@ -112,6 +115,7 @@ DEFAULTS = {
 SCALES = {
     "quick": {},
     "paper": {
+        "judged_at_paper": [],
         "task": {"d": 8, "n_context": 40},
         "model": {"n_layers": 16, "n_heads": 4, "width": 512},
         "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "warmup": 100000,
@@ -284,20 +288,20 @@ def _noiseless(config, ctx, models):
     bound, share = config["tolerance"]["ols_match"], config["tolerance"]["ols_match_share"]
     below = (spds["ols"]["mean"][1:] < bound) & (ilwds["ols"]["mean"][1:] < bound)  # (N − 1,) k = 1…N − 1
     share_below = below.double().mean().item()
-    return [
-        C.holds_if(
-            "a-matches-ols", PAPER,
-            f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width "
-            f"512): against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; tolerance: "
-            f"both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N (measured: that share, the "
-            "mean SPD/d and ILWD to OLS over k, the closest learner by each, the mean R² of the transformer's "
-            "linear fit)",
-            {"share_below": share_below, "spd_ols": mean_spd["ols"], "ilwd_ols": mean_ilwd["ols"],
-             "closest_spd": min(mean_spd, key=mean_spd.get), "closest_ilwd": min(mean_ilwd, key=mean_ilwd.get),
-             "mean_r2_gpt": r2_gpt[:, 1:].mean().item()},
-            f"share_below ≥ {share:g}", share_below >= share,
-        )
-    ]
+    claim = C.holds_if(
+        "a-matches-ols", PAPER,
+        f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width "
+        f"512): against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; tolerance: "
+        f"both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N (measured: that share, the "
+        "mean SPD/d and ILWD to OLS over k, the closest learner by each, the mean R² of the transformer's "
+        "linear fit)",
+        {"share_below": share_below, "spd_ols": mean_spd["ols"], "ilwd_ols": mean_ilwd["ols"],
+         "closest_spd": min(mean_spd, key=mean_spd.get), "closest_ilwd": min(mean_ilwd, key=mean_ilwd.get),
+         "mean_r2_gpt": r2_gpt[:, 1:].mean().item()},
+        f"share_below ≥ {share:g}", share_below >= share, figure="noiseless_spd_ilwd",
+    )
+    return [_judged_at_paper(config, claim, f"both SPD/d and ILWD to OLS must be below {bound:g}; this scale's "
+                             f"model is at {mean_spd['ols']:.2g} and {mean_ilwd['ols']:.2g} (mean over k)")]
 
 
 # (b) noise: the MSPD table, learner × noise level.
@@ -309,36 +313,54 @@ def _noise(config, ctx, models):
     rows = {_bayes_label(r): (LeastSquares() if r == 0 else Ridge(r)) for r in sorted(set(ratios))}
     if "ols" not in rows:
         rows = {"ols": LeastSquares()} | rows
-    table = {}  # (row label, column index) -> MSPD
+    table, resolution = {}, {}  # (row label, column index) -> MSPD; column -> MSPD between Bayes and its nearest row
     for column, ((sigma, tau), ratio) in enumerate(zip(pairs, ratios)):
         model = models.get(d, config["model"]["n_layers"], sigma, tau)
         episode = _eval_episode(config, _task(config, d, sigma, tau))
         gpt = prefix_predictions(model, episode)
         name = f"gpt(σ²/τ²={_fraction(ratio)})"
-        for label, learner in rows.items():
-            band = spd(gpt, prefix_predictions(learner, episode), d, config["bootstrap"], config["seed"])
+        references = {label: prefix_predictions(learner, episode) for label, learner in rows.items()}
+        for label, reference in references.items():
+            band = spd(gpt, reference, d, config["bootstrap"], config["seed"])
             _log_band(ctx, "noise", name, f"spd_{label}", band)
             table[label, column] = mspd(band["mean"], d)
             ctx.log(setting="noise", model=name, metric=f"mspd_{label}", value=table[label, column])
+        # How close a model must come to tell the Bayes learner from its nearest row at all.
+        bayes = references[_bayes_label(ratio)]
+        resolution[column] = min(mspd(spd(bayes, other, d, config["bootstrap"], config["seed"])["mean"], d)
+                                 for label, other in references.items() if label != _bayes_label(ratio))
+        ctx.log(setting="noise", model=name, metric="mspd_bayes_to_nearest_learner", value=resolution[column])
     _figure_noise(ctx, table, list(rows), ratios)
 
-    verdicts = []
+    verdicts = {}
     for column, ratio in enumerate(ratios):
         values = {label: table[label, column] for label in rows}
         best = min(values, key=values.get)
+        bayes = values[_bayes_label(ratio)]
         runner_up = min(v for label, v in values.items() if label != _bayes_label(ratio))
-        verdicts.append((f"σ²/τ²={_fraction(ratio)}", best, values[_bayes_label(ratio)] / runner_up))
-    ok = all(best == _bayes_label(r) for (_, best, _), r in zip(verdicts, ratios))
-    return [
-        C.holds_if(
-            "b-bayes-ridge-closest", PAPER,
-            f"(b) in every noise column (σ²/τ² = {', '.join(_fraction(r) for r in ratios)}) the reference learner "
-            "with the smallest MSPD (SPD/d averaged over 1 ≤ k < d) to the trained transformer is the Bayes "
-            "predictor, ridge with λ = σ²/τ² (OLS at σ = 0); no tolerance: it must be the strict minimum "
-            "(measured: column, closest learner, Bayes MSPD / best other MSPD)",
-            verdicts, "the Bayes learner in every column (ratio < 1)", ok,
-        )
-    ]
+        verdicts[f"σ²/τ²={_fraction(ratio)}"] = {"closest": best, "Bayes MSPD / best other": bayes / runner_up,
+                                                 "Bayes MSPD": bayes, "Bayes to nearest learner": resolution[column]}
+    ok = all(v["closest"] == _bayes_label(r) for v, r in zip(verdicts.values(), ratios))
+    claim = C.holds_if(
+        "b-bayes-ridge-closest", PAPER,
+        f"(b) in every noise column (σ²/τ² = {', '.join(_fraction(r) for r in ratios)}) the reference learner "
+        "with the smallest MSPD (SPD/d averaged over 1 ≤ k < d) to the trained transformer is the Bayes "
+        "predictor, ridge with λ = σ²/τ² (OLS at σ = 0); no tolerance: it must be the strict minimum "
+        "(measured per column: the closest learner, Bayes MSPD / best other MSPD, the model's MSPD to the Bayes "
+        "learner, and the MSPD between the Bayes learner and its nearest other learner, which the model's must be "
+        "well below for the ordering to mean anything)",
+        verdicts, "the Bayes learner in every column (ratio < 1)", ok, figure="noise_mspd",
+    )
+    gap, needed = max(table[_bayes_label(r), c] for c, r in enumerate(ratios)), min(resolution.values())
+    return [_judged_at_paper(config, claim, f"telling the Bayes ridge from its nearest learner needs a model whose "
+                             f"MSPD to it is well below {needed:.2g} (the smallest MSPD between the Bayes learner and "
+                             f"its nearest other learner); this scale's models are up to {gap:.2g} from it")]
+
+
+def _judged_at_paper(config: dict, claim: C.Claim, reason: str) -> C.Claim:
+    """``claim`` as measured, judged at the paper's scale when the config lists it in ``judged_at_paper``
+    (its required accuracy is out of this scale's reach: ``reason`` says by how much)."""
+    return C.judged_at(claim, "paper", reason) if claim.id in config["judged_at_paper"] else claim
 
 
 # (c) depth: the closest learner at each depth.
