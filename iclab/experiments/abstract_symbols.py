@@ -178,9 +178,10 @@ def _task(spec: str, n: int, config: dict):
 
 
 def _make_model(name: str, task, config: dict, width: int | None = None, n_heads: int | None = None,
-                readout: str = "cls", tied: bool = False):
+                readout: str = "cls", tied: bool = False, identity_scale: float | None = None):
     """A factory ``generator -> model`` for one of :data:`MODELS` on ``task``; a transformer reads its
-    prediction at an appended CLS token (``readout="cls"``) or at the last input token (``"last"``)."""
+    prediction at an appended CLS token (``readout="cls"``) or at the last input token (``"last"``), and
+    multiplies its identity terms by ``identity_scale`` (default: the config's)."""
     if name.startswith("mlp"):
         m = config["mlp"]
         return lambda g: OneHotMLP(task.vocab_size, task.length, m["hidden"], m["depth"], name == "mlp+equality", g)
@@ -190,7 +191,8 @@ def _make_model(name: str, task, config: dict, width: int | None = None, n_heads
         None, t["n_layers"], n_heads or t["n_heads"], width or t["width"], t["mlp_ratio"],
         max_tokens=task.length + cls, logit_identity="+kq" in name, value_identity="+vo" in name, attention="math",
         vocab_size=task.vocab_size, head_dim=t["head_dim"], causal=False, cls=cls, read_last=not cls,
-        tied_output=tied, bias=False, ln_out_affine=False, init="pytorch", identity_scale=t["identity_scale"],
+        tied_output=tied, bias=False, ln_out_affine=False, init="pytorch",
+        identity_scale=t["identity_scale"] if identity_scale is None else identity_scale,
     ), g)
 
 
@@ -262,7 +264,8 @@ def _kernel(config: dict) -> dict:
     out = {}
     for spec in k["tasks"]:
         task = _task(spec, 100, config)
-        make = _make_model("transformer+kq+vo", task, config, width=k["width"])
+        # The kernel's a and b are the terms' coefficients themselves: no training multiplier.
+        make = _make_model("transformer+kq+vo", task, config, width=k["width"], identity_scale=1.0)
         out[spec] = {}
         terms = {"transformer": (0.0, 0.0), **{f"a={a:g}": (a, 0.0) for a in k["a"]},
                  **{f"b={b:g}": (0.0, b) for b in k["b"]}}
