@@ -109,29 +109,42 @@ def model_predictor(model: torch.nn.Module, prompt_format=PairedFormat()) -> Pre
     return predict
 
 
+def predictor(source, prompt_format=PairedFormat()) -> Predictor:
+    """An episode → ``(B, Q)`` float64 predictions function of a model (an ``nn.Module`` reading
+    ``prompt_format``'s tokens, see :func:`model_predictor`), a learner (its ``predict_episode``) or a
+    function that already is one."""
+    if isinstance(source, torch.nn.Module):
+        return model_predictor(source, prompt_format)
+    return getattr(source, "predict_episode", source)
+
+
 def evaluate(
-    predictors: Mapping[str, Predictor],
+    predictors: Mapping,
     task,
     n_prompts: int,
     seed: int,
     loss: str = "mse",
     chunk: int = 8192,
-) -> dict[str, tuple[float, float]]:
-    """Loss of every predictor on the same ``n_prompts`` fresh prompts.
+    prompt_format=PairedFormat(),
+) -> dict:
+    """Loss of every predictor (a model, a learner or a :data:`Predictor`, see :func:`predictor`;
+    models read ``prompt_format``) on the same ``n_prompts`` fresh prompts.
 
-    Returns ``{name: (mean loss, standard error)}`` in the named convention. Prompts come from
-    the ``(seed, "eval")`` stream, so every predictor and every call sees the same ones.
+    Returns ``{key: (mean loss, standard error)}`` in the named convention, with the keys of
+    ``predictors``. Prompts come from the ``(seed, "eval")`` stream, so every predictor and every
+    call sees the same ones.
     """
-    per_prompt: dict[str, list[torch.Tensor]] = {name: [] for name in predictors}
+    predict = {key: predictor(source, prompt_format) for key, source in predictors.items()}
+    per_prompt: dict = {key: [] for key in predict}
     for index, start in enumerate(range(0, n_prompts, chunk)):
         episode = task.sample(min(chunk, n_prompts - start), generator(seed, "eval", index))
         target = episode.y_query.double()
-        for name, predict in predictors.items():
-            per_prompt[name].append(prompt_losses(predict(episode).cpu(), target.cpu(), loss))
+        for key, function in predict.items():
+            per_prompt[key].append(prompt_losses(function(episode).cpu(), target.cpu(), loss))
     out = {}
-    for name, values in per_prompt.items():
+    for key, values in per_prompt.items():
         v = torch.cat(values)
-        out[name] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
+        out[key] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
     return out
 
 
@@ -141,9 +154,7 @@ def evaluate(
 
 def predictions(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
     """``(B, Q)`` float64 predictions of a model (``nn.Module`` reading prompt tokens) or a learner."""
-    if isinstance(source, torch.nn.Module):
-        return model_predictor(source, prompt_format)(episode)
-    return source.predict_episode(episode)
+    return predictor(source, prompt_format)(episode)
 
 
 def sensitivity(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:

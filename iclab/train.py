@@ -265,7 +265,7 @@ class TrainingDiverged(ConfigError):
 
 @dataclass
 class TrainResult:
-    """Trained models (one per seed, in seed order) and the logged history.
+    """Trained models (one per seed, in the order of ``seeds``) and the logged history.
 
     ``history`` rows are ``{"seed", "step", "metric", "value"}`` (metric ``train_loss`` plus
     whatever the callback returned).
@@ -273,6 +273,12 @@ class TrainResult:
 
     models: list[nn.Module]
     history: list[dict]
+    seeds: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def by_seed(self) -> dict[int, nn.Module]:
+        """``{seed: model}``."""
+        return dict(zip(self.seeds, self.models))
 
 
 Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
@@ -351,7 +357,7 @@ def train(
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
-    return TrainResult(models, history)
+    return TrainResult(models, history, list(seeds))
 
 
 @contextlib.contextmanager

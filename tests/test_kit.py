@@ -103,6 +103,16 @@ def test_evaluate_logs_learners_by_name_and_models_by_name_and_seed(tmp_path):
     rows = {(r["model"], r["seed"], r["metric"]): r["value"] for r in ctx.rows}
     assert rows["lsa", 4, "half_mse"] == losses["lsa", 4] and rows["ols", None, "half_mse_stderr"] == reference["ols"][1]
     assert all(r["setting"] == "iso" for r in ctx.rows) and len(ctx.rows) == 8
+    # models and learners themselves are predictors too
+    sources = {"ols": LeastSquares(), **{("lsa", seed): m for seed, m in models.items()}}
+    assert ctx.evaluate(sources, TASK, 300, "half_mse") == {k: losses[k] for k in sources}
+
+
+def test_log_metrics_writes_one_row_per_metric_with_the_same_keys(tmp_path):
+    ctx = _context(tmp_path)
+    ctx.log_metrics({"a": 1.0, "b": 2.0}, setting="iso", model="lsa", seed=3)
+    assert ctx.rows == [{"setting": "iso", "model": "lsa", "seed": 3, "metric": "a", "value": 1.0},
+                        {"setting": "iso", "model": "lsa", "seed": 3, "metric": "b", "value": 2.0}]
 
 
 def test_log_band_writes_the_curve_and_its_band_per_prefix(tmp_path):
@@ -122,7 +132,7 @@ def test_model_trains_once_per_name_and_refuses_another_recipe(tmp_path):
     make = lambda g: LinearSelfAttention(4, generator=g)  # noqa: E731
     data = data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg))
     result = ctx.model("lsa", make, data, cfg, setting="iso")
-    assert len(result.models) == 2 and len(ctx.rows) == 2 * 3
+    assert len(result.models) == 2 and len(ctx.rows) == 2 * 3 and list(result.by_seed) == [3, 4]
     # the same recipe (a new but equal data source and config) gives the same result, logged once
     again = ctx.model("lsa", make, data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg)),
                       TrainConfig.from_config(cfg), setting="iso")

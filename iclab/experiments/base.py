@@ -8,7 +8,8 @@ the config's types allow but the experiment cannot run (see :meth:`Experiment.va
 The context is the kit an experiment is written with (docs/design.md, "Writing an experiment"):
 ``ctx.seeds``; ``ctx.model(name, ...)``, which trains a model once per run and name; the run's
 evaluation prompts (``ctx.eval_episode``) and losses on them (``ctx.evaluate``); metric rows
-(``ctx.log``, ``ctx.log_band``) and the training history (``ctx.history``) for the figures.
+(``ctx.log``, ``ctx.log_metrics``, ``ctx.log_band``) and the training history (``ctx.history``) for
+the figures.
 Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a parsed string.
 """
 
@@ -23,9 +24,9 @@ import torch
 
 from ..claims import Claim
 from ..config import ConfigError, merge, resolve
-from ..metrics import Predictor, band_rows, evaluate
+from ..metrics import band_rows, evaluate
 from ..models import describe
-from ..prompts import describe_format
+from ..prompts import PairedFormat, describe_format
 from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
@@ -74,6 +75,12 @@ class RunContext:
         """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``."""
         self.rows.append(row)
 
+    def log_metrics(self, metrics: Mapping[str, float], **keys: Any) -> None:
+        """Record one row per metric, each with the same ``keys``, e.g.
+        ``log_metrics({"ab": 0.2, "loss": 1.3}, setting="iso", model="lsa", seed=0)``."""
+        for metric, value in metrics.items():
+            self.log(**keys, metric=metric, value=value)
+
     def log_band(self, setting: str | None, model: str, metric: str, band: Mapping[str, torch.Tensor],
                  seed: int | None = None) -> None:
         """Record a by-prefix curve with its bootstrap band (``{"mean", "low", "high"}``, each ``(N,)``,
@@ -98,18 +105,18 @@ class RunContext:
         float32 (the training precision) and converted to ``dtype``, so every dtype holds the same prompts."""
         return task.sample(n_prompts, generator(self.config["seed"], "eval", *stream)).to(dtype=dtype)
 
-    def evaluate(self, predictors: Mapping[Key, Predictor], task, n_prompts: int, loss: str = "mse",
-                 setting: str | None = None) -> dict[Key, float]:
+    def evaluate(self, predictors: Mapping[Key, Any], task, n_prompts: int, loss: str = "mse",
+                 setting: str | None = None, prompt_format=PairedFormat()) -> dict[Key, float]:
         """Every predictor's mean loss on the run's ``n_prompts`` evaluation prompts
-        (:func:`iclab.metrics.evaluate`), logged as metrics ``loss`` and ``<loss>_stderr``.
+        (:func:`iclab.metrics.evaluate`: a predictor is a model reading ``prompt_format``, a learner or
+        an episode → predictions function), logged as metrics ``loss`` and ``<loss>_stderr``.
 
         A predictor's key is a learner's name (logged without a seed) or a trained model's
         ``(name, seed)``; the returned means have the same keys."""
-        losses = evaluate(predictors, task, n_prompts, self.config["seed"], loss)
+        losses = evaluate(predictors, task, n_prompts, self.config["seed"], loss, prompt_format=prompt_format)
         for key, (mean, stderr) in losses.items():
             model, seed = key if isinstance(key, tuple) else (key, None)
-            self.log(setting=setting, model=model, seed=seed, metric=loss, value=mean)
-            self.log(setting=setting, model=model, seed=seed, metric=f"{loss}_stderr", value=stderr)
+            self.log_metrics({loss: mean, f"{loss}_stderr": stderr}, setting=setting, model=model, seed=seed)
         return {key: mean for key, (mean, _) in losses.items()}
 
     def model(self, name: str, make_model, data, config: TrainConfig | Mapping[str, Any], *,
