@@ -14,7 +14,7 @@ import torch
 
 from .. import claims as C
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, ZeroPredictor
-from ..metrics import cosine, lsa_alignment, model_predictor
+from ..metrics import cosine, lsa_alignment
 from ..models import LinearSelfAttention
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
@@ -65,8 +65,8 @@ class Setting:
 def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
     """Train one LSA per seed on one covariance and compare it with the theory and the learners."""
     optimum, gd = lsa_optimum(task), gd_step_optimum(task)
-    for metric, value in (("optimal_loss", optimum.loss), ("gd_step_lr", gd.lr), ("gd_step_loss", gd.loss)):
-        ctx.log(setting=name, model="theory", metric=metric, value=value)
+    ctx.log_metrics({"optimal_loss": optimum.loss, "gd_step_lr": gd.lr, "gd_step_loss": gd.loss}, setting=name,
+                    model="theory")
 
     train = TrainConfig.from_config(config["train"])
     init = config["model"]
@@ -74,20 +74,20 @@ def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
     result = ctx.model(model, lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"],
                                                             generator=g),
                        data_source(task, PairedFormat(), train), train, setting=name)
-    trained = dict(zip(ctx.seeds, result.models))
+    trained = result.by_seed
 
     learners = [LeastSquares(), Averaging(), GradientDescent(1, gd.lr), NearestNeighbours(3), ZeroPredictor()]
-    predictors = {learner.name: learner.predict_episode for learner in learners}
-    predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner).predict_episode
-    predictors.update({(model, seed): model_predictor(m) for seed, m in trained.items()})
-    losses = ctx.evaluate(predictors, task, config["eval_prompts"], setting=name)
+    predictors = {learner.name: learner for learner in learners}
+    predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner)
+    losses = ctx.evaluate({**predictors, **{(model, seed): m for seed, m in trained.items()}}, task,
+                          config["eval_prompts"], setting=name)
 
     target, cosines = lsa_weights(optimum.preconditioner, task.d + 1), []
     for seed, m in trained.items():
         w_kq, w_pv = (w.detach().cpu() for w in m.layers[0].merged())
         cosines.append(cosine(w_pv[-1, -1] * w_kq[: task.d, : task.d], optimum.preconditioner))
-        ctx.log(setting=name, model=model, seed=seed, metric="preconditioner_cosine", value=cosines[-1])
-        ctx.log(setting=name, model=model, seed=seed, metric="product_alignment", value=lsa_alignment(w_kq, w_pv, *target))
+        ctx.log_metrics({"preconditioner_cosine": cosines[-1], "product_alignment": lsa_alignment(w_kq, w_pv, *target)},
+                        setting=name, model=model, seed=seed)
     return Setting(name, model, optimum.loss, gd.loss, losses, trained, cosines, target)
 
 
