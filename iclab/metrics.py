@@ -118,6 +118,29 @@ def predictor(source, prompt_format=PairedFormat()) -> Predictor:
     return getattr(source, "predict_episode", source)
 
 
+def prompt_errors(
+    predictors: Mapping,
+    task,
+    n_prompts: int,
+    seed: int,
+    loss: str = "mse",
+    chunk: int = 8192,
+    prompt_format=PairedFormat(),
+) -> dict:
+    """Every predictor's loss on each of the same ``n_prompts`` fresh prompts, ``{key: (n_prompts,)}``
+    float64 (a predictor is a model reading ``prompt_format``, a learner or a :data:`Predictor`, see
+    :func:`predictor`). The prompts are drawn ``chunk`` at a time, chunk i from the ``(seed, "eval", i)``
+    stream, so every predictor and every call with the same ``chunk`` sees the same ones."""
+    predict = {key: predictor(source, prompt_format) for key, source in predictors.items()}
+    per_prompt: dict = {key: [] for key in predict}
+    for index, start in enumerate(range(0, n_prompts, chunk)):
+        episode = task.sample(min(chunk, n_prompts - start), generator(seed, "eval", index))
+        target = episode.y_query.double()
+        for key, function in predict.items():
+            per_prompt[key].append(prompt_losses(function(episode).cpu(), target.cpu(), loss))  # (chunk,)
+    return {key: torch.cat(values) for key, values in per_prompt.items()}
+
+
 def evaluate(
     predictors: Mapping,
     task,
@@ -127,23 +150,10 @@ def evaluate(
     chunk: int = 8192,
     prompt_format=PairedFormat(),
 ) -> dict:
-    """Loss of every predictor (a model, a learner or a :data:`Predictor`, see :func:`predictor`;
-    models read ``prompt_format``) on the same ``n_prompts`` fresh prompts.
-
-    Returns ``{key: (mean loss, standard error)}`` in the named convention, with the keys of
-    ``predictors``. Prompts come from the ``(seed, "eval")`` stream, so every predictor and every
-    call sees the same ones.
-    """
-    predict = {key: predictor(source, prompt_format) for key, source in predictors.items()}
-    per_prompt: dict = {key: [] for key in predict}
-    for index, start in enumerate(range(0, n_prompts, chunk)):
-        episode = task.sample(min(chunk, n_prompts - start), generator(seed, "eval", index))
-        target = episode.y_query.double()
-        for key, function in predict.items():
-            per_prompt[key].append(prompt_losses(function(episode).cpu(), target.cpu(), loss))
+    """Loss of every predictor on the same ``n_prompts`` fresh prompts (:func:`prompt_errors`): returns
+    ``{key: (mean loss, standard error)}`` in the named convention, with the keys of ``predictors``."""
     out = {}
-    for key, values in per_prompt.items():
-        v = torch.cat(values)
+    for key, v in prompt_errors(predictors, task, n_prompts, seed, loss, chunk, prompt_format).items():
         out[key] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
     return out
 

@@ -147,5 +147,6 @@ def test_model_trains_once_per_name_and_refuses_another_recipe(tmp_path):
     with pytest.raises(ValueError, match=r"\(task differ\)"):
         other = LinearRegression(GaussianInputs(3), n_context=8)  # no config block: compared by identity
         ctx.model("lsa", make, data_source(other, PairedFormat(), TrainConfig.from_config(cfg)), cfg, setting="iso")
-    with pytest.raises(ValueError, match=r"\(seeds, setting differ\)"):
-        ctx.model("lsa", make, data, cfg, seeds=[0], setting="aniso")
+    with pytest.raises(ValueError, match=r"\(seeds differ\)"):
+        ctx.model("lsa", make, data, cfg, seeds=[0], setting="iso")
+    assert ctx.model("lsa", make, data, cfg, setting="another part") is result  # the same model, read elsewhere

@@ -104,3 +104,18 @@ def test_diagonal_mass_reads_the_patterns_of_the_forward_pass():
     blocks = torch.cat([tokens, tokens[:, :1]], 1)  # (3, 13): the inputs are the tokens
     expected = torch.stack([patterns[layer].diagonal(dim1=-2, dim2=-1)[..., 1:].mean((0, 2)) for layer in range(2)])
     torch.testing.assert_close(diagonal_mass(model, blocks), expected)
+
+
+def test_prompt_errors_are_what_evaluate_averages_and_chunks_are_streams_of_their_own():
+    from iclab.learners import LeastSquares, ZeroPredictor
+    from iclab.metrics import evaluate, prompt_errors
+    from iclab.tasks import linear_regression_from_config
+
+    task = linear_regression_from_config({"d": 3, "n_context": 5})
+    sources = {"ols": LeastSquares(), "zero": ZeroPredictor()}
+    errors = prompt_errors(sources, task, 300, seed=1, chunk=100)
+    assert errors["zero"].shape == (300,) and errors["zero"].dtype == torch.float64
+    means = evaluate(sources, task, 300, seed=1, chunk=100)
+    assert means["zero"] == (errors["zero"].mean().item(), (errors["zero"].std() / 300 ** 0.5).item())
+    second = task.sample(100, generator(1, "eval", 1))  # chunk 1: the zero predictor's error is y²
+    torch.testing.assert_close(errors["zero"][100:200], second.y_query.double().pow(2).mean(1))

@@ -127,10 +127,11 @@ class RunContext:
         :class:`TrainConfig` or a ``train`` block; ``kwargs`` go to :func:`iclab.train.train`
         (``callback``, ``vectorize``).
 
-        Asked again for ``name`` with the same recipe (training config, seeds, setting, data kind,
-        task, prompt format and model description), it returns the first result without training;
-        a different recipe under a name already trained raises ``ValueError`` (the two would share
-        one checkpoint folder). A task or data source that has no description is compared by identity.
+        Asked again for ``name`` with the same recipe (training config, seeds, data kind, task, prompt
+        format and model description), it returns the first result without training, whichever
+        ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a different
+        recipe under a name already trained raises ``ValueError`` (the two would share one checkpoint
+        folder). A task or data source that has no description is compared by identity.
 
         The weights files record what :func:`iclab.load_model` needs to rebuild the model and
         evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
@@ -138,8 +139,8 @@ class RunContext:
         """
         config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
         seeds = self.seeds if seeds is None else list(seeds)
-        recipe = {"train": dataclasses.asdict(config), "seeds": seeds, "setting": setting,
-                  "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
+        recipe = {"train": dataclasses.asdict(config), "seeds": seeds, "vectorize": kwargs.get("vectorize", True),
+                  **_data_recipe(data)}
         if name in self._trained:
             known, result = self._trained[name]
             recipe["model"] = describe(make_model(generator(seeds[0], "init")))
