@@ -123,12 +123,6 @@ class Setting:
         return self.task.start.abs_moment(2, self.task.d)
 
 
-def _sequences(prompt) -> torch.Tensor:
-    """x_1..x_T back from an :class:`AutoregressiveFormat` prompt (tokens hold x_1..x_{T−1})."""
-    d = prompt.targets.shape[-1]
-    return torch.cat([prompt.tokens[..., :d], prompt.targets[:, -1:]], dim=1)  # (B, T, d)
-
-
 def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Mean of Re(ŷ_{t,j}/x_{t+1,j}) over sequences and the coordinates where x_{t+1,j} ≠ 0, per t."""
     seen = target.abs() > 1e-6 * target.abs().amax()
@@ -144,7 +138,7 @@ def _train_runs(s: Setting, size: int, diagonal_only: bool, inits, config: dict,
     data = FixedTrainingSet(s.task, fmt, size, size)
     fitted, scalar = {}, {}
     for seed in ctx.seeds:
-        xs = _sequences(data.training_set(seed, ctx.device)).cpu()
+        xs = fmt.sequences(data.training_set(seed, ctx.device)).cpu()  # (size, T, d)
         fitted[seed] = best_diagonal(xs)  # (d,) products of the diagonal model's optimum
         scalar[seed] = best_product(xs).real
     test = fmt.encode(s.task.sample(config["test_size"], generator(config["seed"], "test")).to(ctx.device))
