@@ -41,7 +41,10 @@ def test_every_train_block_is_a_full_train_config_and_override_blocks_stay_parti
     with pytest.raises(ConfigError, match="part.train: train.precision must be"):
         experiment.validate(experiment.resolve("quick", ["part.train.precision=fp8"]))
     with pytest.raises(ValueError, match=r"train_blocks \['nope.train'\]"):
-        _experiment(train_blocks=("nope.train",)).resolve("quick")
+        _experiment(train_blocks=("nope.train",))
+    assert _experiment().train_blocks == ("train",)
+    theory_only = Experiment("theory", "paper", {"seed": 0, "n": 3}, {"quick": {}}, run=lambda c, x: [])
+    assert theory_only.train_blocks == () and theory_only.resolve("quick")["n"] == 3
     # completing is idempotent, and a stored config older than a default gets it
     assert experiment.complete(config) == config
     plain = experiment.resolve("quick")

@@ -198,11 +198,11 @@ class Experiment:
     ``checks(config)`` raises :class:`~iclab.config.ConfigError` for a resolved config the
     experiment cannot run (an impossible size, an unknown name); it is cheap and trains nothing.
 
-    ``train_blocks`` names the config's training blocks (dotted paths, default ``("train",)``):
-    each is a full :class:`~iclab.train.TrainConfig`, the keys the experiment leaves out filled with
-    its defaults, so every ``--set <block>.<key>`` works and ``config.yaml`` shows the whole recipe.
-    Blocks of overrides to a training block (e.g. ``deep_train`` in ``task-descriptors``) are not
-    listed and stay partial.
+    ``train_blocks`` names the config's training blocks (dotted paths; by default ``("train",)`` when the
+    defaults have a ``train`` block, else none): each is a full :class:`~iclab.train.TrainConfig`, the
+    keys the experiment leaves out filled with its defaults, so every ``--set <block>.<key>`` works and
+    ``config.yaml`` shows the whole recipe. Blocks of overrides to a training block (e.g. ``deep_train``
+    in ``task-descriptors``) are not listed and stay partial.
     """
 
     name: str
@@ -211,7 +211,14 @@ class Experiment:
     scales: dict
     run: Callable[[dict, RunContext], list[Claim]]
     checks: Callable[[dict], None] | None = None
-    train_blocks: tuple[str, ...] = ("train",)
+    train_blocks: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.train_blocks is None:
+            object.__setattr__(self, "train_blocks", ("train",) if isinstance(self.defaults.get("train"), dict) else ())
+        missing = [path for path in self.train_blocks if _block(self.defaults, path) is None]
+        if missing:
+            raise ValueError(f"experiment {self.name}: train_blocks {missing} are not blocks of its defaults")
 
     def complete(self, config: Mapping[str, Any]) -> dict:
         """A copy of ``config`` with every block of :attr:`train_blocks` it holds filled with
@@ -228,9 +235,6 @@ class Experiment:
     def resolve(self, scale: str, overrides: Iterable[str] | Mapping[str, object] = ()) -> dict:
         """A run's config: the defaults with :data:`COMMON_DEFAULTS` and the training blocks filled
         (:meth:`complete`), the scale preset, then the validated overrides (see :func:`iclab.config.resolve`)."""
-        missing = [path for path in self.train_blocks if _block(self.defaults, path) is None]
-        if missing:
-            raise ValueError(f"experiment {self.name}: train_blocks {missing} are not blocks of its defaults")
         return resolve(self.complete(merge(self.defaults, COMMON_DEFAULTS)), self.scales, scale, overrides)
 
     def validate(self, config: dict) -> None:
