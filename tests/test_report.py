@@ -106,7 +106,7 @@ def test_compare_shows_the_changed_key_and_metrics(tiny_runs, tmp_path, capsys):
     config = out.split("Config keys that differ (1):")[1].split("Claims")[0]
     assert re.search(r"train\.lr\s+0\.003\s+0\.01", config)
     changed = out.split("Final metrics")[1]
-    assert re.search(r"isotropic\s+lsa\s+mse\s", changed)  # the trained model's loss moved with lr
+    assert re.search(r"isotropic\s+lsa-isotropic\s+mse\s", changed)  # the trained model's loss moved with lr
     assert not re.search(r"\sols\s", changed)  # the reference learners' losses did not
     html = _Page(page.read_text())
     assert "train.lr" in html.text and "preconditioner_cosine" in html.text

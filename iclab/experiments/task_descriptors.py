@@ -18,7 +18,7 @@ mean, i.e. what a training curve shows; the mean is logged as well.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -90,6 +90,18 @@ class Trained:
     excess: list[float] | None = None
 
 
+@dataclass
+class ByN:
+    """The one-layer comparison at every N: the exact optimum's loss and the trained models, by N and
+    descriptor, the optimum with descriptors by N, the N → ∞ loss without, and the claims."""
+
+    theory: dict[int, dict]
+    trained: dict[int, dict[str | None, Trained]]
+    optima: dict[int, object]
+    limit: float
+    claims: list = field(default_factory=list)
+
+
 def _mean(values):
     return sum(values) / len(values)
 
@@ -134,12 +146,11 @@ def _lsa(name: str, task, descriptor, layers: int, config: dict, ctx: RunContext
     return out
 
 
-def run(config: dict, ctx: RunContext):
-    """Theory, one-layer models vs N, deeper models, the d sweep and the one-hot variant."""
+def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
+    """One layer at each N: the exact optimum with and without descriptors, and trained models paired
+    against an LSA set to the optimum."""
     tol, theory_cfg = config["tolerance"], config["theory"]
-    claims, one_layer, theory, optima = [], {}, {}, {}
-
-    # One layer at each N: theory (exact optimum) and trained models.
+    one_layer, theory, optima = {}, {}, {}
     loss_gaps, cosines, descriptor_norms = [], [], []
     for n in config["n_contexts"]:
         task = _task(config, n_context=n)
@@ -162,9 +173,9 @@ def run(config: dict, ctx: RunContext):
                 ctx.log(setting=f"N={n}", model="theory-with μ", n=n, metric="query_descriptor_rel_norm", value=norm)
     ns = config["n_contexts"]
     first = optima[ns[0]]
-    limit = no_descriptor_limit_loss(_task(config, n_context=ns[0]))
-    ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=limit)
-    claims += [
+    by_n = ByN(theory, one_layer, optima, no_descriptor_limit_loss(_task(config, n_context=ns[0])))
+    ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=by_n.limit)
+    by_n.claims = [
         C.at_most(
             "one-layer-reaches-optimum", PAPER,
             f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact "
@@ -194,7 +205,12 @@ def run(config: dict, ctx: RunContext):
         ),
     ]
 
-    # Depth: 1, 2, 3 layers at one N (a one-layer model trained above is evaluated again, not retrained).
+    return by_n
+
+
+def _depth(config: dict, ctx: RunContext) -> list:
+    """1, 2, 3 layers at one N, by the typical loss (a one-layer model trained above is evaluated again,
+    not retrained)."""
     n_deep = config["deep_n_context"]
     task = _task(config, n_context=n_deep)
     gaps, abs_gaps = {}, {}
@@ -205,7 +221,7 @@ def run(config: dict, ctx: RunContext):
         gaps[layers] = abs_gaps[layers] / typical[None]
         ctx.log_metrics({"typical_abs_gap": abs_gaps[layers], "typical_relative_gap": gaps[layers]}, setting="depth",
                         model=f"lsa{layers}")
-    claims += [
+    return [
         C.holds_if(
             "descriptors-help-every-depth", PAPER,
             f"trained LSA with descriptors has lower typical loss (median over batches of {config['eval_batch']} "
@@ -223,7 +239,10 @@ def run(config: dict, ctx: RunContext):
         ),
     ]
 
-    # Input dimension sweep at one N, one layer.
+
+def _d_sweep(config: dict, ctx: RunContext) -> list:
+    """One layer at one N for every input dimension d, beside the exact optimum's gap."""
+    theory_cfg = config["theory"]
     n_d = config["d_sweep_n_context"]
     d_gaps, d_relative, theory_gaps = {}, {}, {}
     for d in config["d_sweep"]:
@@ -242,16 +261,18 @@ def run(config: dict, ctx: RunContext):
     dims = list(d_gaps)
     # "Gap" is the loss difference the paper plots. The relative gap is reported too: at fixed N it
     # shrinks with d, in the trained models and in the exact optimum alike.
-    claims.append(C.holds_if(
+    return [C.holds_if(
         "gap-grows-with-d", PAPER,
         f"one-layer loss gap without − with descriptors grows with d (N={n_d}, seed mean); relative gaps "
         f"{ {d: round(v, 3) for d, v in d_relative.items()} }, exact optimum's gaps "
         f"{ {d: round(v, 3) for d, v in theory_gaps.items()} }",
         {d: round(v, 4) for d, v in d_gaps.items()}, "increasing in d",
         len(dims) > 1 and all(d_gaps[a] < d_gaps[b] for a, b in zip(dims, dims[1:])),
-    ))
+    )]
 
-    # One-hot descriptors of a fixed set of K means.
+
+def _one_hot(config: dict, ctx: RunContext) -> list:
+    """One-hot descriptors of a fixed set of K means."""
     hot = config["one_hot"]
     task = _task(config, n_context=hot["n_context"], n_means=hot["n_means"])
     one_hot = {}
@@ -260,26 +281,29 @@ def run(config: dict, ctx: RunContext):
                                          "one-hot").mse)
         ctx.log(setting="one-hot", model=f"theory-{descriptor or 'none'}", metric="optimal_loss",
                 value=descriptor_optimum(task, descriptor).loss)
-    claims.append(C.holds_if(
+    return [C.holds_if(
         "one-hot-descriptors-help", PAPER,
         f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss",
         {k or "none": round(v, 4) for k, v in one_hot.items()}, "one-hot < none",
         one_hot["mean_index_onehot"] < one_hot[None],
-    ))
+    )]
 
-    # Gradient flow from the balanced init on the exact loss of the first N.
+
+def _gradient_flow(first, config: dict, ctx: RunContext):
+    """Gradient flow from the balanced init on the exact loss of the first N; returns it and its claims."""
+    tol, theory_cfg, n = config["tolerance"], config["theory"], config["n_contexts"][0]
     start = LinearSelfAttention(first.matrix.shape[0] + 1, init="balanced", init_scale=theory_cfg["flow_init_scale"],
                                 generator=generator(config["seed"], "init")).layers[0].merged()
     flow = gradient_flow(first, start, theory_cfg["flow_steps"], record_every=max(1, theory_cfg["flow_steps"] // 200))
     for step, loss, dist, bal in zip(flow.steps, flow.loss, flow.distance, flow.balance):
-        ctx.log_metrics({"flow_loss": loss, "flow_distance": dist, "flow_balance": bal}, setting=f"N={ns[0]}",
+        ctx.log_metrics({"flow_loss": loss, "flow_distance": dist, "flow_balance": bal}, setting=f"N={n}",
                         model="gradient-flow", step=step)
     drift = max(abs(b - flow.balance[0]) for b in flow.balance) / flow.w_kq.pow(2).sum().item()
-    claims += [
+    return flow, [
         C.at_most(
             "gradient-flow-converges", PAPER,
             f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum "
-            f"(N={ns[0]}): final ‖vM − M*‖/‖M*‖",
+            f"(N={n}): final ‖vM − M*‖/‖M*‖",
             flow.distance[-1], tol["flow_distance"], figure="gradient_flow",
         ),
         C.at_most(
@@ -289,25 +313,32 @@ def run(config: dict, ctx: RunContext):
             drift, tol["balance_rel"], figure="gradient_flow",
         ),
     ]
-    _figures(ctx, config, theory, one_layer, limit, optima, flow)
-    return claims
 
 
-def _figures(ctx: RunContext, config, theory, one_layer, limit, optima, flow):
+def run(config: dict, ctx: RunContext):
+    """Theory and one-layer models vs N, deeper models, the d sweep, the one-hot variant, the gradient flow."""
+    by_n = _one_layer_by_n(config, ctx)
+    claims = by_n.claims + _depth(config, ctx) + _d_sweep(config, ctx) + _one_hot(config, ctx)
+    flow, flow_claims = _gradient_flow(by_n.optima[config["n_contexts"][0]], config, ctx)
+    _figures(ctx, config, by_n, flow)
+    return claims + flow_claims
+
+
+def _figures(ctx: RunContext, config: dict, by_n: ByN, flow):
     ns = config["n_contexts"]
     fig, (ax,) = new_figure(1, width=5.5)
     for (descriptor, label), color in zip(DESCRIPTORS.items(), ("C0", "C1")):
-        ax.plot(ns, [theory[n][descriptor] for n in ns], "--", color=color, label=f"theory optimum {label}")
-        ax.plot(ns, [_mean(one_layer[n][descriptor].mse) for n in ns], "o", color=color,
+        ax.plot(ns, [by_n.theory[n][descriptor] for n in ns], "--", color=color, label=f"theory optimum {label}")
+        ax.plot(ns, [_mean(by_n.trained[n][descriptor].mse) for n in ns], "o", color=color,
                 label=f"trained 1-layer LSA {label}")
-    ax.axhline(limit, color="gray", ls=":", label="N → ∞ without descriptors")
+    ax.axhline(by_n.limit, color="gray", ls=":", label="N → ∞ without descriptors")
     ax.set(xscale="log", xlabel="N (context examples)", ylabel="query mse")
     ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("loss_vs_n"))
 
     d = config["task"]["d"]
-    fig, axes = new_figure(len(optima), width=3.6, height=3.3)
-    for ax, (n, opt) in zip(axes, optima.items()):
+    fig, axes = new_figure(len(by_n.optima), width=3.6, height=3.3)
+    for ax, (n, opt) in zip(axes, by_n.optima.items()):
         heatmap(ax, opt.matrix, f"optimal W_KQ[:2d,:2d], N={n}\nrows key [x; μ], cols query [x_q; μ]")
         ax.axhline(d - 0.5, color="k", lw=0.8)
         ax.axvline(d - 0.5, color="k", lw=0.8)
@@ -319,7 +350,7 @@ def _figures(ctx: RunContext, config, theory, one_layer, limit, optima, flow):
         ax.plot(flow.steps, values)
         ax.set_xlabel("gradient step")
         ax.set_title(title, fontsize=9)
-    axes[0].axhline(optima[ns[0]].loss, color="k", ls="--", label="optimum")
+    axes[0].axhline(by_n.optima[ns[0]].loss, color="k", ls="--", label="optimum")
     axes[0].legend(fontsize=8)
     axes[1].set_yscale("log")
     save(fig, ctx.folder.figure("gradient_flow"))
