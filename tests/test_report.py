@@ -150,8 +150,8 @@ def test_tensorboard_events_read_back(tiny_runs):
     events = seed0.Scalars("isotropic/lsa-isotropic/train_loss")
     assert [e.step for e in events] == history.step.tolist() and len(events) > 0
     assert [e.value for e in events] == pytest.approx(history.value.tolist(), rel=1e-6)
-    final = metrics[(metrics.model == "lsa") & (metrics.metric == "preconditioner_cosine") & (metrics.setting == "isotropic")]
-    assert seed0.Scalars("final/isotropic/lsa/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
+    final = metrics.query("model == 'lsa-isotropic' and metric == 'preconditioner_cosine' and setting == 'isotropic'")
+    assert seed0.Scalars("final/isotropic/lsa-isotropic/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
     unseeded = EventAccumulator(str(run.path / "tb" / "unseeded")).Reload()
     ols = metrics[(metrics.model == "ols") & (metrics.metric == "mse") & (metrics.setting == "anisotropic")]
     assert unseeded.Scalars("final/anisotropic/ols/mse")[0].value == pytest.approx(ols.value.item(), rel=1e-5, abs=1e-12)
