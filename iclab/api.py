@@ -111,11 +111,13 @@ def resume(
     folder = RunFolder.open(path)
     if folder.finished:
         raise ConfigError(f"{path} has already finished (claims.json exists)")
-    config = folder.read_config()
+    stored = folder.read_config()
+    spec = experiments.get(stored["experiment"])
+    config = spec.complete(stored)  # a config.yaml written before a training default was filled in gets it
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
-    experiments.get(config["experiment"]).validate(config)
+    spec.validate(config)
     check_tensorboard(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
@@ -131,7 +133,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
-    context = RunContext(folder, device, progress, experiment=spec.name)
+    context = RunContext(folder, device, progress, experiment=spec.name, config=config)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
@@ -269,7 +271,8 @@ def _seed_run(root: Path, experiment: str, seed: int, config: dict, device: str 
     ``<experiment>-seed<S>-*`` of the same config is kept, an unfinished one resumes (or, with no
     checkpoint, is removed and run again), else a new folder is made."""
     prefix, same = f"{experiment}-seed{seed}-", yaml.safe_load(dump(config))  # the config as config.yaml reads back
-    folders = [f for f in run_folders(root) if f.path.name.startswith(prefix) and f.read_config() == same]
+    complete = experiments.get(experiment).complete  # a folder written before a training default was filled in
+    folders = [f for f in run_folders(root) if f.path.name.startswith(prefix) and complete(f.read_config()) == same]
     finished = [f for f in folders if f.finished]
     if finished:
         return RunResult(finished[-1], finished[-1].read_claims())

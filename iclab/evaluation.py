@@ -25,7 +25,7 @@ from .devices import pick_device
 from .experiments.base import iclab_version
 from .learners import learner as make_learner
 from .loading import LoadedModel, Source, open_source
-from .metrics import error_metric, normalised_errors, prefix_query_predictions
+from .metrics import attention_patterns, band_rows, error_metric, normalised_errors, prefix_query_predictions
 from .models import GPTTransformer
 from .prompts import InterleavedFormat, PairedFormat, describe_format
 from .report import write_evaluation_report
@@ -97,12 +97,7 @@ def _check_shapes(model, episodes: Mapping[str, Any], fmt, description: dict) ->
 
 
 def _curve_rows(curve: dict, setting: str, model: str, seed, step, metric: str) -> list[dict]:
-    rows = []
-    for k in range(len(curve["mean"])):
-        for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95")):
-            rows.append({"setting": setting, "model": model, "seed": seed, "step": step, "n": k,
-                         "metric": metric + suffix, "value": curve[stat][k].item()})
-    return rows
+    return [{"setting": setting, "model": model, "seed": seed, "step": step, **row} for row in band_rows(curve, metric)]
 
 
 def evaluate(
@@ -185,9 +180,8 @@ def evaluate(
                                 checkpoint.step, metric)
     maps = None
     if attention:
-        with torch.no_grad():
-            prompt = fmt.encode(episode[:2].to(dev, next(network.parameters()).dtype))
-            maps = network.attention_weights(prompt.tokens, prompt.n_context).cpu()  # (L, 2, H, T, T)
+        prompt = fmt.encode(episode[:2].to(dev, next(network.parameters()).dtype))
+        maps = attention_patterns(network, prompt.tokens, prompt.n_context).cpu()  # (L, 2, H, T, T)
 
     spec = {
         "command": command or _call(run, model, seed, step, changes, shifts, learner_names, out, prompts, attention),

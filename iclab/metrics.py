@@ -1,5 +1,6 @@
 """Evaluation of models and learners on shared prompts: losses by prefix with bootstrap bands, weight
-alignment, and comparisons of two predictors (the loss conventions are :mod:`iclab.losses`)."""
+alignment, comparisons of two predictors, which algorithm a model matches, attention patterns and
+language-model losses (the loss conventions are :mod:`iclab.losses`)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,39 @@ import torch
 
 from .config import ConfigError
 from .learners import Learner, LinearLearner
-from .losses import loss_scale, prompt_losses
+from .losses import loss_scale, prompt_losses, token_losses
 from .prompts import InterleavedFormat, PairedFormat
 from .rng import generator
 from .tasks.base import Episode
+
+
+def mean_band(
+    values: torch.Tensor,
+    n_boot: int = 1000,
+    band: tuple[float, float] = (0.05, 0.95),
+    seed: int = 0,
+    chunk: int = 100,
+) -> dict[str, torch.Tensor]:
+    """The mean over prompts of ``values (B, ...)`` with a bootstrap band.
+
+    Returns float64 ``{"mean", "low", "high"}``, each of ``values``' shape without its first
+    dimension: the mean over the B prompts and the ``band`` quantiles of that mean over ``n_boot``
+    resamplings of the prompts (with replacement; drawn from the ``(seed, "bootstrap")`` stream).
+    """
+    values = values.double().cpu()
+    flat = values.reshape(len(values), -1)  # (B, M)
+    b = flat.shape[0]
+    g = generator(seed, "bootstrap")
+    means = []
+    for start in range(0, n_boot, chunk):
+        rows = min(chunk, n_boot - start)
+        # Resampling weights (how often each prompt is drawn), so a replicate is one matrix product.
+        index = torch.randint(b, (rows, b), generator=g)
+        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(1, index, torch.ones(rows, b, dtype=torch.float64))
+        means.append(counts @ flat / b)  # (rows, M)
+    quantiles = torch.quantile(torch.cat(means), torch.tensor(band, dtype=torch.float64), dim=0)  # (2, M)
+    shape = values.shape[1:]
+    return {"mean": values.mean(0), "low": quantiles[0].reshape(shape), "high": quantiles[1].reshape(shape)}
 
 
 def loss_by_prefix(
@@ -30,21 +60,18 @@ def loss_by_prefix(
 
     ``prediction`` and ``target`` are ``(B, N)`` (column k: the prediction from the first k
     examples). Returns float64 ``{"mean", "low", "high"}``, each ``(N,)``: the mean loss over
-    prompts and the ``band`` quantiles of that mean over ``n_boot`` resamplings of the prompts
-    (with replacement; drawn from the ``(seed, "bootstrap")`` stream).
+    prompts and its bootstrap band (:func:`mean_band`).
     """
     errors = loss_scale(loss, d) * (prediction.double() - target.double()).pow(2).cpu()  # (B, N)
-    b = errors.shape[0]
-    g = generator(seed, "bootstrap")
-    means = []
-    for start in range(0, n_boot, chunk):
-        rows = min(chunk, n_boot - start)
-        # Resampling weights (how often each prompt is drawn), so a replicate is one matrix product.
-        index = torch.randint(b, (rows, b), generator=g)
-        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(1, index, torch.ones(rows, b, dtype=torch.float64))
-        means.append(counts @ errors / b)
-    quantiles = torch.quantile(torch.cat(means), torch.tensor(band, dtype=torch.float64), dim=0)
-    return {"mean": errors.mean(0), "low": quantiles[0], "high": quantiles[1]}
+    return mean_band(errors, n_boot, band, seed, chunk)
+
+
+def band_rows(band: Mapping[str, torch.Tensor], metric: str) -> list[dict]:
+    """Long-format rows of a by-prefix curve and its band (``{"mean", "low", "high"}``, each ``(N,)``):
+    ``{"n": k, "metric": metric, "value": ...}`` and the same for ``metric_p05`` (low) and
+    ``metric_p95`` (high), at every prefix length k."""
+    return [{"n": k, "metric": metric + suffix, "value": band[stat][k].item()}
+            for k in range(len(band["mean"])) for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95"))]
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -82,29 +109,52 @@ def model_predictor(model: torch.nn.Module, prompt_format=PairedFormat()) -> Pre
     return predict
 
 
-def evaluate(
-    predictors: Mapping[str, Predictor],
+def predictor(source, prompt_format=PairedFormat()) -> Predictor:
+    """An episode → ``(B, Q)`` float64 predictions function of a model (an ``nn.Module`` reading
+    ``prompt_format``'s tokens, see :func:`model_predictor`), a learner (its ``predict_episode``) or a
+    function that already is one."""
+    if isinstance(source, torch.nn.Module):
+        return model_predictor(source, prompt_format)
+    return getattr(source, "predict_episode", source)
+
+
+def prompt_errors(
+    predictors: Mapping,
     task,
     n_prompts: int,
     seed: int,
     loss: str = "mse",
     chunk: int = 8192,
-) -> dict[str, tuple[float, float]]:
-    """Loss of every predictor on the same ``n_prompts`` fresh prompts.
-
-    Returns ``{name: (mean loss, standard error)}`` in the named convention. Prompts come from
-    the ``(seed, "eval")`` stream, so every predictor and every call sees the same ones.
-    """
-    per_prompt: dict[str, list[torch.Tensor]] = {name: [] for name in predictors}
+    prompt_format=PairedFormat(),
+) -> dict:
+    """Every predictor's loss on each of the same ``n_prompts`` fresh prompts, ``{key: (n_prompts,)}``
+    float64 (a predictor is a model reading ``prompt_format``, a learner or a :data:`Predictor`, see
+    :func:`predictor`). The prompts are drawn ``chunk`` at a time, chunk i from the ``(seed, "eval", i)``
+    stream, so every predictor and every call with the same ``chunk`` sees the same ones."""
+    predict = {key: predictor(source, prompt_format) for key, source in predictors.items()}
+    per_prompt: dict = {key: [] for key in predict}
     for index, start in enumerate(range(0, n_prompts, chunk)):
         episode = task.sample(min(chunk, n_prompts - start), generator(seed, "eval", index))
         target = episode.y_query.double()
-        for name, predict in predictors.items():
-            per_prompt[name].append(prompt_losses(predict(episode).cpu(), target.cpu(), loss))
+        for key, function in predict.items():
+            per_prompt[key].append(prompt_losses(function(episode).cpu(), target.cpu(), loss))  # (chunk,)
+    return {key: torch.cat(values) for key, values in per_prompt.items()}
+
+
+def evaluate(
+    predictors: Mapping,
+    task,
+    n_prompts: int,
+    seed: int,
+    loss: str = "mse",
+    chunk: int = 8192,
+    prompt_format=PairedFormat(),
+) -> dict:
+    """Loss of every predictor on the same ``n_prompts`` fresh prompts (:func:`prompt_errors`): returns
+    ``{key: (mean loss, standard error)}`` in the named convention, with the keys of ``predictors``."""
     out = {}
-    for name, values in per_prompt.items():
-        v = torch.cat(values)
-        out[name] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
+    for key, v in prompt_errors(predictors, task, n_prompts, seed, loss, chunk, prompt_format).items():
+        out[key] = (v.mean().item(), (v.std() / len(v) ** 0.5).item())
     return out
 
 
@@ -114,9 +164,7 @@ def evaluate(
 
 def predictions(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
     """``(B, Q)`` float64 predictions of a model (``nn.Module`` reading prompt tokens) or a learner."""
-    if isinstance(source, torch.nn.Module):
-        return model_predictor(source, prompt_format)(episode)
-    return source.predict_episode(episode)
+    return predictor(source, prompt_format)(episode)
 
 
 def sensitivity(source, episode: Episode, prompt_format=PairedFormat()) -> torch.Tensor:
@@ -212,9 +260,8 @@ def normalised_errors(task, prediction: torch.Tensor, target: torch.Tensor, n_bo
     the zero predictor's (``task.zero_error`` times a shift's ``error_scale``), or the error rate of
     sign(ŷ) for sign labels (a tie ŷ = 0 counts as half an error)."""
     if task.metric == "error_rate":
-        wrong = (1 - torch.sign(prediction) * target) / 2  # 0, ½ or 1
-        # loss_by_prefix averages squared differences, so √wrong gives the mean of wrong.
-        return loss_by_prefix(wrong.sqrt(), torch.zeros_like(wrong), "mse", n_boot=n_boot, seed=seed)
+        wrong = (1 - torch.sign(prediction) * target) / 2  # (B, K): 0, ½ or 1
+        return mean_band(wrong, n_boot, seed=seed)
     curve = loss_by_prefix(prediction, target, "mse", n_boot=n_boot, seed=seed)
     return {k: v / (task.zero_error * error_scale) for k, v in curve.items()}
 
@@ -311,6 +358,45 @@ def prefix_weights(source, episode: Episode, probes: torch.Tensor, prompt_format
 
 def ilwd(w_a: torch.Tensor, w_b: torch.Tensor, n_boot: int = 1000, seed: int = 0) -> dict[str, torch.Tensor]:
     """ILWD = E‖ŵ_A − ŵ_B‖²/d at every prefix length from ``(B, N, d)`` weights, with a bootstrap
-    5–95% band (:func:`loss_by_prefix` of ‖ŵ_A − ŵ_B‖ against 0 in the ``mse_over_d`` convention)."""
-    distance = (w_a.double() - w_b.double()).norm(dim=-1)  # (B, N)
-    return loss_by_prefix(distance, torch.zeros_like(distance), "mse_over_d", w_a.shape[-1], n_boot, seed=seed)
+    5–95% band (:func:`mean_band`)."""
+    distance = (w_a.double() - w_b.double()).pow(2).sum(-1) / w_a.shape[-1]  # (B, N)
+    return mean_band(distance, n_boot, seed=seed)
+
+
+# Attention and language models: attention patterns from a transformer's named activations
+# (iclab.models.activations), next-token losses of a causal language model.
+
+
+def attention_patterns(model: torch.nn.Module, tokens: torch.Tensor, n_context: int) -> torch.Tensor:
+    """Every layer's attention matrices of a transformer on ``tokens``, ``(L, B, H, T, T)`` (rows:
+    queries, summing to 1): its ``blocks.{l}.attn.hook_pattern`` activations, without gradients."""
+    names = [name for name in model.activation_names() if name.endswith(".attn.hook_pattern")]
+    with torch.no_grad():
+        _, found = model(tokens, n_context, activations=names)
+    return torch.stack([found[name] for name in names])
+
+
+def next_token_loss(model: torch.nn.Module, blocks: torch.Tensor, batch_size: int) -> float:
+    """The mean next-token cross-entropy (nats) of a causal language model over every target of
+    ``blocks`` ``(n, T + 1)`` (inputs ``row[:-1]``, targets ``row[1:]``), ``batch_size`` blocks at a
+    time; its exp is the perplexity."""
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        losses = [token_losses(model(rows[:, :-1], rows.shape[1] - 1), rows[:, 1:]) for rows in
+                  blocks.to(device).split(batch_size)]  # each (b,), every block holding T targets
+    return torch.cat(losses).mean().item()
+
+
+def diagonal_mass(model: torch.nn.Module, blocks: torch.Tensor) -> torch.Tensor:
+    """Every head's mean attention to the token itself, A_ii averaged over query positions i ≥ 1
+    (A_00 = 1 under causal attention) and the ``blocks`` ``(n, T + 1)`` (inputs ``row[:-1]``):
+    ``(L, H)``. Uniform causal attention gives :func:`uniform_diagonal_mass`."""
+    tokens = blocks[:, :-1].to(next(model.parameters()).device)  # (n, T)
+    patterns = attention_patterns(model, tokens, tokens.shape[1])  # (L, n, H, T, T)
+    return patterns.diagonal(dim1=-2, dim2=-1)[..., 1:].mean((1, 3)).cpu()  # (L, H)
+
+
+def uniform_diagonal_mass(block: int) -> float:
+    """The :func:`diagonal_mass` of uniform causal attention over blocks of ``block`` tokens: the mean
+    of 1/(i + 1) over i = 1 … T − 1."""
+    return sum(1 / (i + 1) for i in range(1, block)) / (block - 1)

@@ -15,7 +15,7 @@ standardised units, and the mean squared error per coordinate in the target's ow
 
 All S × K probes (S hidden states, K targets) train together as one module with stacked
 parameters: they share no parameter, so Adam trains each as if alone. This module reads a
-model's hidden states (``GPTTransformer(..., return_hidden=True)``); models never import it.
+model's residual stream (its named activations, :mod:`iclab.models.activations`); models never import it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from torch import nn
 
 from .learners import LeastSquares
 from .models import rebuildable
+from .models.activations import residual_stream
 from .prompts import InterleavedFormat, Prompt
 from .rng import generator
 from .tasks.base import Episode
@@ -44,14 +45,17 @@ def probe_targets(episode: Episode) -> torch.Tensor:
 
 
 def hidden_states(model: nn.Module, episode: Episode, prompt_format=InterleavedFormat(), chunk: int = 4096) -> torch.Tensor:
-    """``(B, L + 1, T, W)``: the model's hidden states (after the read-in and after each block)."""
+    """``(B, L + 1, T, W)``: the model's residual stream after the read-in and after each of its L
+    blocks (its :func:`~iclab.models.activations.residual_stream` activations)."""
     parameter = next(model.parameters())
     prompt = prompt_format.encode(episode.to(parameter.device, parameter.dtype))
+    n_layers = sum(name.endswith(".hook_resid_post") for name in model.activation_names())
+    names = residual_stream(n_layers)
     out = []
     with torch.no_grad():
         for i in range(0, len(prompt.tokens), chunk):
-            _, hidden = model(prompt.tokens[i : i + chunk], prompt.n_context, return_hidden=True)
-            out.append(torch.stack(hidden, dim=1).cpu())
+            _, found = model(prompt.tokens[i : i + chunk], prompt.n_context, activations=names)
+            out.append(torch.stack([found[name] for name in names], dim=1).cpu())  # (b, L + 1, T, W)
     return torch.cat(out)
 
 

@@ -102,6 +102,12 @@ class AutoregressiveFormat:
         tokens = torch.cat([xs, previous], dim=-1)[:, :-1]
         return Prompt(tokens, xs[:, 2:], tokens.shape[1])
 
+    def sequences(self, prompt: Prompt) -> torch.Tensor:
+        """The sequences x_1..x_T ``(B, T, d)`` back from a prompt of :meth:`encode` (the tokens hold
+        x_1..x_{T−1}, the last target x_T)."""
+        d = prompt.targets.shape[-1]
+        return torch.cat([prompt.tokens[..., :d], prompt.targets[:, -1:]], dim=1)
+
 
 @dataclass(frozen=True)
 class TokenFormat:

@@ -64,7 +64,14 @@ class TrainConfig:
     """Optimisation settings (the ``train:`` block of an experiment config).
 
     Attributes:
-        steps: optimisation steps.
+        steps: optimisation steps (derived from ``epochs`` when that is set).
+        epochs: passes over a fixed training set of ``train_size`` prompts, or None to train for
+            ``steps``. When set, it replaces ``steps`` by epochs × ⌈train_size / batch_size⌉, the
+            steps of that many passes (:class:`FixedTrainingSet` draws each step's minibatch at
+            random, the whole set when ``batch_size >= train_size``). A block with ``epochs`` but no
+            ``train_size`` is a recipe completed later (e.g. one training-set size per model:
+            ``dataclasses.replace(config, train_size=n)`` derives the steps); training it as it is
+            raises :class:`~iclab.config.ConfigError`.
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
         optimizer: ``adam``, ``adamw`` or ``sgd``.
@@ -106,6 +113,7 @@ class TrainConfig:
     """
 
     steps: int = 1000
+    epochs: int | None = None
     batch_size: int = 256
     lr: float = 1e-3
     optimizer: str = "adam"
@@ -132,6 +140,11 @@ class TrainConfig:
             raise ConfigError(f"train.schedule must be constant or cosine, got {self.schedule!r}")
         if self.train_size is not None and self.train_size < 1:
             raise ConfigError("train.train_size must be >= 1 or null")
+        if self.epochs is not None:
+            if self.epochs < 1:
+                raise ConfigError(f"train.epochs must be >= 1 or null, got {self.epochs}")
+            if self.train_size is not None:
+                self.steps = self.epochs * math.ceil(self.train_size / self.batch_size)
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.blowup is not None and not self.blowup > 1:
@@ -252,7 +265,7 @@ class TrainingDiverged(ConfigError):
 
 @dataclass
 class TrainResult:
-    """Trained models (one per seed, in seed order) and the logged history.
+    """Trained models (one per seed, in the order of ``seeds``) and the logged history.
 
     ``history`` rows are ``{"seed", "step", "metric", "value"}`` (metric ``train_loss`` plus
     whatever the callback returned).
@@ -260,6 +273,12 @@ class TrainResult:
 
     models: list[nn.Module]
     history: list[dict]
+    seeds: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def by_seed(self) -> dict[int, nn.Module]:
+        """``{seed: model}``."""
+        return dict(zip(self.seeds, self.models))
 
 
 Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
@@ -335,6 +354,8 @@ def train(
     if init is not None and len(init) != len(seeds):
         raise ValueError(f"init has {len(init)} models for {len(seeds)} seeds")
     starts = dict(zip(seeds, init)) if init is not None else {}
+    if config.epochs is not None and config.train_size is None:
+        raise ConfigError(f"{name}: train.epochs counts passes over a fixed training set: it needs train.train_size")
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
     models, history = [], []
     for group in groups:
@@ -343,7 +364,7 @@ def train(
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
-    return TrainResult(models, history)
+    return TrainResult(models, history, list(seeds))
 
 
 @contextlib.contextmanager

@@ -196,8 +196,9 @@ def test_activation_clip_bounds_tokens_and_spares_small_steps():
     torch.testing.assert_close(predictions(model, e), expected, rtol=0, atol=1e-5)
     # large random weights: every layer's tokens, and so the prediction, stay within ±10
     with torch.no_grad():
-        _, hidden = clipped(generator(3)).double()(PairedFormat().encode(e).tokens, N, return_hidden=True)
-    assert all(h.abs().max() == 10 for h in hidden[1:])
+        model = clipped(generator(3)).double()
+        _, found = model(PairedFormat().encode(e).tokens, N, activations=model.activation_names())
+    assert len(found) == 6 and all(found[f"blocks.{layer}.hook_resid_post"].abs().max() == 10 for layer in range(3))
 
 
 def test_deep_per_layer_recipe_trains_a_four_layer_stack():
@@ -218,5 +219,5 @@ def test_deep_per_layer_recipe_trains_a_four_layer_stack():
         loss = 0.5 * (predictions(model, held_out) - held_out.y_query).pow(2).mean().item()
         assert loss < 0.2  # the zero predictor: 0.417; one GD step: 0.205
         with torch.no_grad():
-            _, hidden = model(100 * tokens, task.n_context, return_hidden=True)
-        assert all(h.abs().max() <= clip for h in hidden[1:])
+            _, found = model(100 * tokens, task.n_context, activations=[f"blocks.{k}.hook_resid_post" for k in range(4)])
+        assert all(h.abs().max() <= clip for h in found.values())

@@ -66,13 +66,14 @@ def test_queries_do_not_see_each_other_and_context_only_keys():
 def test_causal_mode_never_looks_ahead():
     p = _prompt(n=6, q=1)
     model = LinearSelfAttention(4, causal=True, init_scale=0.3, generator=generator(4)).double()
-    _, hidden = model(p.tokens, p.n_context, return_hidden=True)
+    assert model.activation_names() == ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"]
+    _, hidden = model(p.tokens, p.n_context, activations=["blocks.0.hook_resid_post"])
     changed = p.tokens.clone()
     changed[:, 3] += 1.0
-    _, hidden2 = model(changed, p.n_context, return_hidden=True)
-    torch.testing.assert_close(hidden2[-1][:, :3], hidden[-1][:, :3])
-    assert not torch.allclose(hidden2[-1][:, 4:], hidden[-1][:, 4:])
-    assert len(hidden) == 2
+    _, hidden2 = model(changed, p.n_context, activations=["blocks.0.hook_resid_post"])
+    after, before = hidden2["blocks.0.hook_resid_post"], hidden["blocks.0.hook_resid_post"]  # (B, T, D)
+    torch.testing.assert_close(after[:, :3], before[:, :3])
+    assert not torch.allclose(after[:, 4:], before[:, 4:])
 
 
 def test_readout_sign_and_normalisation():

@@ -46,6 +46,7 @@ def test_autoregressive_format():
     torch.testing.assert_close(prompt.tokens[0, 0], torch.tensor([1.0, 2.0, 0.0, 0.0]))  # e_1 = [x_1; 0]
     torch.testing.assert_close(prompt.tokens[0, 3], torch.tensor([7.0, 8.0, 5.0, 6.0]))  # [x_4; x_3]
     torch.testing.assert_close(prompt.targets[0, 0], xs[0, 2])  # token 2 predicts x_3
+    torch.testing.assert_close(AutoregressiveFormat().sequences(prompt), xs)  # and back
 
 
 def _naive(model, tokens):

@@ -106,7 +106,7 @@ def test_compare_shows_the_changed_key_and_metrics(tiny_runs, tmp_path, capsys):
     config = out.split("Config keys that differ (1):")[1].split("Claims")[0]
     assert re.search(r"train\.lr\s+0\.003\s+0\.01", config)
     changed = out.split("Final metrics")[1]
-    assert re.search(r"isotropic\s+lsa\s+mse\s", changed)  # the trained model's loss moved with lr
+    assert re.search(r"isotropic\s+lsa-isotropic\s+mse\s", changed)  # the trained model's loss moved with lr
     assert not re.search(r"\sols\s", changed)  # the reference learners' losses did not
     html = _Page(page.read_text())
     assert "train.lr" in html.text and "preconditioner_cosine" in html.text
@@ -150,8 +150,8 @@ def test_tensorboard_events_read_back(tiny_runs):
     events = seed0.Scalars("isotropic/lsa-isotropic/train_loss")
     assert [e.step for e in events] == history.step.tolist() and len(events) > 0
     assert [e.value for e in events] == pytest.approx(history.value.tolist(), rel=1e-6)
-    final = metrics[(metrics.model == "lsa") & (metrics.metric == "preconditioner_cosine") & (metrics.setting == "isotropic")]
-    assert seed0.Scalars("final/isotropic/lsa/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
+    final = metrics.query("model == 'lsa-isotropic' and metric == 'preconditioner_cosine' and setting == 'isotropic'")
+    assert seed0.Scalars("final/isotropic/lsa-isotropic/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
     unseeded = EventAccumulator(str(run.path / "tb" / "unseeded")).Reload()
     ols = metrics[(metrics.model == "ols") & (metrics.metric == "mse") & (metrics.setting == "anisotropic")]
     assert unseeded.Scalars("final/anisotropic/ols/mse")[0].value == pytest.approx(ols.value.item(), rel=1e-5, abs=1e-12)

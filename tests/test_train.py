@@ -190,6 +190,23 @@ def test_schedule_and_config_validation():
         TrainConfig(optimizer="lbfgs")
 
 
+
+def test_epochs_derive_the_steps_from_the_training_set_and_batch():
+    cfg = TrainConfig(epochs=3, batch_size=8, train_size=20)
+    assert cfg.steps == 3 * 3  # ⌈20 / 8⌉ = 3 steps a pass
+    assert TrainConfig(steps=7, epochs=2, batch_size=64, train_size=20).steps == 2  # full batch: a step a pass
+    assert dataclasses.replace(cfg, train_size=40).steps == 3 * 5  # a recipe completed per training-set size
+    recipe = TrainConfig.from_config({"epochs": 4, "batch_size": 8})  # no train_size yet: steps as given
+    assert recipe.steps == 1000 and dataclasses.replace(recipe, train_size=8).steps == 4
+    with pytest.raises(ConfigError, match="epochs"):
+        TrainConfig(epochs=0, train_size=8)
+    with pytest.raises(ConfigError, match="needs train.train_size"):
+        train(lambda g: LinearSelfAttention(TASK.d + 1, generator=g), data_source(TASK, PairedFormat(), recipe), recipe,
+              [0], progress=False)
+    result = train(lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
+                   data_source(TASK, PairedFormat(), cfg), cfg, [0], progress=False)
+    assert max(r["step"] for r in result.history) == 9
+
 @pytest.mark.slow
 def test_compiled_training_equals_eager():
     # torch.compile fuses ops, so only float rounding may differ; one and two seeds (vmap). SGD, as

@@ -257,6 +257,9 @@ def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_
 
 
 def test_gelu_tanh_activation_and_attention_weights():
+
+
+def test_gelu_tanh_activation_and_attention_patterns():
     exact, tanh = _model(), _model(activation="gelu-tanh")
     assert list(exact.state_dict()) == list(tanh.state_dict())  # no parameter of its own
     tokens = torch.randn(3, 12, 4, generator=generator(2))
@@ -264,7 +267,66 @@ def test_gelu_tanh_activation_and_attention_weights():
     assert 0 < difference < 1e-2  # the tanh form is close to the exact GELU, not equal
     with pytest.raises(ConfigError, match="activation"):
         GPTConfig(4, activation="relu")
-    weights = exact.attention_weights(tokens, 6)  # (L, B, H, T, T)
+    _, found = exact(tokens, 6, activations=["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"])
+    weights = torch.stack([found["blocks.0.attn.hook_pattern"], found["blocks.1.attn.hook_pattern"]])  # (L, B, H, T, T)
     assert weights.shape == (2, 3, 2, 12, 12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 2, 12))
     assert not weights.triu(1).any()  # causal
+
+@pytest.mark.parametrize("attention", ["sdpa", "math"])
+def test_named_activations_come_from_the_same_pass_as_the_prediction(attention):
+    model = _model(attention=attention, logit_identity=True, value_identity=True)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attn.a.fill_(0.03)
+            layer.attn.b.fill_(0.3)
+    tokens = torch.randn(3, 12, 4, generator=generator(9))
+    names = model.activation_names()
+    assert names[:2] == ["hook_embed", "hook_pos_embed"] and names[-1] == "ln_final.hook_normalized"
+    assert len(names) == 2 + 8 * 2 + 1
+    prediction, found = model(tokens, 6, activations=names)
+    torch.testing.assert_close(prediction, model(tokens, 6), rtol=1e-5, atol=1e-6)
+    assert set(found) == set(names)
+    assert found["blocks.1.attn.hook_pattern"].shape == (3, 2, 12, 12)
+    assert all(found[n].shape == (3, 12, 16) for n in names if not n.endswith("hook_pattern"))
+    torch.testing.assert_close(found["blocks.0.hook_resid_pre"], found["hook_embed"] + found["hook_pos_embed"])
+    for layer, block in enumerate(model.layers):
+        at = lambda name: found[f"blocks.{layer}.{name}"]  # noqa: E731
+        torch.testing.assert_close(at("ln1.hook_normalized"), block.ln_attn(at("hook_resid_pre")))
+        # The pattern is the softmax the attention used: A_h X W_V per head, then the output map and b·AX.
+        x, pattern = at("ln1.hook_normalized"), at("attn.hook_pattern")
+        v = block.attn.qkv(x)[..., 32:].unflatten(-1, (2, 8)).transpose(1, 2)  # (B, H, T, d_h)
+        heads = (pattern @ v).transpose(1, 2).reshape(3, 12, 16)
+        expected = block.attn.out(heads) + torch.einsum("h,bhts,bsw->btw", block.attn.b, pattern, x)
+        torch.testing.assert_close(at("hook_attn_out"), expected, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(at("hook_resid_mid"), at("hook_resid_pre") + at("hook_attn_out"))
+        torch.testing.assert_close(at("hook_mlp_out"), block.mlp(block.ln_mlp(at("hook_resid_mid"))))
+        torch.testing.assert_close(at("hook_resid_post"), at("hook_resid_mid") + at("hook_mlp_out"))
+    torch.testing.assert_close(found["ln_final.hook_normalized"], model.ln_out(found["blocks.1.hook_resid_post"]))
+    read = found["ln_final.hook_normalized"][:, 0:12:2]
+    torch.testing.assert_close(prediction, model.read_out(read)[..., 0])
+
+
+def test_activations_ask_for_known_names_and_return_only_those():
+    model = _model()
+    tokens = torch.randn(2, 12, 4, generator=generator(3))
+    prediction, found = model(tokens, 6, activations=["blocks.1.hook_resid_post"])
+    assert list(found) == ["blocks.1.hook_resid_post"]
+    assert model(tokens, 6, activations=[])[1] == {}
+    with pytest.raises(ConfigError, match="unknown activation.*blocks.2.hook_resid_post.*this model has: hook_embed"):
+        model(tokens, 6, activations=["blocks.2.hook_resid_post"])
+    # return_hidden (the older form) is the residual stream
+    _, hidden = model(tokens, 6, return_hidden=True)
+    _, stream = model(tokens, 6, activations=["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"])
+    assert len(hidden) == 3
+    for h, name in zip(hidden, ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]):
+        torch.testing.assert_close(h, stream[name])
+
+
+def test_cls_model_activations_count_the_cls_token():
+    model = _symbol_model(logit_identity=True, value_identity=True, head_dim=5)
+    tokens = torch.randint(20, (3, 4), generator=generator(2))
+    out, found = model(tokens, 4, activations=["hook_embed", "blocks.1.attn.hook_pattern", "ln_final.hook_normalized"])
+    assert found["hook_embed"].shape == (3, 5, 16) and found["blocks.1.attn.hook_pattern"].shape == (3, 2, 5, 5)
+    torch.testing.assert_close(found["hook_embed"][:, -1], model.cls_token.expand(3, -1))
+    torch.testing.assert_close(out, model.read_out(found["ln_final.hook_normalized"][:, -1:])[..., 0])

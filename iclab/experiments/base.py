@@ -4,23 +4,37 @@ An :class:`Experiment` is a default config, per-scale overrides, a function
 ``run(config, context) -> list[Claim]`` that trains, evaluates, logs metric rows and draws
 figures through the :class:`RunContext`, and optionally ``checks(config)``, which rejects values
 the config's types allow but the experiment cannot run (see :meth:`Experiment.validate`).
+
+The context is the kit an experiment is written with (docs/design.md, "Writing an experiment"):
+``ctx.seeds``; ``ctx.model(name, ...)``, which trains a model once per run and name; the run's
+evaluation prompts (``ctx.eval_episode``) and losses on them (``ctx.evaluate``); metric rows
+(``ctx.log``, ``ctx.log_metrics``, ``ctx.log_band``) and the training history (``ctx.history``) for
+the figures.
+Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a parsed string.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Hashable, Iterable, Mapping
 
 import torch
 
 from ..claims import Claim
 from ..config import ConfigError, merge, resolve
+from ..metrics import band_rows, evaluate
 from ..models import describe
-from ..prompts import describe_format
+from ..prompts import PairedFormat, describe_format
+from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
+from ..tasks.base import Episode
 from ..train import TrainConfig, TrainResult, train
+
+Key = Hashable
+"""A result's key: a learner's or reference's name (``"ols"``), or a trained model's ``(name, seed)``."""
 
 
 # Keys the framework adds to every experiment's config (experiments do not define them).
@@ -40,26 +54,102 @@ def iclab_version() -> str | None:
 @dataclass
 class RunContext:
     """Everything an experiment needs besides its config: the run folder, the device, the
-    experiment's name, and a sink for long-format metric rows (see :meth:`RunFolder.write_metrics`)."""
+    experiment's name and its resolved config (``seed`` and ``seeds`` are read from it), and a sink
+    for long-format metric rows (see :meth:`RunFolder.write_metrics`), with the helpers every
+    experiment shares."""
 
     folder: RunFolder
     device: torch.device
     progress: bool = True
     rows: list[dict] = field(default_factory=list)
     experiment: str | None = None
+    config: dict = field(default_factory=lambda: {"seed": 0, "seeds": 1})
+    _trained: dict[str, tuple[dict, TrainResult]] = field(default_factory=dict, repr=False)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The run's seeds, ``seed, seed + 1, …, seed + seeds − 1`` (each reproducible alone)."""
+        return [self.config["seed"] + k for k in range(self.config.get("seeds", 1))]
 
     def log(self, **row: Any) -> None:
         """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``."""
         self.rows.append(row)
 
-    def train(self, name: str, make_model, data, config: TrainConfig, seeds, setting: str | None = None, **kwargs) -> TrainResult:
-        """:func:`iclab.train.train` with this run's checkpoints, device and progress bar;
-        the training history is logged as rows of model ``name``.
+    def log_metrics(self, metrics: Mapping[str, float], **keys: Any) -> None:
+        """Record one row per metric, each with the same ``keys``, e.g.
+        ``log_metrics({"ab": 0.2, "loss": 1.3}, setting="iso", model="lsa", seed=0)``."""
+        for metric, value in metrics.items():
+            self.log(**keys, metric=metric, value=value)
+
+    def log_band(self, setting: str | None, model: str, metric: str, band: Mapping[str, torch.Tensor],
+                 seed: int | None = None) -> None:
+        """Record a by-prefix curve with its bootstrap band (``{"mean", "low", "high"}``, each ``(N,)``,
+        as :func:`iclab.metrics.loss_by_prefix` returns): rows ``metric``, ``metric_p05`` and
+        ``metric_p95`` at every prefix length ``n`` (see :func:`iclab.metrics.band_rows`)."""
+        for row in band_rows(band, metric):
+            self.log(setting=setting, model=model, seed=seed, **row)
+
+    def history(self, metric: str = "train_loss", setting: str | None = None, model: str | None = None):
+        """The logged rows of ``metric`` that carry a training step (the training loss, a callback's
+        metric), optionally of one setting and model, as a pandas frame with columns ``setting, model,
+        seed, step, metric, value`` (what :func:`iclab.report.figures.training_curve` draws)."""
+        import pandas as pd
+
+        rows = [r for r in self.rows if r.get("step") is not None and r.get("metric") == metric
+                and (setting is None or r.get("setting") == setting) and (model is None or r.get("model") == model)]
+        return pd.DataFrame(rows, columns=["setting", "model", "seed", "step", "metric", "value"])
+
+    def eval_episode(self, task, n_prompts: int, *stream: int | str, dtype: torch.dtype = torch.float64) -> Episode:
+        """The run's evaluation prompts: ``n_prompts`` of ``task`` from the ``(seed, "eval", *stream)``
+        stream of the base seed, shared by every model and learner of the run. They are drawn in
+        float32 (the training precision) and converted to ``dtype``, so every dtype holds the same prompts."""
+        return task.sample(n_prompts, generator(self.config["seed"], "eval", *stream)).to(dtype=dtype)
+
+    def evaluate(self, predictors: Mapping[Key, Any], task, n_prompts: int, loss: str = "mse",
+                 setting: str | None = None, prompt_format=PairedFormat()) -> dict[Key, float]:
+        """Every predictor's mean loss on the run's ``n_prompts`` evaluation prompts
+        (:func:`iclab.metrics.evaluate`: a predictor is a model reading ``prompt_format``, a learner or
+        an episode → predictions function), logged as metrics ``loss`` and ``<loss>_stderr``.
+
+        A predictor's key is a learner's name (logged without a seed) or a trained model's
+        ``(name, seed)``; the returned means have the same keys."""
+        losses = evaluate(predictors, task, n_prompts, self.config["seed"], loss, prompt_format=prompt_format)
+        for key, (mean, stderr) in losses.items():
+            model, seed = key if isinstance(key, tuple) else (key, None)
+            self.log_metrics({loss: mean, f"{loss}_stderr": stderr}, setting=setting, model=model, seed=seed)
+        return {key: mean for key, (mean, _) in losses.items()}
+
+    def model(self, name: str, make_model, data, config: TrainConfig | Mapping[str, Any], *,
+              seeds: Iterable[int] | None = None, setting: str | None = None, **kwargs) -> TrainResult:
+        """Train model ``name`` once per run: one model per seed (default :attr:`seeds`) with
+        :func:`iclab.train.train`, this run's checkpoints, device and progress bar; the training
+        history is logged as rows of model ``name`` and ``setting``. ``config`` is a
+        :class:`TrainConfig` or a ``train`` block; ``kwargs`` go to :func:`iclab.train.train`
+        (``callback``, ``vectorize``).
+
+        Asked again for ``name`` with the same recipe (training config, seeds, data kind, task, prompt
+        format and model description), it returns the first result without training, whichever
+        ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a different
+        recipe under a name already trained raises ``ValueError`` (the two would share one checkpoint
+        folder). A task or data source that has no description is compared by identity.
 
         The weights files record what :func:`iclab.load_model` needs to rebuild the model and
         evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
         (``data.format`` and ``data.task`` when it has them; null otherwise, e.g. for token blocks).
         """
+        config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
+        seeds = self.seeds if seeds is None else list(seeds)
+        recipe = {"train": dataclasses.asdict(config), "seeds": seeds, "vectorize": kwargs.get("vectorize", True),
+                  **_data_recipe(data)}
+        if name in self._trained:
+            known, result = self._trained[name]
+            recipe["model"] = describe(make_model(generator(seeds[0], "init")))
+            differ = sorted(k for k in recipe if recipe[k] != known[k])
+            if differ:
+                raise ValueError(f"model {name!r} was already trained in this run with another recipe "
+                                 f"({', '.join(differ)} differ): give the new one its own name")
+            return result
+
         def facts(model) -> dict:
             task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
             return {**describe(model), "experiment": self.experiment, "setting": setting,
@@ -72,7 +162,33 @@ class RunContext:
         )
         for row in result.history:
             self.log(setting=setting, model=name, **row)
+        self._trained[name] = ({**recipe, "model": describe(result.models[0])}, result)
         return result
+
+    def train(self, name: str, make_model, data, config: TrainConfig, seeds, setting: str | None = None,
+              **kwargs) -> TrainResult:
+        """:meth:`model` with the seeds given first (the older call; prefer :meth:`model`)."""
+        return self.model(name, make_model, data, config, seeds=seeds, setting=setting, **kwargs)
+
+
+def _data_recipe(data) -> dict:
+    """What identifies a data source for :meth:`RunContext.model`: its kind, and its task's and prompt
+    format's descriptions (the task object itself when it has none, the data source when it has no task)."""
+    task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
+    described = None if task is None else describe_task(task)
+    return {"data": type(data).__name__,
+            "task": described if described is not None else id(task if task is not None else data),
+            "format": None if prompt_format is None else describe_format(prompt_format)}
+
+
+def _block(config: dict, path: str) -> dict | None:
+    """The nested dict at the dotted ``path`` of ``config``, or None when it is absent."""
+    node = config
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node if isinstance(node, dict) else None
 
 
 @dataclass(frozen=True)
@@ -81,6 +197,12 @@ class Experiment:
 
     ``checks(config)`` raises :class:`~iclab.config.ConfigError` for a resolved config the
     experiment cannot run (an impossible size, an unknown name); it is cheap and trains nothing.
+
+    ``train_blocks`` names the config's training blocks (dotted paths; by default ``("train",)`` when the
+    defaults have a ``train`` block, else none): each is a full :class:`~iclab.train.TrainConfig`, the
+    keys the experiment leaves out filled with its defaults, so every ``--set <block>.<key>`` works and
+    ``config.yaml`` shows the whole recipe. Blocks of overrides to a training block (e.g. ``deep_train``
+    in ``task-descriptors``) are not listed and stay partial.
     """
 
     name: str
@@ -89,19 +211,47 @@ class Experiment:
     scales: dict
     run: Callable[[dict, RunContext], list[Claim]]
     checks: Callable[[dict], None] | None = None
+    train_blocks: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        if self.train_blocks is None:
+            object.__setattr__(self, "train_blocks", ("train",) if isinstance(self.defaults.get("train"), dict) else ())
+        missing = [path for path in self.train_blocks if _block(self.defaults, path) is None]
+        if missing:
+            raise ValueError(f"experiment {self.name}: train_blocks {missing} are not blocks of its defaults")
+
+    def complete(self, config: Mapping[str, Any]) -> dict:
+        """A copy of ``config`` with every block of :attr:`train_blocks` it holds filled with
+        :class:`~iclab.train.TrainConfig`'s defaults (the block's own keys first). Resolving a config
+        does this; so does resuming a run whose ``config.yaml`` predates a default."""
+        out = merge(config, {})
+        defaults = dataclasses.asdict(TrainConfig())
+        for path in self.train_blocks:
+            block = _block(out, path)
+            if block is not None:
+                block.update({key: value for key, value in defaults.items() if key not in block})
+        return out
 
     def resolve(self, scale: str, overrides: Iterable[str] | Mapping[str, object] = ()) -> dict:
-        """A run's config: the defaults with :data:`COMMON_DEFAULTS`, the scale preset, then the
-        validated overrides (see :func:`iclab.config.resolve`)."""
-        return resolve(merge(self.defaults, COMMON_DEFAULTS), self.scales, scale, overrides)
+        """A run's config: the defaults with :data:`COMMON_DEFAULTS` and the training blocks filled
+        (:meth:`complete`), the scale preset, then the validated overrides (see :func:`iclab.config.resolve`)."""
+        return resolve(self.complete(merge(self.defaults, COMMON_DEFAULTS)), self.scales, scale, overrides)
 
     def validate(self, config: dict) -> None:
         """Raise :class:`~iclab.config.ConfigError` unless ``config`` (resolved, seeds set) can run.
 
-        Called by :func:`iclab.run` and :func:`iclab.resume` before any folder is made or touched,
-        and by :func:`iclab.sweep` for every grid point before Ray starts, so a bad value fails at
-        once with one line instead of inside a run (or a Ray worker)."""
+        Checks the seeds, builds every training block (unknown keys, impossible values), then runs
+        the experiment's own ``checks``. Called by :func:`iclab.run` and :func:`iclab.resume` before
+        any folder is made or touched, and by :func:`iclab.sweep` for every grid point before Ray
+        starts, so a bad value fails at once with one line instead of inside a run (or a Ray worker)."""
         if config.get("seeds", 1) < 1:
             raise ConfigError(f"seeds must be >= 1, got {config['seeds']}")
+        for path in self.train_blocks:
+            block = _block(config, path)
+            if block is not None:
+                try:
+                    TrainConfig.from_config(block)
+                except (ConfigError, TypeError) as err:
+                    raise ConfigError(f"{path}: {err}" if path != "train" else str(err)) from None
         if self.checks is not None:
             self.checks(config)

@@ -26,14 +26,15 @@ prompts (:meth:`GDPlusPlus.fit`); the best one-step η is exact
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
-from ..metrics import compare, evaluate, model_predictor
+from ..metrics import compare, evaluate
 from ..models import MLP, FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
@@ -53,7 +54,6 @@ DEFAULTS = {
     "train": {
         "steps": 1500, "batch_size": 512, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
         "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
-        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "depths": [2, 4],  # per-layer models of part (c)
     "depth_lr": 0.006,  # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
@@ -65,8 +65,7 @@ DEFAULTS = {
         "n_context": 10, "width": 64, "features": 16,
         "init_scale": 0.001,  # of the LSA; with batch 1024, keeps seeds out of a rank-1 solution (module docstring)
         "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
-                  "blowup": TrainConfig.blowup},
+                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
     },
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
                   "gd_plus_plus_rel": 0.05, "depth_rel": 0.10, "sine_rel": 0.10, "sine_below_zero": 0.25},
@@ -89,48 +88,72 @@ def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: floa
                                          readout_sign=-1.0, clip=clip, init_scale=scale, generator=g)
 
 
-class _Setting:
-    """Shared pieces of the linear settings (a)–(c): task, seeds, fit and comparison prompts."""
+@dataclass
+class Part:
+    """One trained setting: its LSA ``model`` by seed, the half-MSE of every predictor on the shared
+    evaluation prompts (learners by name, the LSA by ``(model, seed)``), the learners its figure
+    draws (label → name), the construction it is compared with, and its claims."""
+
+    setting: str
+    model: str
+    trained: dict[int, nn.Module]
+    losses: dict
+    references: dict[str, str] = field(default_factory=dict)
+    construction: LinearSelfAttention | None = None
+    claims: list = field(default_factory=list)
+
+    @property
+    def trained_losses(self) -> list[float]:
+        """The trained model's half-MSE, one per seed."""
+        return [self.losses[self.model, seed] for seed in self.trained]
+
+    @property
+    def mean(self) -> float:
+        """The trained model's half-MSE, mean over seeds."""
+        return sum(self.trained_losses) / len(self.trained)
+
+
+class _Linear:
+    """Shared pieces of the linear settings (a)–(c): the task, the fit and comparison prompts, the
+    best one-step GD, and how an LSA is trained, evaluated and constructed."""
 
     def __init__(self, config: dict, ctx: RunContext):
         self.config, self.ctx = config, ctx
         self.task = linear_regression_from_config(config["task"])
         self.dim, self.n = self.task.d + 1, self.task.n_context
-        self.seeds = [config["seed"] + k for k in range(config["seeds"])]
-        self.train_cfg = TrainConfig.from_config(config["train"])
         self.fit_sample = self.task.sample(config["fit_prompts"], generator(config["seed"], "fit"), torch.float64)
         self.compare_sample = self.task.sample(config["compare_prompts"], generator(config["seed"], "compare"))
         self.gd1 = gd_step_optimum(self.task)
 
-    def train(self, name: str, n_layers: int, shared: bool, reference=None, lr: float | None = None,
-              clip: float | None = None):
-        """Train one LSA per seed, initialised at model.init_scale / n_layers (peak ``lr`` and token
-        ``clip`` if given); with ``reference``, log the sensitivity cosine to it over training."""
+    def train(self, setting: str, n_layers: int, shared: bool, learners, reference=None, lr: float | None = None,
+              clip: float | None = None) -> Part:
+        """Train ``lsa-<setting>``, one per seed, from model.init_scale / n_layers (peak ``lr`` and token
+        ``clip`` if given), and evaluate it with ``learners``; with ``reference``, log the sensitivity
+        cosine to it over training."""
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models]}
 
-        cfg = self.train_cfg if lr is None else dataclasses.replace(self.train_cfg, lr=lr)
+        train = TrainConfig.from_config({**self.config["train"], **({} if lr is None else {"lr": lr})})
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)
-        return self.ctx.train(name, make, data_source(self.task, PairedFormat(), cfg), cfg,
-                              self.seeds, setting=name, callback=cosine_to_reference if reference else None)
+        model = f"lsa-{setting}"
+        result = self.ctx.model(model, make, data_source(self.task, PairedFormat(), train), train, setting=setting,
+                                callback=cosine_to_reference if reference else None)
+        predictors = {**{learner.name: learner for learner in learners},
+                      **{(model, seed): m for seed, m in result.by_seed.items()}}
+        losses = self.ctx.evaluate(predictors, self.task, self.config["eval_prompts"], "half_mse", setting)
+        return Part(setting, model, result.by_seed, losses)
 
-    def evaluate(self, setting: str, models, learners) -> dict[str, float]:
-        """Half-MSE of learners and per-seed models on the shared eval prompts (logged)."""
-        predictors = {l.name: l.predict_episode for l in learners}
-        predictors.update({f"lsa/seed{s}": model_predictor(m) for s, m in zip(self.seeds, models)})
-        losses = evaluate(predictors, self.task, self.config["eval_prompts"], self.config["seed"], "half_mse")
-        for key, (mean, stderr) in losses.items():
-            model, _, seed = key.partition("/seed")
-            seed = int(seed) if seed else None
-            self.ctx.log(setting=setting, model=model, seed=seed, metric="half_mse", value=mean)
-            self.ctx.log(setting=setting, model=model, seed=seed, metric="half_mse_stderr", value=stderr)
-        return {k: v[0] for k, v in losses.items()}
+    def compare(self, part: Part, learner) -> dict[int, dict[str, float]]:
+        """How alike each seed's LSA and ``learner`` are on the comparison prompts (logged)."""
+        found = {seed: compare(m, learner, self.compare_sample) for seed, m in part.trained.items()}
+        for seed, values in found.items():
+            self.ctx.log_metrics(values, setting=part.setting, model=part.model, seed=seed)
+        return found
 
     def log_fit(self, setting: str, learner: GDPlusPlus):
         """Log a fitted learner's per-step η and γ (``n`` = step)."""
-        for step, (lr, gamma) in enumerate(zip(learner.lrs.tolist(), learner.gammas.tolist())):
-            self.ctx.log(setting=setting, model=learner.name, n=step + 1, metric="fitted_lr", value=lr)
-            self.ctx.log(setting=setting, model=learner.name, n=step + 1, metric="fitted_gamma", value=gamma)
+        for step, (lr, gamma) in enumerate(zip(learner.lrs.tolist(), learner.gammas.tolist()), start=1):
+            self.ctx.log_metrics({"fitted_lr": lr, "fitted_gamma": gamma}, setting=setting, model=learner.name, n=step)
 
     def construction(self, learner: GDPlusPlus, shared: bool) -> LinearSelfAttention:
         """The LSA whose weights implement ``learner`` (recurrent when ``shared``)."""
@@ -138,65 +161,56 @@ class _Setting:
         return gd_construction(model, self.n, learner.lrs, learner.gammas)
 
 
-def _one_layer(s: _Setting):
+def _one_layer(s: _Linear) -> Part:
     """(a) one layer vs the best single GD step."""
     tol, name = s.config["tolerance"], "one-layer"
     gd = GDPlusPlus([s.gd1.lr])
-    s.ctx.log(setting=name, model="theory", metric="gd_step_lr", value=s.gd1.lr)
-    s.ctx.log(setting=name, model="theory", metric="gd_step_half_mse", value=s.gd1.loss / 2)
-    result = s.train(name, 1, True, reference=gd)
-    construction = s.construction(gd, True)
-    mixed = [interpolate_lsa(m, construction) for m in result.models]
-    predictors = {f"interpolated/seed{seed}": model_predictor(m) for seed, m in zip(s.seeds, mixed)}
-    losses = s.evaluate(name, result.models, [gd, ZeroPredictor()])
-    interp = evaluate(predictors, s.task, s.config["eval_prompts"], s.config["seed"], "half_mse")
+    s.ctx.log_metrics({"gd_step_lr": s.gd1.lr, "gd_step_half_mse": s.gd1.loss / 2}, setting=name, model="theory")
+    part = s.train(name, 1, True, [gd, ZeroPredictor()], reference=gd)
+    part.references, part.construction = {"best 1-step GD": gd.name}, s.construction(gd, True)
+    # The rescaled trained weights averaged with the construction's (one-layer LSAs, merged).
+    mixed = {seed: interpolate_lsa(m, part.construction) for seed, m in part.trained.items()}
+    interpolated = evaluate(mixed, s.task, s.config["eval_prompts"], s.config["seed"], "half_mse")
+    found = s.compare(part, gd)
+    for seed, (loss, _) in interpolated.items():
+        s.ctx.log(setting=name, model=part.model, seed=seed, metric="interpolated_half_mse", value=loss)
     label_rms = s.compare_sample.y_query.pow(2).mean().sqrt().item()
-    rows = []
-    for seed, model in zip(s.seeds, result.models):
-        found = compare(model, gd, s.compare_sample)
-        found["interpolated_half_mse"] = interp[f"interpolated/seed{seed}"][0]
-        for metric, value in found.items():
-            s.ctx.log(setting=name, model="lsa", seed=seed, metric=metric, value=value)
-        rows.append(found)
-    trained = [losses[f"lsa/seed{k}"] for k in s.seeds]
-    worst = max(trained, key=lambda v: abs(v - losses[gd.name]))
-    interp_gap = max(max(abs(r["interpolated_half_mse"] - t), abs(r["interpolated_half_mse"] - losses[gd.name])) / t
-                     for r, t in zip(rows, trained))
-    claims = [
+    gd_loss, trained = part.losses[gd.name], part.trained_losses
+    worst = max(trained, key=lambda v: abs(v - gd_loss))
+    interp_gap = max(max(abs(interpolated[seed][0] - t), abs(interpolated[seed][0] - gd_loss)) / t
+                     for seed, t in zip(part.trained, trained))
+    part.claims = [
         C.within("a-loss-equals-gd", PAPER,
                  f"(a) a trained 1-layer LSA's half-MSE is within {tol['loss_rel']:.0%} of the best single GD step "
                  f"(η* = {s.gd1.lr:.3g}, exact half-MSE {s.gd1.loss / 2:.4f}; worst seed, shared eval prompts)",
-                 worst, losses[gd.name], tol["loss_rel"], figure="training_curves"),
+                 worst, gd_loss, tol["loss_rel"], figure="training_curves"),
         C.at_least("a-sensitivity-cosine", PAPER,
                    "(a) cosine of ∂ŷ/∂x_q between trained LSA and GD, mean over queries (worst seed)",
-                   min(r["sens_cosine"] for r in rows), tol["cosine"], figure="sensitivity_cosine"),
+                   min(r["sens_cosine"] for r in found.values()), tol["cosine"], figure="sensitivity_cosine"),
         C.at_most("a-prediction-difference", PAPER,
                   f"(a) mean |ŷ_LSA − ŷ_GD| relative to the labels' rms {label_rms:.3f} (worst seed)",
-                  max(r["pred_diff"] for r in rows) / label_rms, tol["pred_diff_rel"]),
+                  max(r["pred_diff"] for r in found.values()) / label_rms, tol["pred_diff_rel"]),
         C.at_most("a-interpolation", PAPER,
                   "(a) averaging the rescaled trained weights with the GD construction keeps the loss: "
                   "largest relative gap to the trained and GD losses (worst seed)",
                   interp_gap, tol["interp_rel"]),
     ]
-    weights = (result.models[0], construction)
-    return claims, {"losses": losses, "gd": losses[gd.name], "trained_mean": sum(trained) / len(trained)}, weights
+    return part
 
 
-def _recurrent(s: _Setting):
+def _recurrent(s: _Linear) -> Part:
     """(b) two recurrent layers vs 2-step GD and 2-step GD++ (fitted shared step sizes)."""
     tol, name = s.config["tolerance"], "recurrent-2"
     gd2 = GDPlusPlus.fit(s.fit_sample, 2, shared=True, curvature=False, start=(s.gd1.lr, 0.0))
     gdpp = GDPlusPlus.fit(s.fit_sample, 2, shared=True, curvature=True, start=(s.gd1.lr, 0.0))
     for learner in (gd2, gdpp):
         s.log_fit(name, learner)
-    result = s.train(name, 2, True, reference=gdpp)
-    losses = s.evaluate(name, result.models, [gd2, gdpp])
-    for seed, model in zip(s.seeds, result.models):
-        for metric, value in compare(model, gdpp, s.compare_sample).items():
-            s.ctx.log(setting=name, model="lsa", seed=seed, metric=metric, value=value)
-    trained = [losses[f"lsa/seed{k}"] for k in s.seeds]
+    part = s.train(name, 2, True, [gd2, gdpp], reference=gdpp)
+    s.compare(part, gdpp)
+    part.references, part.construction = {"2-step GD": gd2.name, "2-step GD++": gdpp.name}, s.construction(gdpp, True)
+    losses, trained = part.losses, part.trained_losses
     worst = max(trained, key=lambda v: abs(v - losses[gdpp.name]))
-    claims = [
+    part.claims = [
         C.at_most("b-beats-2-step-gd", PAPER,
                   f"(b) a trained 2-layer recurrent LSA beats 2-step GD ({gd2.name}, half-MSE "
                   f"{losses[gd2.name]:.4f}; worst seed)", max(trained), losses[gd2.name], figure="training_curves"),
@@ -204,14 +218,14 @@ def _recurrent(s: _Setting):
                  f"(b) …and is within {tol['gd_plus_plus_rel']:.0%} of 2-step GD++ ({gdpp.name}; worst seed)",
                  worst, losses[gdpp.name], tol["gd_plus_plus_rel"], figure="training_curves"),
     ]
-    construction = s.construction(gdpp, True)
-    return claims, {"losses": losses, "gd": losses[gd2.name], "gd++": losses[gdpp.name]}, (result.models[0], construction)
+    return part
 
 
-def _per_layer(s: _Setting, one_layer_loss: float):
-    """(c) per-layer models of several depths vs per-step GD++ of the same depth."""
+def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
+    """(c) per-layer models of several depths vs per-step GD++ of the same depth; the first part's
+    claims include that the loss falls with every added layer."""
     tol, clip = s.config["tolerance"], s.config["activation_clip"]
-    claims, table = [], {}
+    parts = []
     for depth in s.config["depths"]:
         clipped = depth >= clip["from_depth"]
         note = f" (tokens clipped to ±{clip['value']:g})" if clipped else ""
@@ -219,29 +233,29 @@ def _per_layer(s: _Setting, one_layer_loss: float):
         shared = GDPlusPlus.fit(s.fit_sample, depth, shared=True, start=(s.gd1.lr, 0.0))
         gdpp = GDPlusPlus.fit(s.fit_sample, depth, shared=False, start=(shared.lrs, shared.gammas))
         s.log_fit(name, gdpp)
-        result = s.train(name, depth, False, lr=s.config["depth_lr"], clip=clip["value"] if clipped else None)
-        losses = s.evaluate(name, result.models, [gdpp])
-        trained = [losses[f"lsa/seed{k}"] for k in s.seeds]
-        table[depth] = (sum(trained) / len(trained), losses[gdpp.name], max(trained))
-        claims.append(C.at_most(
+        part = s.train(name, depth, False, [gdpp], lr=s.config["depth_lr"], clip=clip["value"] if clipped else None)
+        part.references = {"per-step GD++": gdpp.name}
+        gdpp_loss = part.losses[gdpp.name]
+        part.claims = [C.at_most(
             f"c-depth-{depth}-near-gd-plus-plus", PAPER,
             f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} above per-step GD++ "
-            f"of the same depth ({gdpp.name}, half-MSE {losses[gdpp.name]:.4f}; worst seed)",
-            max(trained), losses[gdpp.name] * (1 + tol["depth_rel"]), figure="training_curves"))
-    means = [one_layer_loss] + [table[d][0] for d in s.config["depths"]]
-    claims.insert(0, C.holds_if(
+            f"of the same depth ({gdpp.name}, half-MSE {gdpp_loss:.4f}; worst seed)",
+            max(part.trained_losses), gdpp_loss * (1 + tol["depth_rel"]), figure="training_curves")]
+        parts.append(part)
+    means = [one_layer.mean] + [part.mean for part in parts]
+    parts[0].claims.insert(0, C.holds_if(
         "c-loss-falls-with-depth", PAPER, "(c) the trained loss (mean over seeds) falls with every added layer",
         " > ".join(f"{m:.4f}" for m in means), "strictly decreasing from 1 layer on",
         all(a > b for a, b in zip(means, means[1:])), figure="training_curves"))
-    return claims, table
+    return parts
 
 
-def _sine(config: dict, ctx: RunContext):
-    """(d) sine regression: MLP features + one trained LSA layer vs the same MLP + the GD construction."""
+def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
+    """(d) sine regression: MLP features + one trained LSA layer vs the same MLP + the GD construction.
+    Returns the claims and the zero predictor's half-MSE."""
     cfg, tol, name = config["sine"], config["tolerance"], "sine"
     task = SineRegression(n_context=cfg["n_context"])
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    train_cfg = TrainConfig.from_config(cfg["train"])
+    train = TrainConfig.from_config(cfg["train"])
     width, k = cfg["width"], cfg["features"]
 
     def make(train_attention):
@@ -255,20 +269,13 @@ def _sine(config: dict, ctx: RunContext):
             return FeatureLSA(MLP(1, width, k, generator=g), lsa, train_attention)
         return build
 
-    results, losses = {}, {}
-    for model_name, trainable in (("mlp+lsa", True), ("mlp+gd", False)):
-        results[model_name] = ctx.train(f"sine-{model_name}", make(trainable), data_source(task, PairedFormat(), train_cfg),
-                                        train_cfg, seeds, setting=name)
-    predictors = {"zero": ZeroPredictor().predict_episode}
-    for model_name, result in results.items():
-        predictors.update({f"{model_name}/seed{s}": model_predictor(m) for s, m in zip(seeds, result.models)})
-    found = evaluate(predictors, task, config["eval_prompts"], config["seed"], "half_mse")
-    for key, (mean, _) in found.items():
-        model, _, seed = key.partition("/seed")
-        ctx.log(setting=name, model=model, seed=int(seed) if seed else None, metric="half_mse", value=mean)
-    for model_name in results:
-        losses[model_name] = sum(found[f"{model_name}/seed{s}"][0] for s in seeds) / len(seeds)
-    zero = found["zero"][0]
+    predictors = {"zero": ZeroPredictor()}
+    for model, trainable in (("mlp+lsa", True), ("mlp+gd", False)):
+        result = ctx.model(model, make(trainable), data_source(task, PairedFormat(), train), train, setting=name)
+        predictors.update({(model, seed): m for seed, m in result.by_seed.items()})
+    found = ctx.evaluate(predictors, task, config["eval_prompts"], "half_mse", name)
+    losses = {model: sum(found[model, seed] for seed in ctx.seeds) / len(ctx.seeds) for model in ("mlp+lsa", "mlp+gd")}
+    zero = found["zero"]
     claims = [
         C.within("d-trained-matches-gd-features", PAPER,
                  f"(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention within "
@@ -278,7 +285,7 @@ def _sine(config: dict, ctx: RunContext):
                   f"(d) both are far below the zero predictor (half-MSE {zero:.3f}): worse one / zero",
                   max(losses.values()) / zero, tol["sine_below_zero"], figure="sine"),
     ]
-    return claims, results, losses, zero
+    return claims, zero
 
 
 def _check(config: dict):
@@ -295,45 +302,36 @@ def _check(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Run (a)–(d) and draw the figures."""
-    s = _Setting(config, ctx)
-    claims_a, a, weights_a = _one_layer(s)
-    claims_b, b, weights_b = _recurrent(s)
-    claims_c, depth_table = _per_layer(s, a["trained_mean"])
-    claims_d, _, sine_losses, zero = _sine(config, ctx)
-    _figures(ctx, a, b, depth_table, (weights_a, weights_b), sine_losses, zero)
-    return claims_a + claims_b + claims_c + claims_d
+    s = _Linear(config, ctx)
+    one_layer = _one_layer(s)
+    recurrent = _recurrent(s)
+    deeper = _per_layer(s, one_layer)
+    sine_claims, zero = _sine(config, ctx)
+    _figures(ctx, one_layer, recurrent, deeper, zero)
+    return [c for part in (one_layer, recurrent, *deeper) for c in part.claims] + sine_claims
 
 
-def _figures(ctx: RunContext, a, b, depth_table, weights, sine_losses, zero):
-    import pandas as pd
-
-    rows = pd.DataFrame(ctx.rows)
-    history = rows[rows.step.notna()] if "step" in rows else rows.iloc[:0]
+def _figures(ctx: RunContext, one_layer: Part, recurrent: Part, deeper: list[Part], zero: float):
     fig, axes = new_figure(3)
-    for ax, (setting, lines) in zip(axes, [("one-layer", {"best 1-step GD": a["gd"]}),
-                                           ("recurrent-2", {"2-step GD": b["gd"], "2-step GD++": b["gd++"]})]):
-        training_curve(ax, history[history.setting == setting], "trained LSA (mean, min–max)")
-        for (label, value), color in zip(lines.items(), ("C3", "C2")):
-            ax.axhline(value, color=color, ls="--", label=f"{label} {value:.3f}")
-        ax.set_yscale("log")
-        ax.set_ylabel("training half-MSE")
-        ax.set_title(setting)
+    for ax, part in zip(axes, (one_layer, recurrent)):
+        training_curve(ax, ctx.history(setting=part.setting), "trained LSA (mean, min–max)")
+        for (label, learner), color in zip(part.references.items(), ("C3", "C2")):
+            ax.axhline(part.losses[learner], color=color, ls="--", label=f"{label} {part.losses[learner]:.3f}")
+        ax.set(yscale="log", ylabel="training half-MSE", title=part.setting)
         ax.legend(fontsize=8)
-    ax = axes[2]
-    depths = [1] + list(depth_table)
-    ax.plot(depths, [a["trained_mean"]] + [depth_table[d][0] for d in depth_table], "o-",
-            label="trained LSA (mean over seeds)")
-    ax.plot(depths, [a["gd"]] + [depth_table[d][1] for d in depth_table], "s--", label="per-step GD++ (fitted)")
-    ax.set_xlabel("layers")
-    ax.set_ylabel("half-MSE (eval prompts)")
-    ax.set_yscale("log")
-    ax.set_title("per-layer models by depth")
+    ax, layers = axes[2], [one_layer, *deeper]
+    depths = [1] + ctx.config["depths"]
+    ax.plot(depths, [part.mean for part in layers], "o-", label="trained LSA (mean over seeds)")
+    first_reference = [part.losses[next(iter(part.references.values()))] for part in layers]  # GD, then GD++
+    ax.plot(depths, first_reference, "s--", label="per-step GD++ (fitted)")
+    ax.set(xlabel="layers", ylabel="half-MSE (eval prompts)", yscale="log", title="per-layer models by depth")
     ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("training_curves"))
 
     fig, axes = new_figure(4, width=3.2, height=3.0, rows=2)
-    for row, (title, (trained, construction)) in enumerate(zip(("(a) vs GD", "(b) vs GD++"), weights)):
-        (kq, pv), (t_kq, t_pv) = (tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, construction))
+    for row, (title, part) in enumerate((("(a) vs GD", one_layer), ("(b) vs GD++", recurrent))):
+        trained = next(iter(part.trained.values()))
+        (kq, pv), (t_kq, t_pv) = (tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, part.construction))
         kq, pv = match_scale(kq, pv, t_kq)  # the rescaling the interpolation uses
         panels = [(kq, "trained W_KQ (rescaled)"), (pv, "trained W_PV (rescaled)"),
                   (t_kq, "construction W_KQ"), (t_pv, "construction W_PV")]
@@ -342,21 +340,19 @@ def _figures(ctx: RunContext, a, b, depth_table, weights, sine_losses, zero):
     save(fig, ctx.folder.figure("weights"))
 
     fig, axes = new_figure(2)
-    for ax, (setting, ref) in zip(axes, (("one-layer", "best 1-step GD"), ("recurrent-2", "2-step GD++"))):
-        training_curve(ax, history[history.setting == setting], "trained LSA (mean, min–max)", metric="sens_cosine")
-        ax.set_ylabel(f"cosine of ∂ŷ/∂x_q with {ref}")
-        ax.set_title(setting)
+    for ax, (part, ref) in zip(axes, ((one_layer, "best 1-step GD"), (recurrent, "2-step GD++"))):
+        training_curve(ax, ctx.history("sens_cosine", setting=part.setting), "trained LSA (mean, min–max)",
+                       metric="sens_cosine")
+        ax.set(ylabel=f"cosine of ∂ŷ/∂x_q with {ref}", title=part.setting)
         ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("sensitivity_cosine"))
 
-    fig, axes = new_figure(1)
-    for model, color in (("sine-mlp+lsa", "C0"), ("sine-mlp+gd", "C3")):
-        training_curve(axes[0], history[history.model == model], model[5:], color=color)
-    axes[0].axhline(zero, color="k", ls=":", label=f"zero predictor {zero:.2f}")
-    axes[0].set_yscale("log")
-    axes[0].set_ylabel("training half-MSE")
-    axes[0].set_title("sine regression: trained LSA vs GD attention")
-    axes[0].legend(fontsize=8)
+    fig, (ax,) = new_figure(1)
+    for model, color in (("mlp+lsa", "C0"), ("mlp+gd", "C3")):
+        training_curve(ax, ctx.history(model=model), model, color=color)
+    ax.axhline(zero, color="k", ls=":", label=f"zero predictor {zero:.2f}")
+    ax.set(yscale="log", ylabel="training half-MSE", title="sine regression: trained LSA vs GD attention")
+    ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("sine"))
 
 
@@ -367,4 +363,5 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_check,
+    train_blocks=("train", "sine.train"),
 )

@@ -8,11 +8,13 @@ compared with the exact optimum ŷ = x_qᵀΓ⁻¹(1/N)Σy_i x_i and with refere
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .. import claims as C
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, ZeroPredictor
-from ..metrics import cosine, evaluate, lsa_alignment, model_predictor
+from ..metrics import cosine, lsa_alignment
 from ..models import LinearSelfAttention
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
@@ -33,7 +35,6 @@ DEFAULTS = {
     "train": {
         "steps": 2000, "batch_size": 1024, "lr": 0.003, "optimizer": "adam",
         "schedule": "cosine", "warmup": 100, "log_every": 50, "checkpoint_every": 1000,
-        "blowup": TrainConfig.blowup,  # null: never stop a finite loss (see TrainConfig)
     },
     "eval_prompts": 50000,
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99},
@@ -45,73 +46,75 @@ SCALES = {
 }
 
 
-def _setting(name: str, task, config: dict, ctx: RunContext):
-    """Train, evaluate and check one covariance; returns claims and what the figures need."""
-    d, dim = task.d, task.d + 1
+@dataclass
+class Setting:
+    """One covariance's outcome: the theory's losses, every predictor's loss (learners by name, the
+    trained LSA by ``(model, seed)``), the trained LSA by seed with its preconditioner cosines, and
+    the optimum's weights."""
+
+    name: str
+    model: str
+    optimal_loss: float
+    gd_loss: float
+    losses: dict
+    trained: dict[int, LinearSelfAttention]
+    cosines: list[float]
+    target: tuple[torch.Tensor, torch.Tensor]
+
+
+def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
+    """Train one LSA per seed on one covariance and compare it with the theory and the learners."""
     optimum, gd = lsa_optimum(task), gd_step_optimum(task)
-    ctx.log(setting=name, model="theory", metric="optimal_loss", value=optimum.loss)
-    ctx.log(setting=name, model="theory", metric="gd_step_lr", value=gd.lr)
-    ctx.log(setting=name, model="theory", metric="gd_step_loss", value=gd.loss)
+    ctx.log_metrics({"optimal_loss": optimum.loss, "gd_step_lr": gd.lr, "gd_step_loss": gd.loss}, setting=name,
+                    model="theory")
 
-    train_cfg = TrainConfig.from_config(config["train"])
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    model_cfg = config["model"]
-    result = ctx.train(
-        f"lsa-{name}",
-        lambda g: LinearSelfAttention(dim, init=model_cfg["init"], init_scale=model_cfg["init_scale"], generator=g),
-        data_source(task, PairedFormat(), train_cfg),
-        train_cfg,
-        seeds,
-        setting=name,
-    )
+    train = TrainConfig.from_config(config["train"])
+    init = config["model"]
+    model = f"lsa-{name}"
+    result = ctx.model(model, lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"],
+                                                            generator=g),
+                       data_source(task, PairedFormat(), train), train, setting=name)
+    trained = result.by_seed
 
-    learners = [
-        LeastSquares(), Averaging(), GradientDescent(1, gd.lr), NearestNeighbours(3), ZeroPredictor(),
-    ]
-    predictors = {l.name: l.predict_episode for l in learners}
-    predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner).predict_episode
-    predictors.update({f"lsa/seed{s}": model_predictor(m) for s, m in zip(seeds, result.models)})
-    losses = evaluate(predictors, task, config["eval_prompts"], config["seed"])
-    for key, (mean, stderr) in losses.items():
-        model, _, seed = key.partition("/seed")
-        ctx.log(setting=name, model=model, seed=int(seed) if seed else None, metric="mse", value=mean)
-        ctx.log(setting=name, model=model, seed=int(seed) if seed else None, metric="mse_stderr", value=stderr)
+    learners = [LeastSquares(), Averaging(), GradientDescent(1, gd.lr), NearestNeighbours(3), ZeroPredictor()]
+    predictors = {learner.name: learner for learner in learners}
+    predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner)
+    losses = ctx.evaluate({**predictors, **{(model, seed): m for seed, m in trained.items()}}, task,
+                          config["eval_prompts"], setting=name)
 
-    target_kq, target_pv = lsa_weights(optimum.preconditioner, dim)
-    cosines = []
-    for seed, model in zip(seeds, result.models):
-        w_kq, w_pv = (w.detach().cpu() for w in model.layers[0].merged())
-        cosines.append(cosine(w_pv[-1, -1] * w_kq[:d, :d], optimum.preconditioner))
-        ctx.log(setting=name, model="lsa", seed=seed, metric="preconditioner_cosine", value=cosines[-1])
-        ctx.log(setting=name, model="lsa", seed=seed, metric="product_alignment",
-                value=lsa_alignment(w_kq, w_pv, target_kq, target_pv))
+    target, cosines = lsa_weights(optimum.preconditioner, task.d + 1), []
+    for seed, m in trained.items():
+        w_kq, w_pv = (w.detach().cpu() for w in m.layers[0].merged())
+        cosines.append(cosine(w_pv[-1, -1] * w_kq[: task.d, : task.d], optimum.preconditioner))
+        ctx.log_metrics({"preconditioner_cosine": cosines[-1], "product_alignment": lsa_alignment(w_kq, w_pv, *target)},
+                        setting=name, model=model, seed=seed)
+    return Setting(name, model, optimum.loss, gd.loss, losses, trained, cosines, target)
 
-    tol = config["tolerance"]
-    model_losses = [losses[f"lsa/seed{s}"][0] for s in seeds]
-    worst = max(model_losses, key=lambda v: abs(v - optimum.loss))
-    ordered = all(losses["ols"][0] < v < losses["averaging"][0] for v in model_losses)
-    claims = [
+
+def _claims(s: Setting, config: dict) -> list:
+    tol, name = config["tolerance"], s.name
+    model_losses = [s.losses[s.model, seed] for seed in s.trained]
+    worst = max(model_losses, key=lambda v: abs(v - s.optimal_loss))
+    ols, averaging = s.losses["ols"], s.losses["averaging"]
+    return [
         C.within(
             f"loss-at-optimum-{name}", PAPER,
             f"{name} Λ: the trained LSA's loss is within {tol['loss_rel']:.0%} of tr Λ − tr(ΛΓ⁻¹Λ) "
-            f"(worst of {len(seeds)} seeds, {config['eval_prompts']} fresh prompts)",
-            worst, optimum.loss, tol["loss_rel"], figure="learners",
+            f"(worst of {len(model_losses)} seeds, {config['eval_prompts']} fresh prompts)",
+            worst, s.optimal_loss, tol["loss_rel"], figure="learners",
         ),
         C.at_least(
             f"preconditioner-{name}", PAPER,
             f"{name} Λ: W_PV[y,y]·W_KQ[x,x] matches Γ⁻¹ in direction (cosine, worst seed)",
-            min(cosines), tol["cosine"], figure="weights",
+            min(s.cosines), tol["cosine"], figure="weights",
         ),
         C.holds_if(
             f"between-ols-and-averaging-{name}", PAPER,
             f"{name} Λ: the LSA beats averaging and loses to OLS (every seed)",
-            f"ols {losses['ols'][0]:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} "
-            f"< averaging {losses['averaging'][0]:.4g}",
-            "ols < lsa < averaging", ordered, figure="learners",
+            f"ols {ols:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} < averaging {averaging:.4g}",
+            "ols < lsa < averaging", all(ols < v < averaging for v in model_losses), figure="learners",
         ),
     ]
-    weights = (result.models[0].layers[0].merged(), (target_kq, target_pv))
-    return claims, optimum.loss, gd.loss, losses, weights
 
 
 def _tasks(config: dict) -> dict:
@@ -120,60 +123,46 @@ def _tasks(config: dict) -> dict:
             for name, eigenvalues in config["covariances"].items()}
 
 
-def _validate(config: dict):
-    """Every task and the training settings must build before anything trains."""
-    _tasks(config)
-    TrainConfig.from_config(config["train"])
-
-
 def run(config: dict, ctx: RunContext):
-    """Run both covariance settings and draw the figures."""
-    claims, curves, bars, maps = [], {}, {}, {}
-    for name, task in _tasks(config).items():
-        found, optimal, gd_loss, losses, weights = _setting(name, task, config, ctx)
-        claims += found
-        curves[name], bars[name], maps[name] = (optimal, gd_loss), (losses, optimal), weights
-    _figures(ctx, curves, bars, maps)
-    return claims
+    """Run both covariance settings, check the claims and draw the figures."""
+    settings = [_setting(name, task, config, ctx) for name, task in _tasks(config).items()]
+    _figures(ctx, settings)
+    return [claim for s in settings for claim in _claims(s, config)]
 
 
-def _figures(ctx: RunContext, curves, bars, maps):
-    import pandas as pd
-
-    history = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "train_loss"])
-    fig, axes = new_figure(len(curves))
-    for ax, (name, (optimal, gd_loss)) in zip(axes, curves.items()):
-        training_curve(ax, history[history.setting == name], "trained LSA (mean, min–max over seeds)")
-        ax.axhline(optimal, color="k", ls="--", label=f"theory optimum {optimal:.3f}")
-        ax.axhline(gd_loss, color="C3", ls=":", label=f"best 1-step GD {gd_loss:.3f}")
+def _figures(ctx: RunContext, settings: list[Setting]):
+    fig, axes = new_figure(len(settings))
+    for ax, s in zip(axes, settings):
+        training_curve(ax, ctx.history(setting=s.name), "trained LSA (mean, min–max over seeds)")
+        ax.axhline(s.optimal_loss, color="k", ls="--", label=f"theory optimum {s.optimal_loss:.3f}")
+        ax.axhline(s.gd_loss, color="C3", ls=":", label=f"best 1-step GD {s.gd_loss:.3f}")
         ax.set_yscale("log")
         ax.set_ylabel("training mse")
-        ax.set_title(f"{name} Λ")
+        ax.set_title(f"{s.name} Λ")
         ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("training_curves"))
 
-    fig, axes = new_figure(len(bars), width=5.5)
-    for ax, (name, (losses, optimal)) in zip(axes, bars.items()):
-        names = [k for k in losses if "/seed" not in k]
-        values = [losses[k][0] for k in names]
-        trained = [v for k, (v, _) in losses.items() if "/seed" in k]
-        names.append("trained lsa")
-        values.append(sum(trained) / len(trained))
+    fig, axes = new_figure(len(settings), width=5.5)
+    for ax, s in zip(axes, settings):
+        learners = {k: v for k, v in s.losses.items() if isinstance(k, str)}
+        trained = [s.losses[s.model, seed] for seed in s.trained]
+        names, values = [*learners, "trained lsa"], [*learners.values(), sum(trained) / len(trained)]
         ax.barh(names, values, color=["C1" if n == "trained lsa" else "C0" for n in names])
-        ax.axvline(optimal, color="k", ls="--", label="theory optimum")
+        ax.axvline(s.optimal_loss, color="k", ls="--", label="theory optimum")
         ax.set_xlabel("query mse (fresh prompts)")
-        ax.set_title(f"{name} Λ")
+        ax.set_title(f"{s.name} Λ")
         ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("learners"))
 
-    fig, axes = new_figure(4, width=3.2, height=3.0, rows=len(maps))
-    for row, (name, ((w_kq, w_pv), (t_kq, t_pv))) in enumerate(maps.items()):
+    fig, axes = new_figure(4, width=3.2, height=3.0, rows=len(settings))
+    for row, s in enumerate(settings):
+        w_kq, w_pv = next(iter(s.trained.values())).layers[0].merged()
         # Rescale so that W_PV[y, y] = 1: the product W_PV·W_KQ, which fixes ŷ, is unchanged.
         scale = w_pv[-1, -1].item()
         panels = [(w_kq * scale, "trained W_KQ·W_PV[y,y]"), (w_pv / scale, "trained W_PV/W_PV[y,y]"),
-                  (t_kq, "theory W_KQ (Γ⁻¹ block)"), (t_pv, "theory W_PV")]
+                  (s.target[0], "theory W_KQ (Γ⁻¹ block)"), (s.target[1], "theory W_PV")]
         for ax, (matrix, title) in zip(axes[4 * row: 4 * row + 4], panels):
-            heatmap(ax, matrix.detach().cpu(), f"{name}: {title}")
+            heatmap(ax, matrix.detach().cpu(), f"{s.name}: {title}")
     save(fig, ctx.folder.figure("weights"))
 
 
@@ -183,5 +172,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_tasks,  # every task must build before anything trains
 )

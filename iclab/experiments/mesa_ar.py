@@ -30,6 +30,7 @@ docs/experiments/mesa-ar.md.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import torch
 
@@ -42,7 +43,8 @@ from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
 from ..tasks import AutoregressiveSequences, StartDistribution
 from ..theory import (
-    best_diagonal, best_product, diagonal_learning_rate, expected_gradient, product_optimum, product_scatter,
+    ExpectedGradient, ProductOptimum, best_diagonal, best_product, diagonal_learning_rate, expected_gradient,
+    product_optimum, product_scatter,
 )
 from ..train import FixedTrainingSet, TrainConfig
 from .base import Experiment, RunContext
@@ -67,7 +69,7 @@ DEFAULTS = {
     # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale
     # (iclab.theory.diagonal_learning_rate).
     "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
-              "log_every": 10, "checkpoint_every": 1000, "blowup": TrainConfig.blowup},
+              "log_every": 10, "checkpoint_every": 1000},
     "test_size": 2000,
     "scatter_draws": 20000,
     "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3,
@@ -84,14 +86,41 @@ SCALES = {
 VARIANTS = {True: "diagonal", False: "full"}  # diagonal_only → the variant's name
 
 
-def _name(kind: str, scale: float) -> str:
-    return f"{kind}-{scale:g}"
+@dataclass
+class Run:
+    """One trained model and seed, evaluated on its setting's test sequences."""
+
+    model: str
+    variant: str  # diagonal or full
+    init: tuple[float, float]  # (a₀, b₀)
+    seed: int
+    ab: complex  # mean_j a_j b_j after training
+    fit: complex  # the same of its training set's optimum
+    coordinate_gap: float  # the largest relative gap of a_j b_j to the optimum's
+    offdiag: float  # ‖off‖_F / ‖on‖_F
+    relative_loss: float  # the test loss over predicting 0's
+    ratio: torch.Tensor  # (T − 2,): mean Re(ŷ_t / x_{t+1}) per step
+    trained: CausalLinearAttention
 
 
-def _sequences(prompt) -> torch.Tensor:
-    """x_1..x_T back from an :class:`AutoregressiveFormat` prompt (tokens hold x_1..x_{T−1})."""
-    d = prompt.targets.shape[-1]
-    return torch.cat([prompt.tokens[..., :d], prompt.targets[:, -1:]], dim=1)
+@dataclass
+class Setting:
+    """One start distribution: its task, ab*, the runs of both variants, the expected gradients."""
+
+    name: str
+    kind: str
+    scale: float
+    task: AutoregressiveSequences
+    optimum: ProductOptimum
+    scatter: float  # the relative scatter of a training set's own optimum around ab*
+    diagonal: list[Run] = field(default_factory=list)
+    full: list[Run] = field(default_factory=list)
+    gradients: list[ExpectedGradient] = field(default_factory=list)  # at each diagonal init
+
+    @property
+    def second_moment(self) -> float:
+        """E|x₁|², which turns ab* into the prediction/truth ratio."""
+        return self.task.start.abs_moment(2, self.task.d)
 
 
 def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -101,145 +130,138 @@ def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Te
     return ratio.sum((0, 2)) / seen.sum((0, 2))
 
 
-def _train_runs(name: str, task, optimum, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext,
-                setting: str) -> list[dict]:
+def _train_runs(s: Setting, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext,
+                setting: str) -> list[Run]:
     """Train one variant from every init on a fixed training set of ``size`` sequences (full batch)
-    and evaluate it on the setting's test sequences; one dict per (init, seed)."""
+    and evaluate it on the test sequences; one run per (init, seed), logged under ``setting``."""
     fmt = AutoregressiveFormat()
-    data = FixedTrainingSet(task, fmt, size, size)
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    sequences = [_sequences(data.training_set(s, ctx.device)).cpu() for s in seeds]
-    fitted = [best_diagonal(xs) for xs in sequences]  # (d,) products of the diagonal model's optimum
-    scalar = [best_product(xs).real for xs in sequences]
-    test = fmt.encode(task.sample(config["test_size"], generator(config["seed"], "test")).to(ctx.device))
+    data = FixedTrainingSet(s.task, fmt, size, size)
+    fitted, scalar = {}, {}
+    for seed in ctx.seeds:
+        xs = fmt.sequences(data.training_set(seed, ctx.device)).cpu()  # (size, T, d)
+        fitted[seed] = best_diagonal(xs)  # (d,) products of the diagonal model's optimum
+        scalar[seed] = best_product(xs).real
+    test = fmt.encode(s.task.sample(config["test_size"], generator(config["seed"], "test")).to(ctx.device))
     zero_loss = prompt_losses(torch.zeros_like(test.targets), test.targets, "half_sse").mean().item()
     variant, runs = VARIANTS[diagonal_only], []
     for a0, b0 in inits:
-        label = f"{variant}-a{a0:g}-b{b0:g}"
-        lr, warmup = diagonal_learning_rate(optimum, a0, b0, config["lr_scale"])
-        cfg = TrainConfig.from_config({**config["train"], "train_size": size, "batch_size": size, "lr": lr,
-                                       "warmup": warmup})
+        model = f"{setting}-{variant}-a{a0:g}-b{b0:g}"
+        lr, warmup = diagonal_learning_rate(s.optimum, a0, b0, config["lr_scale"])
+        train = TrainConfig.from_config({**config["train"], "train_size": size, "batch_size": size, "lr": lr,
+                                         "warmup": warmup})
 
         def make(g, a0=a0, b0=b0):
-            return CausalLinearAttention(task.d, a0=a0, b0=b0, diagonal_only=diagonal_only, generator=g)
+            return CausalLinearAttention(s.task.d, a0=a0, b0=b0, diagonal_only=diagonal_only, generator=g)
 
         def track(step, models):
             return {"ab": [m.diagonal_product().mean().real.item() for m in models],
                     "offdiag_ratio": [m.off_diagonal_ratio() for m in models]}
 
         # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
-        result = ctx.train(f"{name}-{label}", make, data, cfg, seeds, setting=setting, callback=track, vectorize=False)
-        for s, fit, best_scalar, model in zip(seeds, fitted, scalar, result.models):
+        result = ctx.model(model, make, data, train, setting=setting, callback=track, vectorize=False)
+        for seed, trained in result.by_seed.items():
             with torch.no_grad():
-                prediction = model(test.tokens, test.n_context)
-            products = model.diagonal_product().detach().cpu().to(fit.dtype)
-            ab = products.mean().item()
-            coordinate_gap = ((products - fit).abs() / fit.abs()).max().item()
+                prediction = trained(test.tokens, test.n_context)  # (B, T − 2, d)
+            products = trained.diagonal_product().detach().cpu().to(fitted[seed].dtype)  # (d,)
+            ab, fit = products.mean().item(), fitted[seed].mean().item()
             loss = prompt_losses(prediction, test.targets, "half_sse").mean().item()
-            ratio = _ratio_over_time(prediction.cpu(), test.targets.cpu())
-            row = dict(setting=setting, model=label, seed=s)
-            for metric, value in (("ab_final", ab.real), ("ab_final_imag", ab.imag), ("ab_best", fit.mean().real.item()),
-                                  ("ab_best_scalar", best_scalar), ("coordinate_gap", coordinate_gap),
-                                  ("offdiag_ratio_final", model.off_diagonal_ratio()), ("test_half_sse", loss),
-                                  ("test_relative_loss", loss / zero_loss)):
-                ctx.log(**row, metric=metric, value=value)
-            for t, value in enumerate(ratio.tolist(), start=2):
-                ctx.log(**row, n=t, metric="prediction_truth_ratio", value=value)
-            runs.append(dict(init=(a0, b0), label=label, seed=s, size=size, ab=ab, fit=fit.mean().item(),
-                             coordinate_gap=coordinate_gap,
-                             offdiag=model.off_diagonal_ratio(), relative_loss=loss / zero_loss, ratio=ratio,
-                             model=model))
+            gap = ((products - fitted[seed]).abs() / fitted[seed].abs()).max().item()
+            run = Run(model, variant, (a0, b0), seed, ab, fit, coordinate_gap=gap, offdiag=trained.off_diagonal_ratio(),
+                      relative_loss=loss / zero_loss, ratio=_ratio_over_time(prediction.cpu(), test.targets.cpu()),
+                      trained=trained)
+            ctx.log_metrics({"ab_final": ab.real, "ab_final_imag": ab.imag, "ab_best": fit.real,
+                             "ab_best_scalar": scalar[seed], "coordinate_gap": gap, "offdiag_ratio_final": run.offdiag,
+                             "test_half_sse": loss, "test_relative_loss": run.relative_loss},
+                            setting=setting, model=model, seed=seed)
+            for t, value in enumerate(run.ratio.tolist(), start=2):
+                ctx.log(setting=setting, model=model, seed=seed, n=t, metric="prediction_truth_ratio", value=value)
+            runs.append(run)
     return runs
 
 
-def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext) -> dict:
+def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext) -> Setting:
     """Both variants (the full one when ``full``) from every init on one start distribution."""
-    name = _name(kind, scale)
+    name = f"{kind}-{scale:g}"
     task = AutoregressiveSequences(config["task"]["d"], config["task"]["length"], StartDistribution(kind, scale))
     optimum = product_optimum(task)
     size = config["train"]["train_size"]
     scatter = product_scatter(task, size, generator(config["seed"], "scatter"), config["scatter_draws"])
-    ctx.log(setting=name, model="theory", metric="ab_star", value=optimum.product)
-    ctx.log(setting=name, model="theory", metric="ab_relative_scatter", value=scatter)
-    out = dict(name=name, kind=kind, scale=scale, task=task, optimum=optimum, scatter=scatter, full=[], gradient=[],
-               second_moment=task.start.abs_moment(2, task.d))
-    out["diagonal"] = _train_runs(name, task, optimum, size, True, config["inits"], config, ctx, name)
+    ctx.log_metrics({"ab_star": optimum.product, "ab_relative_scatter": scatter}, setting=name, model="theory")
+    s = Setting(name, kind, scale, task, optimum, scatter)
+    s.diagonal = _train_runs(s, size, True, config["inits"], config, ctx, name)
     if full:
-        out["full"] = _train_runs(name, task, optimum, size, False, config["inits"], config, ctx, name)
+        s.full = _train_runs(s, size, False, config["inits"], config, ctx, name)
         for a0, b0 in config["inits"]:
             estimate = expected_gradient(task, a0, b0, config["gradient"]["draws"], config["gradient"]["batches"],
                                          config["seed"])
-            gradient = {"z": estimate.z, "off": estimate.off, "on": estimate.on}
-            for metric, value in gradient.items():
-                ctx.log(setting=name, model=f"init-a{a0:g}-b{b0:g}", metric=f"expected_gradient_{metric}", value=value)
-            out["gradient"].append(gradient)
-    return out
+            ctx.log_metrics({"expected_gradient_z": estimate.z, "expected_gradient_off": estimate.off,
+                             "expected_gradient_on": estimate.on}, setting=name, model=f"init-a{a0:g}-b{b0:g}")
+            s.gradients.append(estimate)
+    return s
 
 
-def _size_sweep(setting: dict, config: dict, ctx: RunContext) -> dict[int, list[dict]]:
-    """The full model from the sweep's init at every training-set size (Gaussian σ = 1)."""
+def _size_sweep(s: Setting, config: dict, ctx: RunContext) -> dict[int, list[Run]]:
+    """The full model from the sweep's init at every training-set size (Gaussian σ = 1); the size of
+    ``train.train_size`` reuses the setting's own runs."""
     init = tuple(config["size_sweep"]["init"])
-    by_size = {config["train"]["train_size"]: [r for r in setting["full"] if r["init"] == init]}
-    for size in config["size_sweep"]["sizes"]:
-        if not by_size.get(size):
-            by_size[size] = _train_runs(f"{setting['name']}-m{size}", setting["task"], setting["optimum"], size, False,
-                                        [init], config, ctx, f"{setting['name']}-m{size}")
-    return {size: by_size[size] for size in config["size_sweep"]["sizes"]}
+    return {size: [r for r in s.full if r.init == init] if size == config["train"]["train_size"] else
+            _train_runs(s, size, False, [init], config, ctx, f"{s.name}-m{size}")
+            for size in config["size_sweep"]["sizes"]}
 
 
-def _population_tolerance(s: dict, tol: dict) -> float:
+def _population_tolerance(s: Setting, tol: dict) -> float:
     """ab's tolerance around ab*: max(population, fit + sigmas × the training set's relative scatter)."""
-    return max(tol["population"], tol["fit"] + tol["sigmas"] * s["scatter"])
+    return max(tol["population"], tol["fit"] + tol["sigmas"] * s.scatter)
 
 
-def _claims(s: dict, config: dict, contrast: dict | None) -> list:
-    tol, name, p, m = config["tolerance"], s["name"], s["optimum"].product, config["train"]["train_size"]
-    diagonal, full = s["diagonal"], s["full"]
+def _claims(s: Setting, config: dict, contrast: ExpectedGradient | None) -> list:
+    tol, name, p, m = config["tolerance"], s.name, s.optimum.product, config["train"]["train_size"]
+    diagonal, full = s.diagonal, s.full
     population_tol = _population_tolerance(s, tol)
-    fit_gaps = [abs(r["ab"] - r["fit"]) / abs(r["fit"]) for r in diagonal]
-    worst_pop = max(diagonal, key=lambda r: abs(r["ab"] - p))
-    full_ab = ", ".join(f"{r['ab'].real:.4g}" for r in full)
+    fit_gaps = [abs(r.ab - r.fit) / abs(r.fit) for r in diagonal]
+    worst_pop = max(diagonal, key=lambda r: abs(r.ab - p))
+    full_ab = ", ".join(f"{r.ab.real:.4g}" for r in full)
     beside = f"; the full model's ab on the same sets: {full_ab}" if full else ""
-    law = {"gaussian": f"ab*·σ² = {p * s['scale'] ** 2:.4g}", "sparse": f"ab*·c² = {p * s['scale'] ** 2:.4g}"}
+    law = {"gaussian": f"ab*·σ² = {p * s.scale ** 2:.4g}", "sparse": f"ab*·c² = {p * s.scale ** 2:.4g}"}
     out = [
         C.at_most(f"ab-fits-training-set-{name}", PAPER,
                   f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's "
                   f"support) drives ab = mean_j a_j b_j to its training set's optimum (the diagonal model's exact "
                   f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
                   f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
-                  f"{max(r['coordinate_gap'] for r in diagonal):.2%}){beside}",
+                  f"{max(r.coordinate_gap for r in diagonal):.2%}){beside}",
                   max(fit_gaps), tol["fit"], figure="ab_training"),
         C.within(f"ab-star-{name}", PAPER,
-                 f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s['kind'], 'all-ones')}; "
-                 f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s['scatter']:.2%}), "
+                 f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s.kind, 'all-ones')}; "
+                 f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s.scatter:.2%}), "
                  f"the scatter of a training set of m = {m} sequences; worst run)",
-                 p + abs(worst_pop["ab"] - p), p, population_tol, figure="ab_training"),
+                 p + abs(worst_pop.ab - p), p, population_tol, figure="ab_training"),
     ]
-    if s["gradient"] and s["kind"] in ("gaussian", "sparse"):
-        worst = max(s["gradient"], key=lambda g: g["z"])
+    if s.gradients and s.kind in ("gaussian", "sparse"):
+        worst = max(s.gradients, key=lambda g: g.z)
         draws = config["gradient"]["draws"]
-        power = f"; all-ones starts, outside the theorem: z = {contrast['z']:.3g}" if contrast else ""
+        power = f"; all-ones starts, outside the theorem: z = {contrast.z:.3g}" if contrast else ""
         out.append(C.at_most(
             f"offdiag-gradient-vanishes-{name}", PAPER,
             f"{name}: at the diagonal initialisation the population gradient on the off-diagonal weights is zero: "
             f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors of "
-            f"0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s['gradient'])} inits; "
-            f"‖ĝ_off‖/‖ĝ_on‖ = {worst['off'] / worst['on']:.2g}{power})",
-            worst["z"], tol["gradient_z"]))
-    if full and s["kind"] == "sparse":
+            f"0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s.gradients)} inits; "
+            f"‖ĝ_off‖/‖ĝ_on‖ = {worst.off / worst.on:.2g}{power})",
+            worst.z, tol["gradient_z"]))
+    if full and s.kind == "sparse":
         out.append(C.at_most(
             f"stays-diagonal-{name}", PAPER,
             f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
             f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
             f"sequences)",
-            max(r["offdiag"] for r in full), tol["offdiag"], figure="weights"))
+            max(r.offdiag for r in full), tol["offdiag"], figure="weights"))
         out.append(C.at_most(
             f"recovered-{name}", PAPER,
             f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst run)",
-            max(r["relative_loss"] for r in full), tol["recovered"], figure="prediction_truth_ratio"))
-    if full and s["kind"] == "gaussian":
-        expected = p * s["second_moment"]
-        last = [r["ratio"][-1].item() for r in full]
+            max(r.relative_loss for r in full), tol["recovered"], figure="prediction_truth_ratio"))
+    if full and s.kind == "gaussian":
+        expected = p * s.second_moment
+        last = [r.ratio[-1].item() for r in full]
         out.append(C.within(
             f"ratio-last-step-{name}", PAPER,
             f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so "
@@ -248,13 +270,13 @@ def _claims(s: dict, config: dict, contrast: dict | None) -> list:
         out.append(C.at_least(
             f"not-recovered-{name}", PAPER,
             f"{name}: the full model's test loss relative to predicting 0 stays large (best run)",
-            min(r["relative_loss"] for r in full), 0.1, figure="prediction_truth_ratio"))
+            min(r.relative_loss for r in full), 0.1, figure="prediction_truth_ratio"))
     return out
 
 
-def _sweep_claim(name: str, sweep: dict[int, list[dict]], config: dict):
+def _sweep_claim(name: str, sweep: dict[int, list[Run]], config: dict):
     sizes = list(sweep)
-    ratio = {m: sum(r["offdiag"] for r in runs) / len(runs) for m, runs in sweep.items()}
+    ratio = {m: sum(r.offdiag for r in runs) / len(runs) for m, runs in sweep.items()}
     slope = (math.log(ratio[sizes[-1]]) - math.log(ratio[sizes[0]])) / (math.log(sizes[-1]) - math.log(sizes[0]))
     return C.holds_if(
         f"offdiag-shrinks-with-m-{name}", PAPER,
@@ -283,68 +305,58 @@ def run(config: dict, ctx: RunContext):
         _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
         for kind, scales in config["starts"].items() for scale in scales
     ]
-    ones = next((s for s in settings if s["kind"] == "ones" and s["gradient"]), None)
-    contrast = max(ones["gradient"], key=lambda g: g["z"]) if ones else None
+    ones = next((s for s in settings if s.kind == "ones" and s.gradients), None)
+    contrast = max(ones.gradients, key=lambda g: g.z) if ones else None
     claims = [c for s in settings for c in _claims(s, config, contrast)]
-    sweep_setting = next((s for s in settings if s["name"] == "gaussian-1" and s["full"]), None)
+    sweep_setting = next((s for s in settings if s.name == "gaussian-1" and s.full), None)
     sweep = None
     if sweep_setting is not None and config["size_sweep"]["sizes"]:
         sweep = _size_sweep(sweep_setting, config, ctx)
-        claims.append(_sweep_claim(sweep_setting["name"], sweep, config))
+        claims.append(_sweep_claim(sweep_setting.name, sweep, config))
     _figures(ctx, settings, sweep)
     return claims
 
 
-def _figures(ctx: RunContext, settings: list[dict], sweep: dict | None):
-    import pandas as pd
-
-    rows = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "ab" and r.get("step") is not None])
+def _figures(ctx: RunContext, settings: list[Setting], sweep: dict[int, list[Run]] | None):
     fig, axes = new_figure(len(settings), width=3.8)
     for ax, s in zip(axes, settings):
         for variant, style in (("diagonal", "--"), ("full", "-")):
-            for k, label in enumerate(dict.fromkeys(r["label"] for r in s[variant])):
-                part = rows[(rows.setting == s["name"]) & (rows.model == f"{s['name']}-{label}")]
-                mean = part.groupby("step").value.mean()
-                ax.plot(mean.index, mean.values, color=f"C{k}", ls=style, label=label)
-        ax.axhline(s["optimum"].product, color="k", ls=":", label=f"ab* = {s['optimum'].product:.3f}")
-        ax.set_yscale("log")
-        ax.set_xlabel("GD step")
-        ax.set_ylabel("ab (mean of a_j b_j)")
-        ax.set_title(s["name"])
+            for k, model in enumerate(dict.fromkeys(r.model for r in getattr(s, variant))):
+                mean = ctx.history("ab", setting=s.name, model=model).groupby("step").value.mean()
+                ax.plot(mean.index, mean.values, color=f"C{k}", ls=style, label=model.removeprefix(f"{s.name}-"))
+        ax.axhline(s.optimum.product, color="k", ls=":", label=f"ab* = {s.optimum.product:.3f}")
+        ax.set(yscale="log", xlabel="GD step", ylabel="ab (mean of a_j b_j)", title=s.name)
         ax.legend(fontsize=6)
     save(fig, ctx.folder.figure("ab_training"))
 
-    fig, axes = new_figure(1, width=6)
+    fig, (ax,) = new_figure(1, width=6)
     for k, s in enumerate(settings):
-        runs = s["full"] or s["diagonal"]
-        ratio = torch.stack([r["ratio"] for r in runs]).mean(0)
-        axes[0].plot(range(2, 2 + len(ratio)), ratio, color=f"C{k}", label=f"{s['name']} ({runs[0]['label'].split('-')[0]})")
-        axes[0].axhline(s["optimum"].product * s["second_moment"], color=f"C{k}", ls=":", lw=1)
-    axes[0].set_xlabel("t")
-    axes[0].set_ylabel("mean Re(ŷ_t / x_{t+1}) (test)")
-    axes[0].set_title("prediction/truth (dotted: ab*·E|x₁|²)")
-    axes[0].legend(fontsize=7)
+        runs = s.full or s.diagonal
+        ratio = torch.stack([r.ratio for r in runs]).mean(0)  # (T − 2,)
+        ax.plot(range(2, 2 + len(ratio)), ratio, color=f"C{k}", label=f"{s.name} ({runs[0].variant})")
+        ax.axhline(s.optimum.product * s.second_moment, color=f"C{k}", ls=":", lw=1)
+    ax.set(xlabel="t", ylabel="mean Re(ŷ_t / x_{t+1}) (test)", title="prediction/truth (dotted: ab*·E|x₁|²)")
+    ax.legend(fontsize=7)
     save(fig, ctx.folder.figure("prediction_truth_ratio"))
 
-    full = [s for s in settings if s["full"]]
+    full = [s for s in settings if s.full]
     if full:
         fig, axes = new_figure(2, width=3.6, height=3.2, rows=len(full))
         for row, s in enumerate(full):
-            w_kq, w_pv = (w.detach().abs().cpu() for w in s["full"][0]["model"].weights())
-            heatmap(axes[2 * row], w_kq, f"{s['name']} {s['full'][0]['label']}: |W^KQ|")
-            heatmap(axes[2 * row + 1], w_pv, f"{s['name']}: |W^PV|")
+            w_kq, w_pv = (w.detach().abs().cpu() for w in s.full[0].trained.weights())
+            heatmap(axes[2 * row], w_kq, f"{s.full[0].model}: |W^KQ|")
+            heatmap(axes[2 * row + 1], w_pv, f"{s.name}: |W^PV|")
         save(fig, ctx.folder.figure("weights"))
 
     if sweep:
-        fig, axes = new_figure(1, width=4.5)
+        fig, (ax,) = new_figure(1, width=4.5)
         sizes = list(sweep)
-        ratio = [sum(r["offdiag"] for r in sweep[m]) / len(sweep[m]) for m in sizes]
-        axes[0].loglog(sizes, ratio, marker="o", label="trained full model")
-        axes[0].loglog(sizes, [ratio[0] * (sizes[0] / m) ** 0.5 for m in sizes], ls=":", color="k", label="∝ 1/√m")
-        axes[0].set_xlabel("training sequences m")
-        axes[0].set_ylabel("‖off‖_F / ‖on‖_F after training")
-        axes[0].set_title("gaussian-1: off-diagonal fit of a finite set")
-        axes[0].legend(fontsize=8)
+        ratio = [sum(r.offdiag for r in sweep[m]) / len(sweep[m]) for m in sizes]
+        ax.loglog(sizes, ratio, marker="o", label="trained full model")
+        ax.loglog(sizes, [ratio[0] * (sizes[0] / m) ** 0.5 for m in sizes], ls=":", color="k", label="∝ 1/√m")
+        ax.set(xlabel="training sequences m", ylabel="‖off‖_F / ‖on‖_F after training",
+               title="gaussian-1: off-diagonal fit of a finite set")
+        ax.legend(fontsize=8)
         save(fig, ctx.folder.figure("offdiag_vs_m"))
 
 

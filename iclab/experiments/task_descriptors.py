@@ -1,6 +1,6 @@
 """``task-descriptors``: task descriptors help transformers learn linear models in context.
 
-Huang & Ge (ICLR 2025); PAPERS.md §4. Inputs x ~ N(μ, I) with a mean μ ~ N(0, s²I) drawn per
+Huang & Ge (ICLR 2025); docs/papers.md §4. Inputs x ~ N(μ, I) with a mean μ ~ N(0, s²I) drawn per
 prompt (or from a fixed set of K means); each token optionally carries the descriptor μ (or
 the mean's one-hot index). LSA models of 1–3 layers are trained with and without descriptors
 and compared with the exact finite-N one-layer optimum (:mod:`iclab.theory.descriptors`),
@@ -18,11 +18,12 @@ mean, i.e. what a training curve shows; the mean is logged as well.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
 from .. import claims as C
-from ..losses import prompt_losses
-from ..metrics import lsa_alignment, model_predictor
+from ..metrics import lsa_alignment, prompt_errors
 from ..models import LinearSelfAttention, merged_lsa
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save
@@ -76,84 +77,95 @@ SCALES = {
 DESCRIPTORS = {"mu": "with μ", None: "without"}
 
 
-def _task(config: dict, **changes):
-    return linear_regression_from_config({**config["task"], "means_seed": config["seed"], **changes})
+@dataclass
+class Trained:
+    """One LSA, all seeds, evaluated on the run's prompts: per seed (in seed order) the mean squared
+    error, the typical error (median batch mean, see the module docstring) and, against a reference
+    model, the paired excess."""
+
+    model: str
+    trained: dict[int, LinearSelfAttention]
+    mse: list[float]
+    typical: list[float]
+    excess: list[float] | None = None
 
 
-def _eval_errors(predictors: dict, task, config: dict) -> dict[str, torch.Tensor]:
-    """Squared errors of every predictor on the same evaluation prompts, ``(batches, batch)`` each."""
-    batch = min(config["eval_batch"], config["eval_prompts"])
-    errors = {name: [] for name in predictors}
-    for index in range(max(1, config["eval_prompts"] // batch)):
-        episode = task.sample(batch, generator(config["seed"], "eval", index))
-        for name, predict in predictors.items():
-            errors[name].append(prompt_losses(predict(episode).cpu(), episode.y_query.double().cpu()))
-    return {name: torch.stack(values) for name, values in errors.items()}
+@dataclass
+class ByN:
+    """The one-layer comparison at every N: the exact optimum's loss and the trained models, by N and
+    descriptor, the optimum with descriptors by N, the N → ∞ loss without, and the claims."""
 
-
-def _train_and_evaluate(name: str, task, descriptor, layers: int, config: dict, ctx: RunContext, setting: str,
-                        reference=None):
-    """Train an LSA (all seeds at once); return (per-seed losses, models).
-
-    The losses are ``{"mse": [...], "typical": [...]}`` (mean and median batch mean, see the
-    module docstring), plus ``"excess"``, the paired mean of (error − reference's error), when a
-    ``reference`` model is given.
-    """
-    train_cfg = TrainConfig.from_config({**config["train"], **(config["deep_train"] if layers > 1 else {})})
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    fmt = PairedFormat(descriptor)
-    dim = fmt.token_dim(task.sample(1, torch.Generator().manual_seed(0)))
-    model_cfg = config["model"]
-    result = ctx.train(
-        name,
-        lambda g: LinearSelfAttention(dim, n_layers=layers, init=model_cfg["init"],
-                                      init_scale=model_cfg["init_scale"], generator=g),
-        data_source(task, fmt, train_cfg), train_cfg, seeds, setting=setting,
-    )
-    predictors = {seed: model_predictor(m, fmt) for seed, m in zip(seeds, result.models)}
-    if reference is not None:
-        predictors["reference"] = model_predictor(reference, fmt)
-    errors = _eval_errors(predictors, task, config)
-    losses = {"mse": [], "typical": [], **({"excess": []} if reference is not None else {})}
-    for seed in seeds:
-        e = errors[seed]
-        values = {"mse": e.mean().item(), "mse_stderr": (e.std() / e.numel() ** 0.5).item(),
-                  "typical_mse": e.mean(1).median().item()}
-        if reference is not None:
-            values["excess_mse"] = (e - errors["reference"]).mean().item()
-            losses["excess"].append(values["excess_mse"])
-        for metric, value in values.items():
-            ctx.log(setting=setting, model=name, seed=seed, n=task.n_context, metric=metric, value=value)
-        losses["mse"].append(values["mse"])
-        losses["typical"].append(values["typical_mse"])
-    return losses, result.models
+    theory: dict[int, dict]
+    trained: dict[int, dict[str | None, Trained]]
+    optima: dict[int, object]
+    limit: float
+    claims: list = field(default_factory=list)
 
 
 def _mean(values):
     return sum(values) / len(values)
 
 
-def run(config: dict, ctx: RunContext):
-    """Theory, one-layer models vs N, deeper models, the d sweep and the one-hot variant."""
-    tol, theory_cfg = config["tolerance"], config["theory"]
-    claims, trained, theory, optima = [], {}, {}, {}
+def _task(config: dict, **changes):
+    return linear_regression_from_config({**config["task"], "means_seed": config["seed"], **changes})
 
-    # One layer at each N: theory (exact optimum) and trained models.
+
+def _name(config: dict, layers: int, descriptor: str | None, n: int, d: int | None = None) -> str:
+    """The LSA's name: layers, descriptor and N, and d where it is not ``task.d``."""
+    return f"lsa{layers}-{descriptor or 'none'}-n{n}" + ("" if d in (None, config["task"]["d"]) else f"-d{d}")
+
+
+def _lsa(name: str, task, descriptor, layers: int, config: dict, ctx: RunContext, setting: str,
+         reference=None) -> Trained:
+    """Train an LSA (all seeds at once, once per run) and evaluate it, paired against the ``reference``
+    model when one is given; the losses are logged under ``setting``."""
+    train = TrainConfig.from_config({**config["train"], **(config["deep_train"] if layers > 1 else {})})
+    fmt = PairedFormat(descriptor)
+    dim = fmt.token_dim(task.sample(1, torch.Generator().manual_seed(0)))
+    init = config["model"]
+    result = ctx.model(name, lambda g: LinearSelfAttention(dim, n_layers=layers, init=init["init"],
+                                                           init_scale=init["init_scale"], generator=g),
+                       data_source(task, fmt, train), train, setting=setting)
+    # The batches of the typical loss: eval_prompts in whole batches of eval_batch, each one chunk.
+    batch = min(config["eval_batch"], config["eval_prompts"])
+    batches = max(1, config["eval_prompts"] // batch)
+    models = {**result.by_seed, **({} if reference is None else {"reference": reference})}
+    errors = {key: e.view(batches, batch) for key, e in  # (batches, batch) each
+              prompt_errors(models, task, batches * batch, config["seed"], chunk=batch, prompt_format=fmt).items()}
+    out = Trained(name, result.by_seed, [], [], None if reference is None else [])
+    for seed in result.seeds:
+        e = errors[seed]
+        values = {"mse": e.mean().item(), "mse_stderr": (e.std() / e.numel() ** 0.5).item(),
+                  "typical_mse": e.mean(1).median().item()}
+        if reference is not None:
+            values["excess_mse"] = (e - errors["reference"]).mean().item()
+            out.excess.append(values["excess_mse"])
+        ctx.log_metrics(values, setting=setting, model=name, seed=seed, n=task.n_context)
+        out.mse.append(values["mse"])
+        out.typical.append(values["typical_mse"])
+    return out
+
+
+def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
+    """One layer at each N: the exact optimum with and without descriptors, and trained models paired
+    against an LSA set to the optimum."""
+    tol, theory_cfg = config["tolerance"], config["theory"]
+    one_layer, theory, optima = {}, {}, {}
     loss_gaps, cosines, descriptor_norms = [], [], []
     for n in config["n_contexts"]:
         task = _task(config, n_context=n)
+        one_layer[n], theory[n] = {}, {}
         for descriptor, label in DESCRIPTORS.items():
             opt = descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"])
-            theory[(n, descriptor)] = opt.loss
+            theory[n][descriptor] = opt.loss
             ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=opt.loss)
-            losses, models = _train_and_evaluate(
-                f"lsa1-{descriptor or 'none'}-n{n}", task, descriptor, 1, config, ctx, f"N={n}", reference=merged_lsa(*opt.weights()))
-            trained[(1, n, descriptor)] = losses
+            trained = one_layer[n][descriptor] = _lsa(_name(config, 1, descriptor, n), task, descriptor, 1, config, ctx,
+                                                      f"N={n}", reference=merged_lsa(*opt.weights()))
             if descriptor == "mu":
                 optima[n] = opt
-                loss_gaps += [abs(v) / opt.loss for v in losses["excess"]]
+                loss_gaps += [abs(v) / opt.loss for v in trained.excess]
                 target = opt.weights()
-                for model in models:
+                for model in trained.trained.values():
                     w_kq, w_pv = (w.detach().cpu() for w in model.layers[0].merged())
                     cosines.append(lsa_alignment(w_kq, w_pv, *target))
                 norm = opt.query_descriptor_norm() / opt.matrix.norm().item()
@@ -161,9 +173,9 @@ def run(config: dict, ctx: RunContext):
                 ctx.log(setting=f"N={n}", model="theory-with μ", n=n, metric="query_descriptor_rel_norm", value=norm)
     ns = config["n_contexts"]
     first = optima[ns[0]]
-    limit = no_descriptor_limit_loss(_task(config, n_context=ns[0]))
-    ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=limit)
-    claims += [
+    by_n = ByN(theory, one_layer, optima, no_descriptor_limit_loss(_task(config, n_context=ns[0])))
+    ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=by_n.limit)
+    by_n.claims = [
         C.at_most(
             "one-layer-reaches-optimum", PAPER,
             f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact "
@@ -180,8 +192,8 @@ def run(config: dict, ctx: RunContext):
         C.holds_if(
             "theory-descriptors-help", PAPER,
             "the exact one-layer optimum with descriptors has lower loss than without, at every N",
-            {n: [round(theory[(n, "mu")], 4), round(theory[(n, None)], 4)] for n in ns},
-            "with < without", all(theory[(n, "mu")] < theory[(n, None)] for n in ns), figure="loss_vs_n",
+            {n: [round(theory[n]["mu"], 4), round(theory[n][None], 4)] for n in ns},
+            "with < without", all(theory[n]["mu"] < theory[n][None] for n in ns), figure="loss_vs_n",
         ),
         C.holds_if(
             "query-descriptor-blocks-shrink", PAPER,
@@ -193,23 +205,23 @@ def run(config: dict, ctx: RunContext):
         ),
     ]
 
-    # Depth: 1, 2, 3 layers at one N.
+    return by_n
+
+
+def _depth(config: dict, ctx: RunContext) -> list:
+    """1, 2, 3 layers at one N, by the typical loss (a one-layer model trained above is evaluated again,
+    not retrained)."""
     n_deep = config["deep_n_context"]
     task = _task(config, n_context=n_deep)
     gaps, abs_gaps = {}, {}
     for layers in [1, *config["deep_layers"]]:
-        for descriptor in DESCRIPTORS:
-            if (layers, n_deep, descriptor) not in trained:
-                trained[(layers, n_deep, descriptor)] = _train_and_evaluate(
-                    f"lsa{layers}-{descriptor or 'none'}-n{n_deep}", task, descriptor, layers, config, ctx,
-                    f"N={n_deep}")[0]
-        with_mu = _mean(trained[(layers, n_deep, "mu")]["typical"])
-        without = _mean(trained[(layers, n_deep, None)]["typical"])
-        abs_gaps[layers] = without - with_mu
-        gaps[layers] = abs_gaps[layers] / without
-        ctx.log(setting=f"N={n_deep}", model=f"lsa{layers}", metric="typical_abs_gap", value=abs_gaps[layers])
-        ctx.log(setting=f"N={n_deep}", model=f"lsa{layers}", metric="typical_relative_gap", value=gaps[layers])
-    claims += [
+        typical = {descriptor: _mean(_lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config,
+                                          ctx, "depth").typical) for descriptor in DESCRIPTORS}
+        abs_gaps[layers] = typical[None] - typical["mu"]
+        gaps[layers] = abs_gaps[layers] / typical[None]
+        ctx.log_metrics({"typical_abs_gap": abs_gaps[layers], "typical_relative_gap": gaps[layers]}, setting="depth",
+                        model=f"lsa{layers}")
+    return [
         C.holds_if(
             "descriptors-help-every-depth", PAPER,
             f"trained LSA with descriptors has lower typical loss (median over batches of {config['eval_batch']} "
@@ -227,68 +239,71 @@ def run(config: dict, ctx: RunContext):
         ),
     ]
 
-    # Input dimension sweep at one N, one layer.
+
+def _d_sweep(config: dict, ctx: RunContext) -> list:
+    """One layer at one N for every input dimension d, beside the exact optimum's gap."""
+    theory_cfg = config["theory"]
     n_d = config["d_sweep_n_context"]
     d_gaps, d_relative, theory_gaps = {}, {}, {}
     for d in config["d_sweep"]:
         task = _task(config, d=d, n_context=n_d)
-        losses, optimal = {}, {}
-        for descriptor in DESCRIPTORS:
-            key = (1, n_d, descriptor) if d == config["task"]["d"] else (1, n_d, descriptor, d)
-            if key not in trained:
-                trained[key] = _train_and_evaluate(
-                    f"lsa1-{descriptor or 'none'}-n{n_d}-d{d}", task, descriptor, 1, config, ctx, f"d={d}")[0]
-            losses[descriptor] = _mean(trained[key]["mse"])
-            # The exact one-layer optimum at each d tells an under-trained model from a real trend.
-            optimal[descriptor] = descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"]).loss
+        losses = {descriptor: _mean(_lsa(_name(config, 1, descriptor, n_d, d), task, descriptor, 1, config, ctx,
+                                         f"d={d}").mse) for descriptor in DESCRIPTORS}
+        # The exact one-layer optimum at each d tells an under-trained model from a real trend.
+        optimal = {descriptor: descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"]).loss
+                   for descriptor in DESCRIPTORS}
         d_gaps[d] = losses[None] - losses["mu"]
         d_relative[d] = d_gaps[d] / losses[None]
         theory_gaps[d] = optimal[None] - optimal["mu"]
-        ctx.log(setting=f"d={d}", model="lsa1", metric="gap", value=d_gaps[d])
-        ctx.log(setting=f"d={d}", model="lsa1", metric="relative_gap", value=d_relative[d])
-        ctx.log(setting=f"d={d}", model="theory", metric="gap", value=theory_gaps[d])
-        ctx.log(setting=f"d={d}", model="theory", metric="relative_gap", value=theory_gaps[d] / optimal[None])
+        ctx.log_metrics({"gap": d_gaps[d], "relative_gap": d_relative[d]}, setting=f"d={d}", model="lsa1")
+        ctx.log_metrics({"gap": theory_gaps[d], "relative_gap": theory_gaps[d] / optimal[None]}, setting=f"d={d}",
+                        model="theory")
     dims = list(d_gaps)
     # "Gap" is the loss difference the paper plots. The relative gap is reported too: at fixed N it
     # shrinks with d, in the trained models and in the exact optimum alike.
-    claims.append(C.holds_if(
+    return [C.holds_if(
         "gap-grows-with-d", PAPER,
         f"one-layer loss gap without − with descriptors grows with d (N={n_d}, seed mean); relative gaps "
         f"{ {d: round(v, 3) for d, v in d_relative.items()} }, exact optimum's gaps "
         f"{ {d: round(v, 3) for d, v in theory_gaps.items()} }",
         {d: round(v, 4) for d, v in d_gaps.items()}, "increasing in d",
         len(dims) > 1 and all(d_gaps[a] < d_gaps[b] for a, b in zip(dims, dims[1:])),
-    ))
+    )]
 
-    # One-hot descriptors of a fixed set of K means.
+
+def _one_hot(config: dict, ctx: RunContext) -> list:
+    """One-hot descriptors of a fixed set of K means."""
     hot = config["one_hot"]
     task = _task(config, n_context=hot["n_context"], n_means=hot["n_means"])
     one_hot = {}
     for descriptor in ("mean_index_onehot", None):
-        one_hot[descriptor] = _mean(_train_and_evaluate(
-            f"lsa1-{descriptor or 'none'}-onehot", task, descriptor, 1, config, ctx, "one-hot")[0]["mse"])
-        opt = descriptor_optimum(task, descriptor)
-        ctx.log(setting="one-hot", model=f"theory-{descriptor or 'none'}", metric="optimal_loss", value=opt.loss)
-    claims.append(C.holds_if(
+        one_hot[descriptor] = _mean(_lsa(f"lsa1-{descriptor or 'none'}-onehot", task, descriptor, 1, config, ctx,
+                                         "one-hot").mse)
+        ctx.log(setting="one-hot", model=f"theory-{descriptor or 'none'}", metric="optimal_loss",
+                value=descriptor_optimum(task, descriptor).loss)
+    return [C.holds_if(
         "one-hot-descriptors-help", PAPER,
         f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss",
         {k or "none": round(v, 4) for k, v in one_hot.items()}, "one-hot < none",
         one_hot["mean_index_onehot"] < one_hot[None],
-    ))
+    )]
 
-    # Gradient flow from the balanced init on the exact loss of the first N.
+
+def _gradient_flow(first, config: dict, ctx: RunContext):
+    """Gradient flow from the balanced init on the exact loss of the first N; returns it and its claims."""
+    tol, theory_cfg, n = config["tolerance"], config["theory"], config["n_contexts"][0]
     start = LinearSelfAttention(first.matrix.shape[0] + 1, init="balanced", init_scale=theory_cfg["flow_init_scale"],
                                 generator=generator(config["seed"], "init")).layers[0].merged()
     flow = gradient_flow(first, start, theory_cfg["flow_steps"], record_every=max(1, theory_cfg["flow_steps"] // 200))
     for step, loss, dist, bal in zip(flow.steps, flow.loss, flow.distance, flow.balance):
-        for metric, value in (("flow_loss", loss), ("flow_distance", dist), ("flow_balance", bal)):
-            ctx.log(setting=f"N={ns[0]}", model="gradient-flow", step=step, metric=metric, value=value)
+        ctx.log_metrics({"flow_loss": loss, "flow_distance": dist, "flow_balance": bal}, setting=f"N={n}",
+                        model="gradient-flow", step=step)
     drift = max(abs(b - flow.balance[0]) for b in flow.balance) / flow.w_kq.pow(2).sum().item()
-    claims += [
+    return flow, [
         C.at_most(
             "gradient-flow-converges", PAPER,
             f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum "
-            f"(N={ns[0]}): final ‖vM − M*‖/‖M*‖",
+            f"(N={n}): final ‖vM − M*‖/‖M*‖",
             flow.distance[-1], tol["flow_distance"], figure="gradient_flow",
         ),
         C.at_most(
@@ -298,28 +313,32 @@ def run(config: dict, ctx: RunContext):
             drift, tol["balance_rel"], figure="gradient_flow",
         ),
     ]
-    _figures(ctx, config, theory, trained, limit, optima, flow)
-    return claims
 
 
-def _figures(ctx: RunContext, config, theory, trained, limit, optima, flow):
+def run(config: dict, ctx: RunContext):
+    """Theory and one-layer models vs N, deeper models, the d sweep, the one-hot variant, the gradient flow."""
+    by_n = _one_layer_by_n(config, ctx)
+    claims = by_n.claims + _depth(config, ctx) + _d_sweep(config, ctx) + _one_hot(config, ctx)
+    flow, flow_claims = _gradient_flow(by_n.optima[config["n_contexts"][0]], config, ctx)
+    _figures(ctx, config, by_n, flow)
+    return claims + flow_claims
+
+
+def _figures(ctx: RunContext, config: dict, by_n: ByN, flow):
     ns = config["n_contexts"]
-    fig, axes = new_figure(1, width=5.5)
-    ax = axes[0]
+    fig, (ax,) = new_figure(1, width=5.5)
     for (descriptor, label), color in zip(DESCRIPTORS.items(), ("C0", "C1")):
-        ax.plot(ns, [theory[(n, descriptor)] for n in ns], "--", color=color, label=f"theory optimum {label}")
-        means = [_mean(trained[(1, n, descriptor)]["mse"]) for n in ns]
-        ax.plot(ns, means, "o", color=color, label=f"trained 1-layer LSA {label}")
-    ax.axhline(limit, color="gray", ls=":", label="N → ∞ without descriptors")
-    ax.set_xscale("log")
-    ax.set_xlabel("N (context examples)")
-    ax.set_ylabel("query mse")
+        ax.plot(ns, [by_n.theory[n][descriptor] for n in ns], "--", color=color, label=f"theory optimum {label}")
+        ax.plot(ns, [_mean(by_n.trained[n][descriptor].mse) for n in ns], "o", color=color,
+                label=f"trained 1-layer LSA {label}")
+    ax.axhline(by_n.limit, color="gray", ls=":", label="N → ∞ without descriptors")
+    ax.set(xscale="log", xlabel="N (context examples)", ylabel="query mse")
     ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("loss_vs_n"))
 
     d = config["task"]["d"]
-    fig, axes = new_figure(len(optima), width=3.6, height=3.3)
-    for ax, (n, opt) in zip(axes, optima.items()):
+    fig, axes = new_figure(len(by_n.optima), width=3.6, height=3.3)
+    for ax, (n, opt) in zip(axes, by_n.optima.items()):
         heatmap(ax, opt.matrix, f"optimal W_KQ[:2d,:2d], N={n}\nrows key [x; μ], cols query [x_q; μ]")
         ax.axhline(d - 0.5, color="k", lw=0.8)
         ax.axvline(d - 0.5, color="k", lw=0.8)
@@ -331,7 +350,7 @@ def _figures(ctx: RunContext, config, theory, trained, limit, optima, flow):
         ax.plot(flow.steps, values)
         ax.set_xlabel("gradient step")
         ax.set_title(title, fontsize=9)
-    axes[0].axhline(optima[ns[0]].loss, color="k", ls="--", label="optimum")
+    axes[0].axhline(by_n.optima[ns[0]].loss, color="k", ls="--", label="optimum")
     axes[0].legend(fontsize=8)
     axes[1].set_yscale("log")
     save(fig, ctx.folder.figure("gradient_flow"))

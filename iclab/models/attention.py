@@ -60,36 +60,40 @@ class SelfAttention(nn.Module):
         self.a = nn.Parameter(torch.zeros(n_heads)) if logit_identity else None
         self.b = nn.Parameter(torch.zeros(n_heads)) if value_identity else None
 
-    def forward(self, x: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, queries: slice | None = None, pattern: bool = False):
         """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
-        values still come from every token; a causal query sees the tokens up to its own)."""
+        values still come from every token; a causal query sees the tokens up to its own).
+
+        With ``pattern``, also every head's attention matrix A_h ``(B, H, Tq, T)`` (rows: queries,
+        summing to 1), the softmax of this same pass: SDPA does not return it, so the pass then
+        takes the written-out softmax (``math``) path, which agrees with SDPA to float rounding.
+        """
         batch = x.shape[0]
         inner = self.n_heads * self.head_dim
-        q, k, v = self._qkv(x, queries)
+        q, k, v = self._qkv(x, queries)  # (B, H, Tq, d_h), (B, H, T, d_h), (B, H, T, d_h)
         if self.b is not None:
             # A_h X for every head comes out of the same attention call: append X to each head's values.
-            v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)
+            v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)  # (B, H, T, d_h + W)
         dropout = self.dropout if self.training else 0.0
-        if self.attention == "sdpa" and self.a is None and queries is None:
+        weights = None
+        if self.attention == "sdpa" and self.a is None and queries is None and not pattern:
             heads = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal, dropout_p=dropout)
         else:
             mask = self._logit_bias(x, queries)
-            if self.attention == "sdpa":
+            if self.attention == "sdpa" and not pattern:
                 heads = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
             else:
-                heads = _softmax_attention(q, k, v, mask, dropout)
+                heads, weights = _softmax_attention(q, k, v, mask, dropout)
         tq = heads.shape[2]
-        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, inner))
+        out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, inner))  # (B, Tq, W)
         if self.b is not None:
             out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim:])
-        return out
+        return (out, weights) if pattern else out
 
     def weights(self, x: torch.Tensor) -> torch.Tensor:
-        """Every head's attention matrix A_h, ``(B, H, T, T)`` (rows: queries, summing to 1)."""
-        q, k, _ = self._qkv(x, None)
-        logits = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, T, T)
-        mask = self._logit_bias(x, None)
-        return (logits if mask is None else logits + mask).softmax(-1)
+        """Every head's attention matrix A_h for the attention input ``x``, ``(B, H, T, T)`` (a whole
+        forward pass; a transformer's are its ``blocks.{l}.attn.hook_pattern`` activations)."""
+        return self(x, pattern=True)[1]
 
     def _qkv(self, x: torch.Tensor, queries: slice | None):
         """Queries (at the positions ``queries`` only), keys and values, each ``(B, H, ·, d_h)``."""
@@ -119,16 +123,18 @@ class SelfAttention(nn.Module):
 
 
 def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                       dropout: float = 0.0) -> torch.Tensor:
-    """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, with heads folded into the batch
-    so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm`` without a mask); ``dropout``
-    drops attention weights (as SDPA's ``dropout_p``)."""
+                       dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, and the softmax weights ``(B, H, Tq, T)``,
+    with heads folded into the batch so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm``
+    without a mask); ``dropout`` drops attention weights after the pattern is taken (as SDPA's
+    ``dropout_p``)."""
     batch, heads, tq, head_dim = q.shape
     fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
     scale = 1 / math.sqrt(head_dim)
     if mask is None:
-        logits = torch.bmm(fold(q), fold(k).transpose(1, 2)) * scale
+        logits = torch.bmm(fold(q), fold(k).transpose(1, 2)) * scale  # (B·H, Tq, T)
     else:
         logits = torch.baddbmm(mask if mask.ndim == 2 else fold(mask), fold(q), fold(k).transpose(1, 2), alpha=scale)
-    weights = F.dropout(logits.softmax(-1), dropout) if dropout else logits.softmax(-1)
-    return (weights @ fold(v)).view(batch, heads, tq, -1)
+    weights = logits.softmax(-1)  # (B·H, Tq, T)
+    dropped = F.dropout(weights, dropout) if dropout else weights
+    return (dropped @ fold(v)).view(batch, heads, tq, -1), weights.view(batch, heads, tq, -1)

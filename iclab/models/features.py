@@ -8,6 +8,8 @@ which is "GD on learned features".
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import torch
 from torch import nn
 
@@ -51,6 +53,11 @@ class FeatureLSA(nn.Module):
                     delattr(layer, name)
                     layer.register_buffer(name, p.detach().clone())
 
-    def forward(self, tokens: torch.Tensor, n_context: int, return_hidden: bool = False):
-        h = torch.cat([self.features(tokens[..., :-1]), tokens[..., -1:]], dim=-1)
-        return self.attention(h, n_context, return_hidden)
+    def activation_names(self) -> list[str]:
+        """The names ``forward(..., activations=...)`` takes: its LSA's."""
+        return self.attention.activation_names()
+
+    def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None):
+        """The LSA's predictions (with ``activations``, and its named activations) on [φ(x); y]."""
+        h = torch.cat([self.features(tokens[..., :-1]), tokens[..., -1:]], dim=-1)  # (B, T, k + 1)
+        return self.attention(h, n_context, activations)

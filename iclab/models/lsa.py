@@ -13,15 +13,19 @@ and ``n`` counts them. The prediction is the query tokens' last (label) row, tim
 Parameters are merged (``layers.{l}.w_kq``, ``layers.{l}.w_pv``) or separate
 (``layers.{l}.w_q, w_k, w_v, w_p`` with W_KQ = W_Kᵀ W_Q and W_PV = W_P W_V); every matrix
 is D×D. With ``shared=True`` one layer's weights are applied ``n_layers`` times (only
-``layers.0.*`` exists).
+``layers.0.*`` exists). Its named activations (:mod:`iclab.models.activations`) are every applied
+layer's input and output tokens.
 """
 
 from __future__ import annotations
+
+from typing import Iterable
 
 import torch
 from torch import nn
 
 from ..config import ConfigError
+from .activations import ActivationCache
 from .registry import rebuildable
 
 PARAMETRIZATIONS = {"merged": ("w_kq", "w_pv"), "separate": ("w_q", "w_k", "w_v", "w_p")}
@@ -131,15 +135,21 @@ class LinearSelfAttention(nn.Module):
         """The module applied at depth ``index`` (the same one for every depth when shared)."""
         return self.layers[0 if self.shared else index]
 
-    def forward(self, tokens: torch.Tensor, n_context: int, return_hidden: bool = False):
-        """Predict the query labels, ``(B, T − n_context)``; optionally also every layer's tokens."""
-        h = tokens
-        hidden = [h]
+    def activation_names(self) -> list[str]:
+        """Every name ``forward(..., activations=...)`` takes: ``blocks.{l}.hook_resid_pre`` and
+        ``blocks.{l}.hook_resid_post`` of every applied layer (see :mod:`iclab.models.activations`)."""
+        return [f"blocks.{index}.{hook}" for index in range(self.n_layers) for hook in ("hook_resid_pre", "hook_resid_post")]
+
+    def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None):
+        """Predict the query labels, ``(B, T − n_context)``; with ``activations`` (names from
+        :meth:`activation_names`), ``(prediction, {name: tensor})`` with those tokens ``(B, T, D)``."""
+        cache = ActivationCache.asked(activations, self.activation_names)
+        h = tokens  # (B, T, D)
         for index in range(self.n_layers):
+            cache.record(f"blocks.{index}.hook_resid_pre", h)
             h = self.layer(index)(h, n_context, self.causal, self.normalize)
             if self.clip is not None:
                 h = h.clamp(-self.clip, self.clip)
-            hidden.append(h)
-        prediction = self.readout_sign * h[:, n_context:, -1]
-        return (prediction, hidden) if return_hidden else prediction
-
+            cache.record(f"blocks.{index}.hook_resid_post", h)
+        prediction = self.readout_sign * h[:, n_context:, -1]  # (B, T − n_context)
+        return (prediction, cache.found) if activations is not None else prediction

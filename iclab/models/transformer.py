@@ -12,15 +12,18 @@ optional GPT-2 dropout), a final LayerNorm and a read-out. Three ways to read:
   at the token of x_i, every ``stride``-th token (``stride = 2`` for
   :class:`iclab.prompts.InterleavedFormat`; ``stride = 1`` reads every position, as a language
   model does), so ``forward`` returns ``(B, n_context)``.
-* ``cls`` (Boix-Adserà et al., PAPERS.md §6; ViT-style): a learned CLS token is appended at the
+* ``cls`` (Boix-Adserà et al., docs/papers.md §6; ViT-style): a learned CLS token is appended at the
   END of the sequence and the prediction is read there alone, ``(B, 1)``.
 * ``read_last`` (Boix-Adserà et al.'s copying model): the prediction is read at the last input
   token alone, ``(B, 1)``.
 
 The read-out is linear (``(B, ·)`` real predictions), or tied to the token embedding E
 (``tied_output``: logits h Eᵀ, ``(B, ·, V)``, for symbolic labels and next tokens). Only the
-read positions of the last block reach the output, so unless the hidden states are asked for,
-the last block computes its queries, MLP and residual stream there alone.
+read positions of the last block reach the output, so unless activations are asked for, the last
+block computes its queries, MLP and residual stream there alone.
+
+``model(tokens, n_context, activations=["blocks.0.attn.hook_pattern", ...])`` also returns the named
+activations of the same pass (TransformerLens's hook names; see :mod:`iclab.models.activations`).
 
 Per-head identity terms a·XXᵀ (optionally without XXᵀ's diagonal) and b·AX (``logit_identity``,
 ``mask_identity_diagonal``, ``value_identity``): see
@@ -38,11 +41,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
 
 import torch
 from torch import nn
 
 from ..config import ConfigError
+from .activations import ActivationCache, residual_stream, transformer_names
 from .attention import SelfAttention
 from .registry import rebuildable
 
@@ -72,12 +77,33 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(width, hidden), gelu, nn.Linear(hidden, width))
         self.drop = nn.Dropout(dropout)  # on each residual branch (GPT-2's residual dropout)
 
-    def forward(self, h: torch.Tensor, queries: slice | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, queries: slice | None = None, cache: ActivationCache | None = None) -> torch.Tensor:
         """The new hidden states, or only those at the positions ``queries`` (see
-        :meth:`SelfAttention.forward`)."""
-        attended = self.drop(self.attn(self.ln_attn(h), queries))
+        :meth:`SelfAttention.forward`); ``cache`` records the block's named activations
+        (see :mod:`iclab.models.activations`)."""
+        if not cache:
+            attended = self.drop(self.attn(self.ln_attn(h), queries))
+            h = (h if queries is None else h[:, queries]) + attended
+            return h + self.drop(self.mlp(self.ln_mlp(h)))
+        cache.record("hook_resid_pre", h)  # (B, T, W)
+        x = self.ln_attn(h)
+        cache.record("ln1.hook_normalized", x)
+        if cache.wants("attn.hook_pattern"):
+            attended, pattern = self.attn(x, queries, pattern=True)
+            cache.record("attn.hook_pattern", pattern)  # (B, H, Tq, T)
+        else:
+            attended = self.attn(x, queries)
+        attended = self.drop(attended)
+        cache.record("hook_attn_out", attended)
         h = (h if queries is None else h[:, queries]) + attended
-        return h + self.drop(self.mlp(self.ln_mlp(h)))
+        cache.record("hook_resid_mid", h)
+        x = self.ln_mlp(h)
+        cache.record("ln2.hook_normalized", x)
+        out = self.drop(self.mlp(x))
+        cache.record("hook_mlp_out", out)
+        h = h + out
+        cache.record("hook_resid_post", h)
+        return h
 
 
 @dataclass(frozen=True)
@@ -206,35 +232,48 @@ class GPTTransformer(nn.Module):
                         if p is not None:
                             p.zero_()
 
-    def forward(self, tokens: torch.Tensor, n_context: int, return_hidden: bool = False):
+    def activation_names(self) -> list[str]:
+        """Every name ``forward(..., activations=...)`` takes (see :mod:`iclab.models.activations`)."""
+        return transformer_names(len(self.layers))
+
+    def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None,
+                return_hidden: bool = False):
         """Predictions read at every ``stride``-th token, ``(B, n_context)``, or at the CLS token or the
-        last token (``read_last``), ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``); optionally also the hidden states
-        ``[after read-in, after block 1, …, after block L]``, each ``(B, T, W)`` (T counts the CLS)."""
+        last token (``read_last``), ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``).
+
+        With ``activations`` (names from :meth:`activation_names`), returns ``(prediction, {name:
+        tensor})``: those activations of this pass (:mod:`iclab.models.activations`), every block then
+        computing every position. ``return_hidden`` (older; the same as asking for
+        :func:`~iclab.models.activations.residual_stream`) returns ``(prediction, [after read-in,
+        after block 1, …, after block L])``, each ``(B, T, W)``.
+        """
+        if return_hidden:
+            names = residual_stream(len(self.layers))
+            prediction, found = self(tokens, n_context, names)
+            return prediction, [found[name] for name in names]
+        cache = ActivationCache.asked(activations, self.activation_names)
         h = self.read_in(tokens) if self.embedding is None else self.embedding(tokens)  # (B, T, W)
         if self.cls_token is not None:
             h = torch.cat([h, self.cls_token.expand(h.shape[0], 1, -1)], dim=1)
         t = h.shape[1]
         if t > self.max_tokens:
             raise ConfigError(f"sequence has {t} tokens but the transformer has {self.max_tokens} positions")
+        cache.record("hook_embed", h)
+        cache.record("hook_pos_embed", self.positions[:t].expand_as(h))
         h = self.drop(h + self.positions[:t])
         one = self.cls_token is not None or self.config.read_last
         read = slice(t - 1, t) if one else slice(0, self.stride * n_context, self.stride)
-        if return_hidden:
-            hidden = [h]
-            for block in self.layers:
-                h = block(h)
-                hidden.append(h)
+        if cache:
+            for index, block in enumerate(self.layers):
+                h = block(h, cache=cache.scope(f"blocks.{index}."))
+            if cache.wants("ln_final.hook_normalized"):
+                cache.record("ln_final.hook_normalized", self.ln_out(h))
             h = h[:, read]
         else:
             # Only the read positions of the last block reach the output: skip the rest of its work.
             for block in self.layers[:-1]:
                 h = block(h)
             h = self.layers[-1](h, read)
-        h = self.ln_out(h)
+        h = self.ln_out(h)  # (B, n_read, W)
         prediction = h @ self.embedding.weight.T if self.read_out is None else self.read_out(h)[..., 0]
-        return (prediction, hidden) if return_hidden else prediction
-
-    def attention_weights(self, tokens: torch.Tensor, n_context: int) -> torch.Tensor:
-        """Every layer's attention matrices for ``tokens``, ``(L, B, H, T, T)`` (rows: queries, summing to 1)."""
-        _, hidden = self(tokens, n_context, return_hidden=True)
-        return torch.stack([layer.attn.weights(layer.ln_attn(h)) for layer, h in zip(self.layers, hidden)])
+        return (prediction, cache.found) if activations is not None else prediction

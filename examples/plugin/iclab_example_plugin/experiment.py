@@ -10,7 +10,6 @@ from __future__ import annotations
 from iclab import claims
 from iclab.experiments.base import Experiment, RunContext
 from iclab.learners import ZeroPredictor
-from iclab.metrics import evaluate, model_predictor
 from iclab.models import LinearSelfAttention
 from iclab.prompts import PairedFormat
 from iclab.tasks import linear_regression_from_config
@@ -34,18 +33,14 @@ SCALES = {"quick": {}, "paper": {"train": {"steps": 2000, "checkpoint_every": 10
 def run(config: dict, ctx: RunContext) -> list[claims.Claim]:
     """Train one LSA per seed, evaluate it and the zero predictor on the same prompts, return the claim."""
     task = linear_regression_from_config(config["task"])
-    train_config = TrainConfig.from_config(config["train"])
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    result = ctx.train("lsa", lambda g: LinearSelfAttention(task.d + 1, generator=g),
-                       data_source(task, PairedFormat(), train_config), train_config, seeds)
-    predictors = {"zero": ZeroPredictor().predict_episode}
-    predictors.update({f"lsa/seed{s}": model_predictor(m) for s, m in zip(seeds, result.models)})
-    losses = {name: mean for name, (mean, _) in evaluate(predictors, task, config["eval_prompts"], config["seed"]).items()}
-    for name, value in losses.items():
-        model, _, seed = name.partition("/seed")
-        ctx.log(model=model, seed=int(seed) if seed else None, metric="mse", value=value)
+    train = TrainConfig.from_config(config["train"])  # the whole block: iclab fills TrainConfig's defaults
+    result = ctx.model("lsa", lambda g: LinearSelfAttention(task.d + 1, generator=g),
+                       data_source(task, PairedFormat(), train), train)
+    # Learners by name, trained models by (name, seed); ctx.evaluate logs every loss with its standard error.
+    losses = ctx.evaluate({"zero": ZeroPredictor(), **{("lsa", seed): m for seed, m in result.by_seed.items()}},
+                          task, config["eval_prompts"])
     ctx.log(model="theory", metric="optimal_mse", value=lsa_optimum(task).loss)
-    worst = max(v for name, v in losses.items() if name != "zero")
+    worst = max(v for key, v in losses.items() if key != "zero")
     share = config["tolerance"]["of_zero"]
     return [claims.at_most(
         "beats-zero", PAPER,
