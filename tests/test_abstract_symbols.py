@@ -111,10 +111,11 @@ def test_copying_reads_the_last_input_token_or_a_cls_token():
     tokens = task.sample(5, generator(1)).tokens
     for readout, positions in (("last", task.length), ("cls", task.length + 1)):
         model = _make_model("transformer+kq+vo", task, DEFAULTS, width=16, n_heads=2, readout=readout, tied=True)(generator(0))
-        logits, hidden = model(tokens, task.length, return_hidden=True)
-        assert hidden[-1].shape[1] == positions and logits.shape == (5, 1, task.vocab_size)
+        logits, found = model(tokens, task.length, activations=["ln_final.hook_normalized"])
+        final = found["ln_final.hook_normalized"]
+        assert final.shape[1] == positions and logits.shape == (5, 1, task.vocab_size)
         # Either way the prediction is the final state of the sequence's last position against every embedding.
-        torch.testing.assert_close(logits, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+        torch.testing.assert_close(logits, final[:, -1:] @ model.embedding.weight.T)
 
 
 def test_a_run_of_one_part_draws_that_part_alone(tmp_path):

@@ -226,9 +226,10 @@ def test_gpt_config_names_the_model_and_keeps_the_parameter_names():
 def test_read_last_reads_the_last_input_token_of_the_full_forward():
     model = _symbol_model(cls=False, read_last=True, tied_output=True)
     tokens = torch.randint(20, (3, 4), generator=generator(2))
-    out, hidden = model(tokens, 4, return_hidden=True)
-    assert hidden[-1].shape == (3, 4, 16) and out.shape == (3, 1, 20)  # no CLS token: four positions
-    torch.testing.assert_close(out, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+    out, found = model(tokens, 4, activations=["ln_final.hook_normalized"])
+    final = found["ln_final.hook_normalized"]
+    assert final.shape == (3, 4, 16) and out.shape == (3, 1, 20)  # no CLS token: four positions
+    torch.testing.assert_close(out, final[:, -1:] @ model.embedding.weight.T)
     torch.testing.assert_close(model(tokens, 4), out, rtol=1e-5, atol=1e-6)
 
 
@@ -256,9 +257,6 @@ def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_
             assert torch.equal(p, q), name
 
 
-def test_gelu_tanh_activation_and_attention_weights():
-
-
 def test_gelu_tanh_activation_and_attention_patterns():
     exact, tanh = _model(), _model(activation="gelu-tanh")
     assert list(exact.state_dict()) == list(tanh.state_dict())  # no parameter of its own
@@ -272,6 +270,7 @@ def test_gelu_tanh_activation_and_attention_patterns():
     assert weights.shape == (2, 3, 2, 12, 12)
     torch.testing.assert_close(weights.sum(-1), torch.ones(2, 3, 2, 12))
     assert not weights.triu(1).any()  # causal
+
 
 @pytest.mark.parametrize("attention", ["sdpa", "math"])
 def test_named_activations_come_from_the_same_pass_as_the_prediction(attention):
