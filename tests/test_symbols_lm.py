@@ -1,16 +1,15 @@
-import math
 
 import pytest
 import torch
 from safetensors import safe_open
-from torch import nn
 
 import iclab
 from iclab.cli import main
 from iclab.config import ConfigError
-from iclab.data import pack_blocks, pydoc_topics
+from iclab.data import pydoc_topics
 from iclab.experiments import symbols_lm
-from iclab.experiments.symbols_lm import VARIANTS, diagonal_mass, next_token_loss, uniform_diagonal_mass
+from iclab.experiments.symbols_lm import VARIANTS
+from iclab.metrics import next_token_loss
 from iclab.models import GPTConfig, GPTTransformer
 from iclab.models.attention import SelfAttention
 from iclab.rng import generator
@@ -23,30 +22,6 @@ TINY = {"seeds": 2, "tokenizer.vocab_size": 300, "data.fractions": [0.8, 0.1, 0.
 def _lm(variant="plain", vocab=30, block=12, **kw):
     return GPTTransformer(GPTConfig(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab,
                                     tied_output=True, **{**VARIANTS[variant], **kw}), generator(0))
-
-
-class _Unigram(nn.Module):
-    """Predicts the same next-token distribution p at every position."""
-
-    def __init__(self, p: torch.Tensor):
-        super().__init__()
-        self.log_p = nn.Parameter(p.log())
-
-    def forward(self, tokens, n_context):
-        return self.log_p.expand(*tokens.shape, -1)  # (B, T, V)
-
-
-def test_perplexity_of_the_unigram_model_is_the_unigram_perplexity_by_hand():
-    stream = torch.randint(0, 7, (1001,), generator=generator(3)) ** 2 % 7  # a skewed distribution over 7 ids
-    blocks = pack_blocks(stream, 10)  # (100, 11): targets are stream[1:1001]
-    targets = stream[1:1001].tolist()
-    counts = [targets.count(v) for v in range(7)]
-    p = torch.tensor([c / len(targets) for c in counts], dtype=torch.float64)
-    by_hand = math.exp(-sum(c * math.log(c / len(targets)) for c in counts if c) / len(targets))
-    model = _Unigram(p.clamp(min=1e-300))
-    assert math.exp(next_token_loss(model, blocks, batch_size=7)) == pytest.approx(by_hand, rel=1e-9)
-    # Any other fixed distribution does worse on the same targets (cross-entropy ≥ entropy).
-    assert math.exp(next_token_loss(_Unigram(torch.full((7,), 1 / 7, dtype=torch.float64)), blocks, 100)) > by_hand
 
 
 @pytest.mark.parametrize("variant", ["kq", "kq-nodiag"])
@@ -71,25 +46,12 @@ def test_masked_diagonal_leaves_each_tokens_own_similarity_out_of_a_xxt(attentio
     off_diagonal = gram - torch.diag_embed(gram.diagonal(dim1=-2, dim2=-1))
     logits = q @ k.transpose(-1, -2) / head_dim ** 0.5 + attn.a[:, None, None] * off_diagonal[:, None]
     weights = logits.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
-    torch.testing.assert_close(attn.weights(x), weights)
+    torch.testing.assert_close(attn(x, pattern=True)[1], weights)
     expected = attn.out((weights @ v).transpose(1, 2).reshape(3, 5, width))
     torch.testing.assert_close(attn(x), expected)
     torch.testing.assert_close(attn(x, slice(2, 5)), expected[:, 2:5])
     with pytest.raises(ConfigError, match="logit_identity"):
         SelfAttention(width, heads, mask_identity_diagonal=True)
-
-
-def test_diagonal_mass_of_uniform_attention_is_the_mean_of_one_over_i_plus_one():
-    model = _lm()
-    with torch.no_grad():
-        for layer in model.layers:  # zero queries and keys: every causal row is uniform
-            layer.attn.qkv.weight[:32].zero_()
-            layer.attn.qkv.bias[:32].zero_()
-    blocks = torch.randint(0, 30, (5, 13), generator=generator(4))
-    mass = diagonal_mass(model, blocks)  # (L, H)
-    assert mass.shape == (2, 2)
-    torch.testing.assert_close(mass, torch.full((2, 2), uniform_diagonal_mass(12)))
-    assert uniform_diagonal_mass(12) == pytest.approx(sum(1 / n for n in range(2, 13)) / 11)
 
 
 def _corpus(tmp_path):

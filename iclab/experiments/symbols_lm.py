@@ -1,7 +1,7 @@
 """``symbols-lm``: language modelling with Boix-Adserà et al.'s attention modification.
 
-Boix-Adserà, Saremi, Abbe, Bengio, Littwin & Susskind (ICLR 2024); PAPERS.md §6, the language
-modelling paragraph. A GPT-style causal language model (:class:`iclab.models.GPTTransformer`
+Boix-Adserà, Saremi, Abbe, Bengio, Littwin & Susskind (ICLR 2024); docs/papers.md §6 (Boix-Adserà et al.), the
+language-modelling paragraph. A GPT-style causal language model (:class:`iclab.models.GPTTransformer`
 read at every position, token embeddings tied to the output, next-token cross-entropy at every
 position) is trained from scratch three ways, all else equal (same initial weights and batches
 per seed): ``plain``; ``kq``, with the trainable per-head a_h·XXᵀ added to the attention logits;
@@ -27,33 +27,22 @@ validation blocks) per layer and head for every variant, beside uniform causal a
 The paper reports a small perplexity gain and no numbers; the claims check that the modified
 models are not worse beyond the seed spread, and report whether, and by how much, they are better.
 
-Quick scale (2 layers, width 64, 4 heads, block 64, BPE of 1024 tokens: 147k training, 8.4k
-validation tokens; 600 steps of 16 blocks; 205–226 s user + 41–44 s sys CPU on one thread),
-runs with ``seed`` = 0, 1, 2 (each trains seeds seed … seed + 2; a seed's numbers are the same
-in every run that trains it). Final validation perplexity, mean ± sd over the run's seeds:
-plain 60.14 ± 0.44 / 60.29 ± 0.28 / 60.41 ± 0.49, ``kq`` 60.77 ± 0.65 / 60.62 ± 0.84 / 60.82 ±
-0.86, ``kq-nodiag`` 60.55 ± 0.23 / 60.47 ± 0.29 / 60.60 ± 0.31. Not worse beyond the seed spread
-holds for both modified models in all three runs; the paper's gain does not show at this scale:
-both are 0.3–1.1% worse than plain (within two standard errors), so the ``-gain`` claims fail.
-The learned a stay small (|a| ≤ 0.05 after 600 steps; ``kq-nodiag``'s are mostly positive,
-``kq``'s of both signs). Diagonal mass (per seed, layer and head): the plain model's heads sit
-around uniform causal attention's 0.060 (0.038–0.097), a·XXᵀ grows it in a few heads (up to
-0.19), and in the masked variant, whose a no longer rewards attending to oneself, it stays at
-0.026–0.075: the large diagonals of trained GPT-2 heads that the paper points to do not appear
-in this small model.
+Scales: quick (a 2-layer, width-64 model that under-fits in 600 steps: the ``-gain`` claims are
+measured there and judged at ``long``), long (a 4-layer, width-128 model with dropout for about 20
+passes over the corpus, on a CPU in about two hours) and paper (GPT-2 small on Wikitext-2). How the
+scales were chosen and what they measured: docs/experiments/symbols-lm.md.
 """
 
 from __future__ import annotations
 
 import math
 
-import pandas as pd
 import torch
 
 from .. import claims as C
 from ..config import ConfigError
 from ..data import load_corpus, make_tokenizer, pack_blocks
-from ..losses import token_losses
+from ..metrics import diagonal_mass, next_token_loss, uniform_diagonal_mass
 from ..models import GPTConfig, GPTTransformer
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..train import TokenBlocks, TrainConfig
@@ -96,7 +85,7 @@ SCALES = {
     # Quick: a 2-layer, width-64 model on the language reference (BPE of 1024 tokens, blocks of
     # 64), 3 seeds × 3 variants, 600 steps of 16 blocks (about 4 passes over the 147k training tokens).
     "quick": {},
-    # Paper (PAPERS.md §6): GPT-2 small (12 layers, width 768, 12 heads, block 1024) from scratch on
+    # Paper (docs/papers.md §6): GPT-2 small (12 layers, width 768, 12 heads, block 1024) from scratch on
     # Wikitext-2 raw, AdamW 3e-4, batch 8. It needs the Wikitext-2 raw folder at data.path (not
     # shipped; iclab downloads nothing) and a GPU (~124M parameters per model and seed). The BPE
     # has GPT-2's vocabulary size but is trained on Wikitext-2's training split; the steps (about
@@ -157,37 +146,10 @@ def _make_model(variant: str, vocab_size: int, config: dict):
         identity_scale=m["identity_scale"], dropout=m["dropout"], **VARIANTS[variant]), g)
 
 
-def next_token_loss(model, blocks: torch.Tensor, batch_size: int) -> float:
-    """The mean next-token cross-entropy (nats) of a causal LM over every target of ``blocks``
-    ``(n, T + 1)`` (inputs ``row[:-1]``, targets ``row[1:]``); its exp is the perplexity."""
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        losses = [token_losses(model(rows[:, :-1], rows.shape[1] - 1), rows[:, 1:]) for rows in
-                  blocks.to(device).split(batch_size)]  # each (b,), every block holding T targets
-    return torch.cat(losses).mean().item()
-
-
-def diagonal_mass(model: GPTTransformer, blocks: torch.Tensor) -> torch.Tensor:
-    """Every head's mean attention to the token itself, A_ii averaged over query positions i ≥ 1
-    (A_00 = 1 under causal attention) and the blocks: ``(L, H)``."""
-    with torch.no_grad():
-        tokens = blocks[:, :-1].to(next(model.parameters()).device)
-        _, hidden = model(tokens, tokens.shape[1], return_hidden=True)
-        masses = [layer.attn.weights(layer.ln_attn(h)).diagonal(dim1=-2, dim2=-1)[..., 1:].mean((0, 2))  # (H,)
-                  for layer, h in zip(model.layers, hidden)]
-    return torch.stack(masses).cpu()
-
-
-def uniform_diagonal_mass(block: int) -> float:
-    """The diagonal mass of uniform causal attention: the mean of 1/(i + 1) over i = 1 … T − 1."""
-    return sum(1 / (i + 1) for i in range(1, block)) / (block - 1)
-
-
 def run(config: dict, ctx: RunContext):
     """Train every variant on every seed, evaluate, claim and draw."""
     train_cfg = TrainConfig.from_config({**config["train"], "loss": "cross_entropy"})
     vocab_size, blocks = _blocks(ctx, config)
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
     batch = config["eval"]["batch_size"]
 
     def evaluate(step, models):
@@ -195,9 +157,9 @@ def run(config: dict, ctx: RunContext):
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
-        result = ctx.train(variant, _make_model(variant, vocab_size, config), TokenBlocks(blocks["train"], train_cfg.batch_size),
-                           train_cfg, seeds, setting="lm", callback=evaluate)
-        histories[variant] = pd.DataFrame(result.history)
+        result = ctx.model(variant, _make_model(variant, vocab_size, config), TokenBlocks(blocks["train"], train_cfg.batch_size),
+                           train_cfg, setting="lm", callback=evaluate)
+        histories[variant] = ctx.history("val_perplexity", model=variant)
         final[variant] = {split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
                           for split in ("validation", "test")}
         masses[variant] = torch.stack([diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]])
@@ -205,16 +167,16 @@ def run(config: dict, ctx: RunContext):
         if VARIANTS[variant]:
             a_values[variant] = torch.stack([torch.stack([layer.attn.a.detach().cpu() for layer in m.layers])
                                              for m in result.models])  # (S, L, H)
-        for k, seed in enumerate(seeds):
-            for split, values in final[variant].items():
-                ctx.log(setting="lm", model=variant, seed=seed, metric=f"{split}_perplexity", value=values[k])
-            for (layer, head), mass in _by_head(masses[variant][k]):
-                ctx.log(setting="diagonal", model=variant, seed=seed, metric=f"mass_layer{layer}_head{head}", value=mass)
+        for k, seed in enumerate(result.seeds):
+            ctx.log_metrics({f"{split}_perplexity": values[k] for split, values in final[variant].items()},
+                            setting="lm", model=variant, seed=seed)
+            ctx.log_metrics({f"mass_layer{layer}_head{head}": mass for (layer, head), mass in _by_head(masses[variant][k])},
+                            setting="diagonal", model=variant, seed=seed)
             if variant in a_values:
-                for (layer, head), a in _by_head(a_values[variant][k]):
-                    ctx.log(setting="identity", model=variant, seed=seed, metric=f"a_layer{layer}_head{head}", value=a)
-        for split, values in final[variant].items():
-            ctx.log(setting="lm", model=variant, metric=f"{split}_perplexity_sd", value=_sd(values))
+                ctx.log_metrics({f"a_layer{layer}_head{head}": a for (layer, head), a in _by_head(a_values[variant][k])},
+                                setting="identity", model=variant, seed=seed)
+        ctx.log_metrics({f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
+                        setting="lm", model=variant)
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)
     return claims
