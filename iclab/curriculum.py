@@ -46,6 +46,17 @@ class Curriculum:
         except TypeError as err:
             raise ConfigError(f"bad curriculum keys: {err}") from None
 
+    @classmethod
+    def towards(cls, section: Mapping[str, Any], d: int, n: int) -> "Curriculum":
+        """The curriculum of a ``curriculum:`` block that ends at the task's own d and N: the block's
+        ``d_start``, ``n_start`` (default ``n``: N fixed), steps and ``every``, its starts clipped to
+        (d, N); a block that names ``d_end`` or ``n_end`` must name the task's."""
+        if section.get("d_end", d) != d or section.get("n_end", n) != n:
+            raise ConfigError(f"curriculum.d_end and n_end must equal the task's d = {d} and N = {n}")
+        block = {"n_start": n, **section}
+        return cls.from_config({**block, "d_start": min(block.get("d_start", d), d),
+                                "n_start": min(block["n_start"], n), "d_end": d, "n_end": n})
+
     def at(self, step: int) -> tuple[int, int]:
         """(d, N) at ``step`` (0-based)."""
         stage = step // self.every

@@ -48,6 +48,15 @@ def test_curriculum_schedule_and_truncated_prompts():
         Curriculum(d_start=5, d_end=4, n_start=1, n_end=2)
 
 
+def test_a_curriculum_block_runs_towards_the_tasks_own_size():
+    block = {"d_start": 3, "d_step": 1, "every": 200}
+    assert Curriculum.towards(block, 5, 11) == Curriculum(3, 5, 11, 11, 1, 2, 200)  # N fixed unless n_start is set
+    assert Curriculum.towards({**block, "n_start": 5, "n_step": 3}, 5, 11) == Curriculum(3, 5, 5, 11, 1, 3, 200)
+    assert Curriculum.towards({**block, "n_start": 15}, 2, 11) == Curriculum(2, 2, 11, 11, 1, 2, 200)  # starts clipped
+    with pytest.raises(ConfigError, match="d_end"):
+        Curriculum.towards({**block, "d_end": 20, "n_end": 11}, 5, 11)
+
+
 def test_short_training_on_d3_beats_averaging():
     task = LinearRegression(GaussianInputs(3), n_context=8)
     fmt = InterleavedFormat()

@@ -13,14 +13,12 @@ from __future__ import annotations
 import torch
 
 from .. import claims as C
-from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
-from ..metrics import loss_by_prefix, spd as squared_prediction_distance
+from ..metrics import loss_by_prefix, prefix_predictions, spd as squared_prediction_distance
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
-from ..rng import generator
 from ..tasks import linear_regression_from_config
 from ..theory import gd_step_optimum
 from ..train import TrainConfig, data_source
@@ -73,13 +71,11 @@ SCALES = {
 
 
 def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
-    """Fresh prompts of the full task, or the d/N curriculum when one is configured."""
+    """Fresh prompts of the full task, or the d/N curriculum towards it when one is configured."""
     if config["curriculum"] is None:
         return data_source(task, prompt_format, train_cfg)
-    curriculum = Curriculum.from_config(config["curriculum"])
-    if (curriculum.d_end, curriculum.n_end) != (task.d, task.n_context):
-        raise ConfigError("curriculum.d_end and n_end must equal task.d and task.n_context")
     make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})  # noqa: E731
+    curriculum = Curriculum.towards(config["curriculum"], task.d, task.n_context)
     return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
 
 
@@ -95,50 +91,43 @@ def run(config: dict, ctx: RunContext):
     d, n = task.d, task.n_context
     fmt = InterleavedFormat()
     train_cfg = TrainConfig.from_config(config["train"])
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
     m = config["model"]
-    result = ctx.train(
+    result = ctx.model(
         "gpt",
         lambda g: GPTTransformer(GPTConfig(d + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"],
                                            max_tokens=2 * n, attention=m["attention"]), g),
-        _data(config, task, train_cfg, fmt), train_cfg, seeds, setting="linear",
+        _data(config, task, train_cfg, fmt), train_cfg, setting="linear",
     )
 
-    episode = task.sample(config["eval_prompts"], generator(config["seed"], "eval")).to(dtype=torch.float64)
+    episode = ctx.eval_episode(task, config["eval_prompts"])
     gd_lr = gd_step_optimum(task).lr
     learners = [LeastSquares(), Ridge(config["ridge_lam"]), NearestNeighbours(3), Averaging(), GradientDescent(1, gd_lr)]
-    predictions = {l.name: l.predict_prefixes_episode(episode) for l in learners}
-    prompt = fmt.encode(episode.to(ctx.device, torch.float32))
-    with torch.no_grad():
-        for seed, model in zip(seeds, result.models):
-            predictions[f"gpt/seed{seed}"] = model(prompt.tokens, prompt.n_context).double().cpu()
+    predictions = {l.name: prefix_predictions(l, episode) for l in learners}
+    predictions |= {("gpt", seed): prefix_predictions(model, episode) for seed, model in result.by_seed.items()}
 
-    curves = {}
-    for name, pred in predictions.items():
-        curves[name] = loss_by_prefix(pred, episode.ys, "mse_over_d", d, config["bootstrap"], seed=config["seed"])
-        model, _, seed = name.partition("/seed")
-        for k in range(n):
-            for stat, metric in (("mean", "mse_over_d"), ("low", "mse_over_d_p05"), ("high", "mse_over_d_p95")):
-                ctx.log(setting="linear", model=model, seed=int(seed) if seed else None, n=k,
-                        metric=metric, value=curves[name][stat][k].item())
+    curves = {}  # a learner's name or ("gpt", seed) -> mse/d by prefix with its band
+    for key, pred in predictions.items():
+        curves[key] = loss_by_prefix(pred, episode.ys, "mse_over_d", d, config["bootstrap"], seed=config["seed"])
+        model, seed = key if isinstance(key, tuple) else (key, None)
+        ctx.log_band("linear", model, "mse_over_d", curves[key], seed=seed)
 
     # Squared prediction distance to OLS and to 3-NN (Akyürek et al.'s SPD, divided by d).
     spd = {}
-    for seed in seeds:
+    for seed in result.seeds:
         for ref in ("ols", "3-nn"):
             spd[seed, ref] = squared_prediction_distance(
-                predictions[f"gpt/seed{seed}"], predictions[ref], d, config["bootstrap"], config["seed"])["mean"]
+                predictions["gpt", seed], predictions[ref], d, config["bootstrap"], config["seed"])["mean"]
             for k in range(n):
                 ctx.log(setting="linear", model="gpt", seed=seed, n=k, metric=f"spd_{ref}", value=spd[seed, ref][k].item())
 
-    claims = _claims(config, seeds, curves, spd, d, n)
-    _figures(ctx, curves, seeds, d, gd_lr)
+    claims = _claims(config, result.seeds, curves, spd, d, n)
+    _figures(ctx, curves, result.seeds, d, gd_lr)
     return claims
 
 
 def _claims(config, seeds, curves, spd, d, n):
-    mean = {name: c["mean"] for name, c in curves.items()}
-    gpt = [mean[f"gpt/seed{s}"] for s in seeds]
+    mean = {key: c["mean"] for key, c in curves.items()}
+    gpt = [mean["gpt", s] for s in seeds]
     gap = max((g[d + 2:] - mean["ols"][d + 2:]).max().item() for g in gpt) if n > d + 2 else float("nan")
     late = range(2, n)
     beaten = [(k, s) for s, g in zip(seeds, gpt) for k in late if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
@@ -170,17 +159,16 @@ def _claims(config, seeds, curves, spd, d, n):
 
 
 def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
-    import pandas as pd
-
     fig, axes = new_figure(1, width=6.0, height=4.0)
     ax = axes[0]
     labels = {"ols": "OLS (min-norm)", "gd1": f"1-step GD (η={gd_lr:.2f})"}
-    for name, c in curves.items():
-        if "/seed" in name and name != f"gpt/seed{seeds[0]}":
+    for key, c in curves.items():
+        model = isinstance(key, tuple)
+        if model and key != ("gpt", seeds[0]):
             continue
         k = torch.arange(len(c["mean"]))
-        label = f"transformer (seed {seeds[0]})" if "/seed" in name else labels.get(name.split("(")[0], name)
-        line = ax.plot(k, c["mean"], marker="o", ms=3, lw=2.5 if "/seed" in name else 1.2, label=label)[0]
+        label = f"transformer (seed {seeds[0]})" if model else labels.get(key.split("(")[0], key)
+        line = ax.plot(k, c["mean"], marker="o", ms=3, lw=2.5 if model else 1.2, label=label)[0]
         ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
     ax.axvline(d, color="k", ls=":", lw=0.8, label=f"k = d = {d}")
     ax.set_xlabel("in-context examples k")
@@ -190,9 +178,8 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
     ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("loss_by_prefix"))
 
-    history = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "train_loss"])
     fig, axes = new_figure(1)
-    training_curve(axes[0], history, "transformer (mean, min–max over seeds)")
+    training_curve(axes[0], ctx.history(), "transformer (mean, min–max over seeds)")
     axes[0].set_yscale("log")
     axes[0].set_ylabel("training mse (all positions)")
     axes[0].legend(fontsize=8)
