@@ -226,10 +226,10 @@ def test_knn_and_averaging_claims_are_split_per_class():
 
     curve = lambda *values: {"mean": torch.tensor(values)}  # noqa: E731
     curves = {
-        "linear": {"3-nn": curve(1.0, 0.5), "averaging": curve(1.0, 0.4), "gpt/seed0": curve(1.0, 0.1),
-                   "gpt/seed1": curve(1.0, 0.3)},
-        "noisy-linear": {"3-nn": curve(1.0, 0.8), "averaging": curve(1.0, 0.7), "gpt/seed0": curve(1.0, 0.5),
-                         "gpt/seed1": curve(1.0, 0.75)},
+        "linear": {"3-nn": curve(1.0, 0.5), "averaging": curve(1.0, 0.4), ("linear", 0): curve(1.0, 0.1),
+                   ("linear", 1): curve(1.0, 0.3)},
+        "noisy-linear": {"3-nn": curve(1.0, 0.8), "averaging": curve(1.0, 0.7), ("noisy-linear", 0): curve(1.0, 0.5),
+                         ("noisy-linear", 1): curve(1.0, 0.75)},
     }
     claims = {c.id: c for c in _beats_knn_claims(["linear", "noisy-linear"], [0, 1], curves)}
     assert claims["beats-knn-and-averaging-linear"].holds

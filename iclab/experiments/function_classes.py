@@ -169,9 +169,9 @@ def _data(config: dict, name: str, task, train_cfg: TrainConfig, fmt):
     model, which already reads the full task, skips it)."""
     if config["curriculum"] is None or config["functions"][name]["init_from"]:
         return data_source(task, fmt, train_cfg)
-    spec, cur = config["functions"][name], config["curriculum"]
-    curriculum = Curriculum(min(cur["d_start"], task.d), task.d, min(spec["n_start"], task.n_context), task.n_context,
-                            cur["d_step"], spec["n_step"], cur["every"])
+    spec = config["functions"][name]
+    block = {**config["curriculum"], "n_start": spec["n_start"], "n_step": spec["n_step"]}
+    curriculum = Curriculum.towards(block, task.d, task.n_context)
     return CurriculumPrompts(lambda d, n: _task(config, name, d, n), fmt, train_cfg.batch_size, curriculum)
 
 
@@ -204,26 +204,27 @@ def run(config: dict, ctx: RunContext):
     """Train one transformer per class, evaluate it with the baselines, then the linear model under shifts."""
     names = config["classes"]
     fmt = InterleavedFormat()
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
+    seeds = ctx.seeds
     m = config["model"]
     curves, slow_errors, models = {}, {}, {}
     for name in names:
         task = _task(config, name)
         train_cfg = _train_config(config, name)
         source = config["functions"][name]["init_from"]
-        result = ctx.train(
+        result = ctx.model(
             name,
             lambda g, n=task.n_context: GPTTransformer(GPTConfig(
                 config["d"] + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n,
                 attention=m["attention"]), g),
-            _data(config, name, task, train_cfg, fmt), train_cfg, seeds, setting=name,
+            _data(config, name, task, train_cfg, fmt), train_cfg, setting=name,
             init=models[source] if source else None,
         )
         models[name] = result.models
-        episode = task.sample(config["eval_prompts"], generator(config["seed"], "eval", name)).to(dtype=torch.float64)
+        episode = ctx.eval_episode(task, config["eval_prompts"], name)
         episode = make_shift("standard")(episode, task, None)  # every example is the query of the prefix before it
         fast, slow = _baselines(config, name, task)
-        predictions = {f"gpt/seed{s}": prefix_query_predictions(model, episode, fmt) for s, model in zip(seeds, result.models)}
+        # Keys: a learner's name or (the class's model, seed).
+        predictions = {(name, s): prefix_query_predictions(model, episode, fmt) for s, model in result.by_seed.items()}
         predictions.update({l.name: l.predict_prefixes_episode(episode) for l in fast})
         few = episode[: config["slow_prompts"]]
         curves[name] = {model: _errors(task, pred, episode.ys, config) for model, pred in predictions.items()}
@@ -232,18 +233,18 @@ def run(config: dict, ctx: RunContext):
             curves[name][learner.name] = _errors(task, pred, few.ys, config)
             slow_errors[name, learner.name] = curves[name][learner.name]["mean"]
         for s in seeds:
-            slow_errors[name, f"gpt/seed{s}"] = _errors(task, predictions[f"gpt/seed{s}"][: few.batch_size], few.ys, config)["mean"]
+            slow_errors[name, (name, s)] = _errors(task, predictions[name, s][: few.batch_size], few.ys, config)["mean"]
         _log(ctx, name, curves[name], error_metric(task))
 
     ood = {}
     if "linear" in names:
         task = _task(config, "linear")
-        episode = task.sample(config["eval_prompts"], generator(config["seed"], "eval", "shifts")).to(dtype=torch.float64)
+        episode = ctx.eval_episode(task, config["eval_prompts"], "shifts")
         learners = [LeastSquares(), NearestNeighbours(3), Averaging()]
         for shift_name in config["shifts"]:
             shift = make_shift(shift_name)
             shifted = shift(episode, task, generator(config["seed"], "shift", shift_name))
-            predictions = {f"gpt/seed{s}": prefix_query_predictions(model, shifted, fmt) for s, model in zip(seeds, models["linear"])}
+            predictions = {("linear", s): prefix_query_predictions(model, shifted, fmt) for s, model in zip(seeds, models["linear"])}
             predictions.update({l.name: prefix_query_predictions(l, shifted) for l in learners})
             ood[shift_name] = {model: _errors(task, pred, shifted.y_query, config, shift.error_scale)
                                for model, pred in predictions.items()}
@@ -255,24 +256,23 @@ def run(config: dict, ctx: RunContext):
 
 
 def _log(ctx: RunContext, setting: str, curves: dict, metric: str):
-    for name, curve in curves.items():
-        model, _, seed = name.partition("/seed")
-        for k in range(len(curve["mean"])):
-            for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95")):
-                ctx.log(setting=setting, model=model, seed=int(seed) if seed else None, n=k,
-                        metric=metric + suffix, value=curve[stat][k].item())
+    """Every curve's rows: a learner's under its name, a transformer's under its model and seed."""
+    for key, curve in curves.items():
+        model, seed = key if isinstance(key, tuple) else (key, None)
+        ctx.log_band(setting, model, metric, curve, seed=seed)
 
 
 def _claims(config, names, seeds, curves, slow_errors, ood):
     out = []
     tol = config["tolerance"]
-    gpt = lambda table, s: table[f"gpt/seed{s}"]["mean"]  # noqa: E731
+    gpt = lambda table, name, s: table[name, s]["mean"]  # noqa: E731
     if "sparse-linear" in names:
         c, task = curves["sparse-linear"], _task(config, "sparse-linear")
         ks = range(task.sparsity + 1, min(task.d, task.n_context))
-        margin = min(((c["ols"]["mean"][k] - gpt(c, s)[k]).item() for s in seeds for k in ks), default=float("nan"))
-        lasso = torch.stack([v["mean"] for n, v in c.items() if n.startswith("lasso")]).amin(0)
-        gap = max((gpt(c, s)[1:] - lasso[1:]).max().item() for s in seeds)
+        margin = min(((c["ols"]["mean"][k] - gpt(c, "sparse-linear", s)[k]).item() for s in seeds for k in ks),
+                     default=float("nan"))
+        lasso = torch.stack([v["mean"] for n, v in c.items() if isinstance(n, str) and n.startswith("lasso")]).amin(0)
+        gap = max((gpt(c, "sparse-linear", s)[1:] - lasso[1:]).max().item() for s in seeds)
         out += [
             C.holds_if("sparse-beats-ols", PAPER,
                        f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
@@ -290,9 +290,9 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
                   "xgboost": slow_errors["decision-tree", "xgboost"]}
         margins = {}
         for s in seeds:
-            own = {"xgboost": slow_errors["decision-tree", f"gpt/seed{s}"]}
+            own = {"xgboost": slow_errors["decision-tree", ("decision-tree", s)]}
             for rival, err in rivals.items():
-                mine = own.get(rival, gpt(c, s))
+                mine = own.get(rival, gpt(c, "decision-tree", s))
                 margins[rival, s] = (err[small] - mine[small]).mean().item()
         worst = min(margins.values())
         out.append(C.holds_if(
@@ -302,8 +302,8 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
             ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()), "> 0 each", worst > 0,
             figure="classes"))
     if "relu-net" in names:
-        reference = next(v for (c, learner), v in slow_errors.items() if c == "relu-net" and not learner.startswith("gpt"))
-        gap = max((slow_errors["relu-net", f"gpt/seed{s}"][1:] - reference[1:]).mean().item() for s in seeds)
+        reference = next(v for (c, key), v in slow_errors.items() if c == "relu-net" and not isinstance(key, tuple))
+        gap = max((slow_errors["relu-net", ("relu-net", s)][1:] - reference[1:]).mean().item() for s in seeds)
         out.append(C.at_most(
             "relu-matches-net-gd", PAPER,
             f"on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: its mean "
@@ -317,12 +317,12 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
 
 def _beats_knn_claims(names, seeds, curves) -> list[C.Claim]:
     """Per class: the transformer's error at the longest prefix is below 3-NN's and averaging's, every seed.
-    ``curves[class][model]["mean"]`` is the error by prefix; transformer models are keyed ``gpt/seed<s>``."""
+    ``curves[class][key]["mean"]`` is the error by prefix; a class's transformer is keyed ``(class, seed)``."""
     out = []
     for name in names:
         c = curves[name]
         rival = torch.minimum(c["3-nn"]["mean"][-1], c["averaging"]["mean"][-1]).item()
-        margins = {s: rival - c[f"gpt/seed{s}"]["mean"][-1].item() for s in seeds}
+        margins = {s: rival - c[name, s]["mean"][-1].item() for s in seeds}
         scope = ("as in the paper" if name in COMPARED_WITH_KNN else
                  "iclab's extension: the paper compares 3-NN and averaging on linear and sparse linear functions only")
         out.append(C.holds_if(
@@ -338,7 +338,7 @@ def _beats_knn_claims(names, seeds, curves) -> list[C.Claim]:
 def _excess(table, s) -> float:
     """Mean over k ≥ 1 of how far the transformer's normalised error lies above least squares' (0 where
     it is below: with noisy labels least squares' error peaks at k = d, and doing better is no failure)."""
-    return (table[f"gpt/seed{s}"]["mean"][1:] - table["ols"]["mean"][1:]).clamp(min=0).mean().item()
+    return (table["linear", s]["mean"][1:] - table["ols"]["mean"][1:]).clamp(min=0).mean().item()
 
 
 def _shift_claims(config, seeds, ood):
@@ -369,12 +369,13 @@ LABELS = {"ols": "least squares", "3-nn": "3-NN", "averaging": "averaging"}
 
 
 def _plot_curves(ax, table, seeds, title, ylabel, legend):
-    for name, c in table.items():
-        if "/seed" in name and name != f"gpt/seed{seeds[0]}":
+    for key, c in table.items():
+        model = isinstance(key, tuple)
+        if model and key[1] != seeds[0]:
             continue
         k = torch.arange(len(c["mean"]))
-        label = f"transformer (seed {seeds[0]})" if "/seed" in name else LABELS.get(name, name)
-        line = ax.plot(k, c["mean"], marker="o", ms=2.5, lw=2.5 if "/seed" in name else 1.2, label=label)[0]
+        label = f"transformer (seed {seeds[0]})" if model else LABELS.get(key, key)
+        line = ax.plot(k, c["mean"], marker="o", ms=2.5, lw=2.5 if model else 1.2, label=label)[0]
         ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
     ax.axhline(1.0, color="gray", ls="--", lw=0.8)
     ax.set_title(title, fontsize=9)
@@ -397,8 +398,6 @@ def _grid(n: int, columns: int = 4):
 def _figures(ctx: RunContext, config, names, seeds, curves, ood):
     """``classes.png`` (a panel per class), ``shifts.png`` (a panel per shift of the linear model),
     ``training_curves.png``; every panel draws its bootstrap bands and the zero predictor's level (1)."""
-    import pandas as pd
-
     fig, axes = _grid(len(names))
     for ax, name in zip(axes, names):
         task = _task(config, name)
@@ -412,10 +411,9 @@ def _figures(ctx: RunContext, config, names, seeds, curves, ood):
             _plot_curves(ax, table, seeds, f"linear, {shift_name}", f"squared error / ({config['d']}·{scale:g})",
                          legend=index == 0)
         save(fig, ctx.folder.figure("shifts"))
-    history = pd.DataFrame([r for r in ctx.rows if r.get("metric") == "train_loss"])
     fig, axes = _grid(len(names))
     for ax, name in zip(axes, names):
-        training_curve(ax, history[history.setting == name], name)
+        training_curve(ax, ctx.history(setting=name), name)
         ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
         ax.set_ylabel("training loss", fontsize=8)
