@@ -76,6 +76,13 @@ def judged_at(claim: Claim, scale: str, reason: str) -> Claim:
     return replace(claim, holds=None, judged_at=scale, reason=reason)
 
 
+def judged_at_paper_if(claim: Claim, listed: Iterable[str], reason: str) -> Claim:
+    """``claim``, judged at the paper's scale (:func:`judged_at`) when its id is ``listed``: an
+    experiment's ``judged_at_paper`` config key names the claims whose required accuracy its scale
+    cannot reach, and ``reason`` says by how much, in the run's own numbers."""
+    return judged_at(claim, "paper", reason) if claim.id in listed else claim
+
+
 def holds_over_seeds(held: int, judged: int) -> bool | None:
     """The verdict of a claim over seeds by :data:`SEED_RULE`: it held on ``held`` of the ``judged``
     runs that judged it at their scale; None when none did (every run judged it at another scale)."""

@@ -205,6 +205,11 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
                    | {f"beats-knn-and-averaging-{name}" for name in CLASSES} | {f"ood-robust-{s}" for s in ROBUST_SHIFTS}
                    | {f"ood-fails-{s}" for s in FAILING_SHIFTS})
     assert {c["figure"] for c in result.claims if c["id"].startswith("ood-")} == {"shifts"}  # the scoreboard's links
+    # The sparse claims are measured and judged at the paper's scale, with the reason in the run's numbers.
+    for claim in result.claims:
+        sparse = claim["id"] in ("sparse-beats-ols", "sparse-approaches-lasso")
+        assert (claim["holds"] is None) == sparse and claim.get("judged_at") == ("paper" if sparse else None)
+        assert not sparse or "Lasso's margin" in claim["reason"]
     assert {c["figure"] for c in result.claims if not c["id"].startswith("ood-")} == {"classes"}
     metrics = result.metrics
     assert set(metrics.setting.dropna()) >= set(CLASSES) | {f"shift/{s}" for s in DEFAULTS["shifts"]}

@@ -300,7 +300,7 @@ def _noiseless(config, ctx, models):
          "mean_r2_gpt": r2_gpt[:, 1:].mean().item()},
         f"share_below ≥ {share:g}", share_below >= share, figure="noiseless_spd_ilwd",
     )
-    return [_judged_at_paper(config, claim, f"both SPD/d and ILWD to OLS must be below {bound:g}; this scale's "
+    return [C.judged_at_paper_if(claim, config["judged_at_paper"], f"both SPD/d and ILWD to OLS must be below {bound:g}; this scale's "
                              f"model is at {mean_spd['ols']:.2g} and {mean_ilwd['ols']:.2g} (mean over k)")]
 
 
@@ -352,15 +352,9 @@ def _noise(config, ctx, models):
         verdicts, "the Bayes learner in every column (ratio < 1)", ok, figure="noise_mspd",
     )
     gap, needed = max(table[_bayes_label(r), c] for c, r in enumerate(ratios)), min(resolution.values())
-    return [_judged_at_paper(config, claim, f"telling the Bayes ridge from its nearest learner needs a model whose "
+    return [C.judged_at_paper_if(claim, config["judged_at_paper"], f"telling the Bayes ridge from its nearest learner needs a model whose "
                              f"MSPD to it is well below {needed:.2g} (the smallest MSPD between the Bayes learner and "
                              f"its nearest other learner); this scale's models are up to {gap:.2g} from it")]
-
-
-def _judged_at_paper(config: dict, claim: C.Claim, reason: str) -> C.Claim:
-    """``claim`` as measured, judged at the paper's scale when the config lists it in ``judged_at_paper``
-    (its required accuracy is out of this scale's reach: ``reason`` says by how much)."""
-    return C.judged_at(claim, "paper", reason) if claim.id in config["judged_at_paper"] else claim
 
 
 # (c) depth: the closest learner at each depth.

@@ -93,6 +93,9 @@ DEFAULTS = {
                   "net_lr": 0.005, "boosting_rounds": 100},
     # In units of the zero predictor's error: "nearly matches" and "close to" read as within a tenth of it.
     "tolerance": {"lasso_gap": 0.1, "net_gap": 0.1, "robust": 0.1},
+    # Claims whose required accuracy this scale's models cannot reach (the reason, in the run's numbers,
+    # is in each claim; docs/experiments/function-classes.md): measured, and judged at the paper's scale.
+    "judged_at_paper": ["sparse-beats-ols", "sparse-approaches-lasso"],
 }
 
 _FROM_SCRATCH = {"init_from": None, "train": {"steps": 500000, "warmup": 0, "lr": 0.0001}}
@@ -105,6 +108,7 @@ SCALES = {
     # measurement): ≈ 1.5 h per class at N = 41 and ≈ 3 h at N = 101 (2.5× the tokens), ≈ 13 GPU-hours
     # for all seven classes, plus the evaluation (XGBoost and the fitted networks on every prompt).
     "paper": {
+        "judged_at_paper": [],
         "d": 20,
         # Every class from scratch with the shared recipe, as the paper trained them.
         "functions": {
@@ -273,15 +277,25 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
                      default=float("nan"))
         lasso = torch.stack([v["mean"] for n, v in c.items() if isinstance(n, str) and n.startswith("lasso")]).amin(0)
         gap = max((gpt(c, "sparse-linear", s)[1:] - lasso[1:]).max().item() for s in seeds)
+        # What these claims need: the margin by which sparsity can beat least squares at all (the Lasso's, at
+        # the same k), against how far this scale's model is from least squares where that one is exact (k ≥ d).
+        advantage = min((c["ols"]["mean"][k] - lasso[k]).item() for k in ks) if len(ks) else float("nan")
+        excess = max((gpt(c, "sparse-linear", s)[task.d:] - c["ols"]["mean"][task.d:]).mean().item() for s in seeds)
+        reason = (f"sparsity can beat least squares here by at most the Lasso's margin ({advantage:.2g} at "
+                  f"{ks.start} ≤ k < {ks.stop}), while this scale's sparse model is still {excess:.2g} above least "
+                  f"squares where least squares is exact (k ≥ d, mean over k, worst seed)")
+        listed = config["judged_at_paper"]
         out += [
-            C.holds_if("sparse-beats-ols", PAPER,
-                       f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
-                       f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
-                       f"smallest margin (OLS − transformer) {margin:.4g}", "> 0", margin > 0, figure="classes"),
-            C.at_most("sparse-approaches-lasso", PAPER,
-                      f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
-                      f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
-                      "(largest gap over k and seeds)", gap, tol["lasso_gap"], figure="classes"),
+            C.judged_at_paper_if(C.holds_if(
+                "sparse-beats-ols", PAPER,
+                f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
+                f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
+                f"smallest margin (OLS − transformer) {margin:.4g}", "> 0", margin > 0, figure="classes"), listed, reason),
+            C.judged_at_paper_if(C.at_most(
+                "sparse-approaches-lasso", PAPER,
+                f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
+                f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
+                "(largest gap over k and seeds)", gap, tol["lasso_gap"], figure="classes"), listed, reason),
         ]
     if "decision-tree" in names:
         c, task = curves["decision-tree"], _task(config, "decision-tree")
