@@ -15,7 +15,7 @@ from iclab.loading import load_model
 from iclab.metrics import loss_by_prefix, prefix_predictions
 from iclab.rng import generator
 
-GPT = ["train.steps=12", "train.warmup=2", "train.log_every=2", "train.checkpoint_every=6", "train.keep=[3, 6]",
+GPT = ["train.steps=12", "train.compile=false", "train.warmup=2", "train.log_every=2", "train.checkpoint_every=6", "train.keep=[3, 6]",
        "model.n_layers=1", "model.width=16", "model.n_heads=2", "eval_prompts=200", "bootstrap=50"]
 
 

@@ -14,7 +14,7 @@ def test_after_training_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("ipykernel")
-    overrides = ["train.steps=10", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
+    overrides = ["train.steps=10", "train.compile=false", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
                  "eval_prompts=100", "bootstrap=20"]
     run = iclab.run("gpt-linear", seeds=1, overrides=overrides, out=tmp_path / "run", progress=False).path
     monkeypatch.setenv("ICLAB_RUN", str(run))  # the notebook's parameter cell reads it

@@ -1,7 +1,7 @@
 """``gpt-linear``: a GPT-style transformer learns linear regression in context, tracking OLS.
 
-Garg, Tsipras, Liang & Valiant (NeurIPS 2022) and Akyürek et al. (ICLR 2023); PAPERS.md §3 and
-"peer codebase". A pre-LN causal transformer reads interleaved prompts x_1, y_1, …, x_N, y_N
+Garg, Tsipras, Liang & Valiant (NeurIPS 2022) and Akyürek et al. (ICLR 2023); docs/papers.md §7
+(Garg et al.) and §3 (Akyürek et al.). A pre-LN causal transformer reads interleaved prompts x_1, y_1, …, x_N, y_N
 (:class:`iclab.prompts.InterleavedFormat`) of noiseless linear functions with x, w ~ N(0, I)
 and predicts every y_{k+1} from the first k examples. Its error at every prefix length k is
 compared, on the same prompts, with OLS (minimum-norm for k < d), ridge, 3-NN, averaging and
@@ -28,26 +28,16 @@ PAPER = "Garg et al. (NeurIPS 2022); Akyürek et al. (ICLR 2023)"
 
 DEFAULTS = {
     "seed": 0,
-    "seeds": 1,  # one seed fits the 5-minute budget; pass --seeds for more
+    "seeds": 1,  # one seed fits the 6-minute budget; pass --seeds for more
     "task": {"d": 5, "n_context": 10, "inputs": "gaussian"},
     # attention "math": seeds train together under vmap, which has no batching rule for SDPA on CPU.
     "model": {"n_layers": 4, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
-    # What decides a short run is whether it leaves the loss plateau (mse/d ≈ 0.65, the model
-    # ignoring the context). A GPU sweep of 23 recipes at equal cost (batch × layers × steps),
-    # 3 seeds each (their data then came from CUDA streams, so not these seeds' prompts): 16 of
-    # the first round's 39 runs stayed on it (the old recipe, 256 × 2500 steps at lr 1e-3 after
-    # 100 warm-up steps, on 2 of 3 seeds), none of the 34 runs with a warm-up of 300 steps or
-    # more did. Batches of 128 for 5000 steps at lr 7e-4 after 1000 warm-up steps had the best
-    # worst seed (k = 7: mse/d 0.025, 0.071, 0.075); fewer layers, larger batches, 2 heads or
-    # weight decay did worse. With it, seeds 0–4 reached 0.032, 0.072, 0.071, 0.091 and 0.086 at
-    # k = 7 (on the GPU, now with the CPU's data: CPU seed 0 gave the same 0.032, in 3 min 18 s on
-    # 2 cores): tracks-ols holds for the default seed, not for every seed, at this budget.
+    # The quick recipe, and the GPU and CPU sweeps that chose it: docs/experiments/gpt-linear.md.
+    # compile: torch.compile the loss, 1.7x the steps/s of this model on 2 CPU cores.
     "train": {
-        "steps": 5000, "batch_size": 128, "lr": 0.0007, "optimizer": "adam",
+        "steps": 15000, "batch_size": 128, "lr": 0.001, "optimizer": "adam",
         "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,
-        "compile": False,  # torch.compile the loss: pays for long runs (see TrainConfig)
-        "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
-        "keep": None,  # checkpoints kept through training: a list of steps or a number of log-spaced ones
+        "compile": True, "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
     },
     "curriculum": None,
     "ridge_lam": 0.1,
@@ -63,7 +53,7 @@ SCALES = {
         "task": {"d": 20, "n_context": 41},
         "model": {"n_layers": 12, "n_heads": 8, "width": 256},
         "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "schedule": "constant", "warmup": 0,
-                  "log_every": 500, "checkpoint_every": 10000},
+                  "log_every": 500, "checkpoint_every": 10000, "compile": False},
         "curriculum": {"d_start": 5, "d_end": 20, "d_step": 1, "n_start": 11, "n_end": 41, "n_step": 2, "every": 2000},
         "eval_prompts": 12800,
     },
