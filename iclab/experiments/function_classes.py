@@ -1,6 +1,6 @@
 """``function-classes``: Garg et al.'s function classes and out-of-distribution prompts, in iclab.
 
-Garg, Tsipras, Liang & Valiant (NeurIPS 2022); PAPERS.md, "the best-known peer codebase". One
+Garg, Tsipras, Liang & Valiant (NeurIPS 2022); docs/papers.md §7 (Garg et al.). One
 GPT-style transformer per function class (:mod:`iclab.tasks.functions`: linear, sparse linear,
 linear classification, noisy linear, quadratic, 2-layer ReLU networks, depth-4 decision trees)
 reads interleaved prompts x_1, y_1, …, x_N, y_N (:class:`iclab.prompts.InterleavedFormat`), is
@@ -61,7 +61,7 @@ DEFAULTS = {
     # class's parameters (see iclab.tasks.functions). The quick recipe and the sweeps that chose
     # it: docs/experiments/function-classes.md.
     "functions": {
-        "linear": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {"steps": 4000}},
+        "linear": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {"steps": 8000}},
         "sparse-linear": {"n_context": 11, "n_start": 5, "n_step": 2, "sparsity": 2, "init_from": "linear",
                           "train": {"steps": 1000, "warmup": 100, "lr": 0.0005}},
         "linear-classification": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": "linear",
@@ -102,11 +102,7 @@ _FROM_SCRATCH = {"init_from": None, "train": {"steps": 500000, "warmup": 0, "lr"
 
 SCALES = {
     "quick": {},
-    # Their sizes. Measured: 5.2 s of CPU per step on one thread (d = 20, N = 41, batch 64; 9.5M
-    # parameters, ≈ 3·10¹¹ FLOPs per step), so 500k steps are out of a CPU's reach. On one GPU a
-    # step of this small model is bound by kernel launches, ~10 ms (our estimate, not a GPU
-    # measurement): ≈ 1.5 h per class at N = 41 and ≈ 3 h at N = 101 (2.5× the tokens), ≈ 13 GPU-hours
-    # for all seven classes, plus the evaluation (XGBoost and the fitted networks on every prompt).
+    # Their sizes (one GPU's work: docs/experiments/function-classes.md has our cost estimate).
     "paper": {
         "judged_at_paper": [],
         "d": 20,
