@@ -111,3 +111,18 @@ def test_gradient_flow_needs_a_balanced_start():
     w_pv[0, -1] = 0.5  # the value row would read x too
     with pytest.raises(ConfigError, match="balanced form"):
         gradient_flow(opt, (w_kq, w_pv), steps=10)
+
+
+def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
+    import iclab
+
+    tiny = {"task.d": 3, "seeds": 2, "n_contexts": [10], "deep_n_context": 10, "deep_layers": [2], "d_sweep": [3],
+            "d_sweep_n_context": 10, "one_hot.n_context": 10, "train.steps": 1000, "train.batch_size": 256,
+            "eval_prompts": 8192, "eval_batch": 1024, "theory.mean_draws": 2000, "theory.flow_steps": 200}
+    result = iclab.run("task-descriptors", overrides=tiny, out=tmp_path / "run", progress=False)
+    depth = {c["id"]: c for c in result.claims if c["id"] in ("descriptors-help-every-depth", "gap-narrows-with-depth")}
+    # Both depths' gaps are measured over the two seeds' mean, and the paper's two statements hold even here.
+    assert set(depth["descriptors-help-every-depth"]["measured"]) == {"1", "2"}
+    assert depth["descriptors-help-every-depth"]["holds"] and depth["gap-narrows-with-depth"]["holds"]
+    rows = result.metrics.query("setting == 'depth' and metric == 'typical_mse'")
+    assert set(rows.seed) == {0, 1} and len(set(rows.model)) == 4  # 1 and 2 layers, with and without μ
