@@ -33,7 +33,6 @@ not of the finding.
 
 from __future__ import annotations
 
-import copy
 from fractions import Fraction
 
 import numpy as np
@@ -176,7 +175,7 @@ def _validate(config: dict):
         TrainConfig.from_config({**config["train"], **config["noise_finetune"]})
     if config["curriculum"] is not None:
         for d_model in (d, config["probe"]["d"]):
-            _curriculum(config, d_model)
+            Curriculum.towards(config["curriculum"], d_model, n)
     _reference_learners(config)
 
 
@@ -184,83 +183,55 @@ def _task(config: dict, d: int, sigma: float, tau: float):
     return linear_regression_from_config({**config["task"], "d": d, "noise": sigma, "w_scale": tau})
 
 
-class _Models:
-    """Trains each distinct (d, depth, σ, τ) once and hands the model to every part that needs it.
+def _model(config: dict, ctx: RunContext, d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0):
+    """The transformer of one (d, depth, σ, τ), trained once per run (:meth:`RunContext.model`) and read
+    by every part that needs it.
 
-    Noiseless models train from scratch (through the d/N curriculum when one is configured); a
-    noisy one, with ``noise_finetune`` set, starts from the noiseless model of its depth and
-    trains on its own (σ, τ) for ``noise_finetune``'s steps (a warm start, for budget; null trains
-    it from scratch like the rest, as the paper does).
+    A noiseless model trains from scratch (through the d/N curriculum when one is configured); a noisy
+    one, with ``noise_finetune`` set, starts from the noiseless model of its depth and trains on its own
+    (σ, τ) for ``noise_finetune``'s steps (a warm start, for budget; null trains it from scratch like the
+    rest, as the paper does).
     """
+    m, n = config["model"], config["task"]["n_context"]
+    make = lambda g: GPTTransformer(GPTConfig(  # noqa: E731
+        d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n, attention=m["attention"]), g)
+    name = _name(d, n_layers, sigma, tau)
+    if sigma > 0 and config["noise_finetune"] is not None:
+        base = _model(config, ctx, d, n_layers)
+        cfg = TrainConfig.from_config({**config["train"], **config["noise_finetune"]})
+        data = data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
+        return ctx.model(name, make, data, cfg, setting="training", init=[base]).models[0]
+    cfg = TrainConfig.from_config(config["train"])
+    return ctx.model(name, make, _data(config, d, sigma, tau, cfg), cfg, setting="training").models[0]
 
-    def __init__(self, config: dict, ctx: RunContext):
-        self.config, self.ctx, self.trained = config, ctx, {}
 
-    def get(self, d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0) -> GPTTransformer:
-        key = (d, n_layers, float(sigma), float(tau))
-        if key not in self.trained:
-            c, m = self.config, self.config["model"]
-            n = c["task"]["n_context"]
-            if sigma > 0 and c["noise_finetune"] is not None:
-                base = self.get(d, n_layers)
-                cfg = TrainConfig.from_config({**c["train"], **c["noise_finetune"]})
-                make = lambda g: copy.deepcopy(base)  # noqa: E731
-                data = data_source(_task(c, d, sigma, tau), InterleavedFormat(), cfg)
-            else:
-                cfg = TrainConfig.from_config(c["train"])
-                make = lambda g: GPTTransformer(GPTConfig(  # noqa: E731
-                    d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n,
-                    attention=m["attention"]), g)
-                data = _data(c, d, sigma, tau, cfg)
-            name = f"gpt-d{d}-L{n_layers}-sigma{sigma:g}-tau{tau:g}"
-            self.trained[key] = self.ctx.train(name, make, data, cfg, [c["seed"]], setting="training").models[0]
-        return self.trained[key]
+def _name(d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0) -> str:
+    """The model of one (d, depth, σ, τ): its name in the run's rows and checkpoints."""
+    return f"gpt-d{d}-L{n_layers}-sigma{sigma:g}-tau{tau:g}"
 
 
 def _data(config: dict, d: int, sigma: float, tau: float, cfg: TrainConfig):
-    """Fresh prompts of the task, or the curriculum up to it when one is configured."""
+    """Fresh prompts of the task, or the curriculum towards it when one is configured."""
     if config["curriculum"] is None:
         return data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
     make_task = lambda d_now, n_now: linear_regression_from_config(  # noqa: E731
         {**config["task"], "d": d_now, "n_context": n_now, "noise": sigma, "w_scale": tau})
-    return CurriculumPrompts(make_task, InterleavedFormat(), cfg.batch_size, _curriculum(config, d))
-
-
-def _curriculum(config: dict, d: int) -> Curriculum:
-    """The configured curriculum, ending at the model's d and the task's N (N fixed unless n_start is set)."""
-    n = config["task"]["n_context"]
-    return Curriculum.from_config({"n_start": n, **config["curriculum"], "d_end": d, "n_end": n})
+    curriculum = Curriculum.towards(config["curriculum"], d, config["task"]["n_context"])
+    return CurriculumPrompts(make_task, InterleavedFormat(), cfg.batch_size, curriculum)
 
 
 def run(config: dict, ctx: RunContext):
     """Train the models of the four parts (each once), compare them with the learners, probe, check claims."""
-    models = _Models(config, ctx)
-    claims = []
-    claims += _noiseless(config, ctx, models)
-    claims += _noise(config, ctx, models)
-    claims += _depth(config, ctx, models)
-    claims += _probes(config, ctx, models)
-    return claims
-
-
-def _eval_episode(config: dict, task):
-    return task.sample(config["eval_prompts"], generator(config["seed"], "eval")).to(dtype=torch.float64)
-
-
-def _log_band(ctx, setting, model, metric, band):
-    """Rows of a by-prefix metric and its 5–95% band (``metric``, ``metric_p05``, ``metric_p95``)."""
-    for k in range(len(band["mean"])):
-        for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95")):
-            ctx.log(setting=setting, model=model, n=k, metric=metric + suffix, value=band[stat][k].item())
+    return _noiseless(config, ctx) + _noise(config, ctx) + _depth(config, ctx) + _probes(config, ctx)
 
 
 # (a) noiseless: SPD and ILWD against every learner at every prefix length.
 
-def _noiseless(config, ctx, models):
-    d = config["task"]["d"]
-    model = models.get(d, config["model"]["n_layers"])
-    task = _task(config, d, 0.0, 1.0)
-    episode = _eval_episode(config, task)
+def _noiseless(config, ctx):
+    d, n_layers = config["task"]["d"], config["model"]["n_layers"]
+    model = _model(config, ctx, d, n_layers)
+    name, task = _name(d, n_layers), _task(config, d, 0.0, 1.0)
+    episode = ctx.eval_episode(task, config["eval_prompts"])
     references = _reference_learners(config)
     learners = {label: learner for label, (_, learner) in references.items()}
     boot = dict(n_boot=config["bootstrap"], seed=config["seed"])
@@ -275,9 +246,9 @@ def _noiseless(config, ctx, models):
     ilwds = {label: ilwd(w_gpt, w, **boot) for label, (w, _) in weights.items()}
 
     for label in learners:
-        _log_band(ctx, "noiseless", "gpt", f"spd_{label}", spds[label])
-        _log_band(ctx, "noiseless", "gpt", f"ilwd_{label}", ilwds[label])
-    r2 = {"gpt": r2_gpt} | {label: r for label, (_, r) in weights.items() if references[label][0] == "knn"}
+        ctx.log_band("noiseless", name, f"spd_{label}", spds[label], seed=config["seed"])
+        ctx.log_band("noiseless", name, f"ilwd_{label}", ilwds[label], seed=config["seed"])
+    r2 = {name: r2_gpt} | {label: r for label, (_, r) in weights.items() if references[label][0] == "knn"}
     for label, values in r2.items():
         for k in range(len(values[0])):
             ctx.log(setting="noiseless", model=label, n=k, metric="linear_fit_r2", value=values[:, k].mean().item())
@@ -306,7 +277,7 @@ def _noiseless(config, ctx, models):
 
 # (b) noise: the MSPD table, learner × noise level.
 
-def _noise(config, ctx, models):
+def _noise(config, ctx):
     d = config["task"]["d"]
     pairs = [(float(s), float(t)) for s, t in config["noise"]]
     ratios = [s**2 / t**2 for s, t in pairs]
@@ -315,21 +286,22 @@ def _noise(config, ctx, models):
         rows = {"ols": LeastSquares()} | rows
     table, resolution = {}, {}  # (row label, column index) -> MSPD; column -> MSPD between Bayes and its nearest row
     for column, ((sigma, tau), ratio) in enumerate(zip(pairs, ratios)):
-        model = models.get(d, config["model"]["n_layers"], sigma, tau)
-        episode = _eval_episode(config, _task(config, d, sigma, tau))
+        name = _name(d, config["model"]["n_layers"], sigma, tau)
+        model = _model(config, ctx, d, config["model"]["n_layers"], sigma, tau)
+        episode = ctx.eval_episode(_task(config, d, sigma, tau), config["eval_prompts"])
         gpt = prefix_predictions(model, episode)
-        name = f"gpt(σ²/τ²={_fraction(ratio)})"
         references = {label: prefix_predictions(learner, episode) for label, learner in rows.items()}
         for label, reference in references.items():
             band = spd(gpt, reference, d, config["bootstrap"], config["seed"])
-            _log_band(ctx, "noise", name, f"spd_{label}", band)
+            ctx.log_band("noise", name, f"spd_{label}", band, seed=config["seed"])
             table[label, column] = mspd(band["mean"], d)
-            ctx.log(setting="noise", model=name, metric=f"mspd_{label}", value=table[label, column])
+            ctx.log(setting="noise", model=name, seed=config["seed"], metric=f"mspd_{label}", value=table[label, column])
         # How close a model must come to tell the Bayes learner from its nearest row at all.
         bayes = references[_bayes_label(ratio)]
         resolution[column] = min(mspd(spd(bayes, other, d, config["bootstrap"], config["seed"])["mean"], d)
                                  for label, other in references.items() if label != _bayes_label(ratio))
-        ctx.log(setting="noise", model=name, metric="mspd_bayes_to_nearest_learner", value=resolution[column])
+        ctx.log(setting="noise", model=name, seed=config["seed"], metric="mspd_bayes_to_nearest_learner",
+                value=resolution[column])
     _figure_noise(ctx, table, list(rows), ratios)
 
     verdicts = {}
@@ -359,20 +331,22 @@ def _noise(config, ctx, models):
 
 # (c) depth: the closest learner at each depth.
 
-def _depth(config, ctx, models):
+def _depth(config, ctx):
     d = config["task"]["d"]
-    episode = _eval_episode(config, _task(config, d, 0.0, 1.0))
+    episode = ctx.eval_episode(_task(config, d, 0.0, 1.0), config["eval_prompts"])
     references = _reference_learners(config)
     predictions = {label: prefix_predictions(learner, episode) for label, (_, learner) in references.items()}
     table, curves = {}, {}
     for depth in config["depths"]:
-        gpt = prefix_predictions(models.get(d, depth), episode)
+        name = _name(d, depth)
+        gpt = prefix_predictions(_model(config, ctx, d, depth), episode)
         for label, reference in predictions.items():
             band = spd(gpt, reference, d, config["bootstrap"], config["seed"])
-            _log_band(ctx, "depth", f"gpt-L{depth}", f"spd_{label}", band)
+            ctx.log_band("depth", name, f"spd_{label}", band, seed=config["seed"])
             curves[depth, label] = band["mean"]
             table[depth, label] = band["mean"][1:].mean().item()
-            ctx.log(setting="depth", model=f"gpt-L{depth}", metric=f"mean_spd_{label}", value=table[depth, label])
+            ctx.log(setting="depth", model=name, seed=config["seed"], metric=f"mean_spd_{label}",
+                    value=table[depth, label])
     _figure_depth(ctx, table, curves, config["depths"], list(references), d)
     return _depth_claims(table, config["depths"], {label: family for label, (family, _) in references.items()})
 
@@ -414,10 +388,10 @@ def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> l
 
 # (d) probes: what each layer's hidden states encode.
 
-def _probes(config, ctx, models):
+def _probes(config, ctx):
     p = config["probe"]
     d, seed = p["d"], config["seed"]
-    model = models.get(d, p["n_layers"])
+    model = _model(config, ctx, d, p["n_layers"])
     task = _task(config, d, 0.0, 1.0)
     split = {name: task.sample(p[f"{name}_prompts"], generator(seed, f"probe-{name}")) for name in ("train", "test")}
     hidden = {name: hidden_states(model, e) for name, e in split.items()}  # (B, L + 1, T, W)
@@ -431,7 +405,7 @@ def _probes(config, ctx, models):
     for head, units in (("linear", None), ("mlp", p["hidden_units"])):
         make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, d, units, generator=g)  # noqa: E731
         data = ProbeData(hidden["train"], targets["train"].float(), cfg.batch_size)
-        probes = ctx.train(f"probe-{head}", make, data, cfg, [seed], setting="probes").models[0]
+        probes = ctx.model(f"probe-{head}", make, data, cfg, setting="probes").models[0]
         scores[head] = score(probes, hidden["test"], targets["test"], std)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):
@@ -568,4 +542,5 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_validate,
+    train_blocks=("train", "probe.train"),
 )
