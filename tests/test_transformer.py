@@ -33,8 +33,8 @@ def test_changing_a_token_never_changes_earlier_predictions(attention):
             layer.attn.b.fill_(-0.2)
     g = generator(5)
     tokens = torch.randn(3, 12, 4, generator=g)
-    base, hidden = model(tokens, 6, return_hidden=True)
-    assert base.shape == (3, 6) and len(hidden) == 3 and hidden[-1].shape == (3, 12, 16)
+    base, found = model(tokens, 6, activations=["blocks.1.hook_resid_post"])
+    assert base.shape == (3, 6) and found["blocks.1.hook_resid_post"].shape == (3, 12, 16)
     for t in (3, 6, 9):
         changed = tokens.clone()
         changed[:, t] += torch.randn(3, 4, generator=g)
@@ -56,8 +56,8 @@ def test_last_block_at_read_positions_only_equals_the_full_forward(attention, id
                 layer.attn.b.fill_(0.3)
     tokens = torch.randn(3, 12, 4, generator=generator(8))
     for n_context in (6, 4):
-        full, hidden = model(tokens, n_context, return_hidden=True)
-        read = model.ln_out(hidden[-1][:, : 2 * n_context : 2])
+        full, found = model(tokens, n_context, activations=["ln_final.hook_normalized"])
+        read = found["ln_final.hook_normalized"][:, : 2 * n_context : 2]
         torch.testing.assert_close(full, model.read_out(read)[..., 0])
         torch.testing.assert_close(model(tokens, n_context), full, rtol=1e-5, atol=1e-6)
 
@@ -137,9 +137,10 @@ def test_cls_read_out_is_the_last_position_of_the_full_forward_and_sees_every_to
             layer.attn.a.fill_(0.05)
             layer.attn.b.fill_(0.4)
     tokens = torch.randint(20, (3, 4), generator=generator(2))
-    out, hidden = model(tokens, 4, return_hidden=True)
-    assert len(hidden) == 3 and hidden[-1].shape == (3, 5, 16)  # the CLS is the fifth token
-    torch.testing.assert_close(out, model.read_out(model.ln_out(hidden[-1][:, -1:]))[..., 0])
+    out, found = model(tokens, 4, activations=["ln_final.hook_normalized"])
+    final = found["ln_final.hook_normalized"]
+    assert final.shape == (3, 5, 16)  # the CLS is the fifth token
+    torch.testing.assert_close(out, model.read_out(final[:, -1:])[..., 0])
     torch.testing.assert_close(model(tokens, 4), out, rtol=1e-5, atol=1e-6)
     for t in range(4):  # bidirectional: the CLS at the end sees every token
         changed = tokens.clone()
@@ -151,8 +152,8 @@ def test_tied_output_is_the_final_state_against_every_embedding():
     model = _symbol_model(tied_output=True)
     assert model.read_out is None and not any(n.startswith("read_out") for n, _ in model.named_parameters())
     tokens = torch.randint(20, (3, 4), generator=generator(3))
-    logits, hidden = model(tokens, 4, return_hidden=True)
-    torch.testing.assert_close(logits, model.ln_out(hidden[-1][:, -1:]) @ model.embedding.weight.T)
+    logits, found = model(tokens, 4, activations=["ln_final.hook_normalized"])
+    torch.testing.assert_close(logits, found["ln_final.hook_normalized"][:, -1:] @ model.embedding.weight.T)
     # A causal language model: stride 1 reads a next-token distribution at every position.
     lm = _symbol_model(tied_output=True, cls=False, causal=True, stride=1)
     assert lm(tokens, 4).shape == (3, 4, 20)
@@ -314,12 +315,6 @@ def test_activations_ask_for_known_names_and_return_only_those():
     assert model(tokens, 6, activations=[])[1] == {}
     with pytest.raises(ConfigError, match="unknown activation.*blocks.2.hook_resid_post.*this model has: hook_embed"):
         model(tokens, 6, activations=["blocks.2.hook_resid_post"])
-    # return_hidden (the older form) is the residual stream
-    _, hidden = model(tokens, 6, return_hidden=True)
-    _, stream = model(tokens, 6, activations=["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"])
-    assert len(hidden) == 3
-    for h, name in zip(hidden, ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_post"]):
-        torch.testing.assert_close(h, stream[name])
 
 
 def test_cls_model_activations_count_the_cls_token():

@@ -241,8 +241,8 @@ def _kernel(config: dict) -> dict:
                 for layer in model.layers:
                     layer.attn.a.fill_(a)
                     layer.attn.b.fill_(b)
-                _, hidden = model(tokens, task.length, return_hidden=True)
-                return model.ln_out(hidden[-1][:, -1])  # the CLS read-out's input
+                _, found = model(tokens, task.length, activations=["ln_final.hook_normalized"])
+                return found["ln_final.hook_normalized"][:, -1]  # the CLS read-out's input
 
             out[spec][label] = template_matrix(features, task, k["draws"], config["seed"], k["strings"])
         for name in ("mlp", "mlp+equality"):

@@ -90,11 +90,6 @@ class SelfAttention(nn.Module):
             out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim:])
         return (out, weights) if pattern else out
 
-    def weights(self, x: torch.Tensor) -> torch.Tensor:
-        """Every head's attention matrix A_h for the attention input ``x``, ``(B, H, T, T)`` (a whole
-        forward pass; a transformer's are its ``blocks.{l}.attn.hook_pattern`` activations)."""
-        return self(x, pattern=True)[1]
-
     def _qkv(self, x: torch.Tensor, queries: slice | None):
         """Queries (at the positions ``queries`` only), keys and values, each ``(B, H, ·, d_h)``."""
         inner = self.n_heads * self.head_dim

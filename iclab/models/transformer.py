@@ -47,7 +47,7 @@ import torch
 from torch import nn
 
 from ..config import ConfigError
-from .activations import ActivationCache, residual_stream, transformer_names
+from .activations import ActivationCache, transformer_names
 from .attention import SelfAttention
 from .registry import rebuildable
 
@@ -236,21 +236,14 @@ class GPTTransformer(nn.Module):
         """Every name ``forward(..., activations=...)`` takes (see :mod:`iclab.models.activations`)."""
         return transformer_names(len(self.layers))
 
-    def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None,
-                return_hidden: bool = False):
+    def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None):
         """Predictions read at every ``stride``-th token, ``(B, n_context)``, or at the CLS token or the
         last token (``read_last``), ``(B, 1)`` (logits ``(B, ·, V)`` with ``tied_output``).
 
         With ``activations`` (names from :meth:`activation_names`), returns ``(prediction, {name:
         tensor})``: those activations of this pass (:mod:`iclab.models.activations`), every block then
-        computing every position. ``return_hidden`` (older; the same as asking for
-        :func:`~iclab.models.activations.residual_stream`) returns ``(prediction, [after read-in,
-        after block 1, …, after block L])``, each ``(B, T, W)``.
+        computing every position.
         """
-        if return_hidden:
-            names = residual_stream(len(self.layers))
-            prediction, found = self(tokens, n_context, names)
-            return prediction, [found[name] for name in names]
         cache = ActivationCache.asked(activations, self.activation_names)
         h = self.read_in(tokens) if self.embedding is None else self.embedding(tokens)  # (B, T, W)
         if self.cls_token is not None:
