@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup reproduce test test-slow clean
+.PHONY: setup reproduce lint test test-slow clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,12 @@ setup: $(STAMP)
 reproduce: $(STAMP)
 	$(BIN)/iclab reproduce --scale quick
 
-test: $(STAMP)
+# The code is clean under ruff (format and lint, configured in pyproject.toml) before the tests run.
+lint: $(STAMP)
+	$(BIN)/ruff format --check -q .
+	$(BIN)/ruff check -q .
+
+test: lint
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)

@@ -26,8 +26,14 @@ from __future__ import annotations
 import argparse
 
 import torch
-from train_throughput import (garg_steps_per_second, ratio_text, steps_per_second, store_result, transformers_installed,
-                              with_reference)
+from train_throughput import (
+    garg_steps_per_second,
+    ratio_text,
+    steps_per_second,
+    store_result,
+    transformers_installed,
+    with_reference,
+)
 
 from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
@@ -43,15 +49,23 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     task = LinearRegression(GaussianInputs(c["d"]), n_context=c["points"])
 
     def rate(attention: str, precision: str = "fp32", seeds: int = 1) -> float:
-        make = lambda g: GPTTransformer(GPTConfig(c["d"] + 1, c["layers"], c["heads"], c["width"],  # noqa: E731
-                                                  max_tokens=2 * c["points"], attention=attention), g)
-        return steps_per_second(make, task, InterleavedFormat(), c["batch"], steps, device=device,
-                                precision=precision, seeds=seeds)
+        config = GPTConfig(
+            c["d"] + 1, c["layers"], c["heads"], c["width"], max_tokens=2 * c["points"], attention=attention
+        )
+
+        def make(g):
+            return GPTTransformer(config, g)
+
+        return steps_per_second(
+            make, task, InterleavedFormat(), c["batch"], steps, device=device, precision=precision, seeds=seeds
+        )
 
     rows = {f"iclab_{precision}": {"steps_per_s": rate("sdpa", precision)} for precision in ("fp32", "tf32", "bf16")}
     garg = None  # no ratio without the reference timed here
     if transformers_installed():
-        garg = garg_steps_per_second(c["d"], c["points"], c["width"], c["layers"], c["heads"], c["batch"], steps, device)
+        garg = garg_steps_per_second(
+            c["d"], c["points"], c["width"], c["layers"], c["heads"], c["batch"], steps, device
+        )
     with_reference(rows, garg)
     best = max(rows, key=lambda name: rows[name]["steps_per_s"]).removeprefix("iclab_")
     stacked, seeds, half = {}, 1, None
@@ -62,9 +76,12 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
         seeds *= 2
     result = {
         "device": torch.cuda.get_device_name() if torch.device(device).type == "cuda" else device,
-        "config": c, "steps": steps, **rows,
+        "config": c,
+        "steps": steps,
+        **rows,
         **({"garg_reference_steps_per_s": garg} if garg else {}),
-        "garg_reference_note": "a GPT2Model loop on the same configuration and device, fp32" if garg
+        "garg_reference_note": "a GPT2Model loop on the same configuration and device, fp32"
+        if garg
         else "not measured: transformers is not installed",
         "vmap_precision": best,
         "vmap_steps_per_s": stacked,
@@ -74,7 +91,10 @@ def main(device: str = "cuda", steps: int = 50, max_seeds: int = 64, small: bool
     print(f"{result['device']}: {c}")
     for name, row in rows.items():
         print(f"{name:<14}{row['steps_per_s']:>10.1f} steps/s  x Garg: {ratio_text(row)}")
-    print(f"{'garg (fp32)':<14}" + (f"{garg:>10.1f} steps/s" if garg else " reference not measured (transformers is not installed)"))
+    print(
+        f"{'garg (fp32)':<14}"
+        + (f"{garg:>10.1f} steps/s" if garg else " reference not measured (transformers is not installed)")
+    )
     for seeds, value in stacked.items():
         print(f"{seeds:>3} seeds ({best}, vmap){value:>10.1f} steps/s")
     print(f"steps/s halves at {half} seeds" if half else f"steps/s above half up to {max(stacked)} seeds")

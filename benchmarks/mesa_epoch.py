@@ -29,7 +29,6 @@ from iclab.rng import generator
 from iclab.tasks import AutoregressiveSequences
 
 
-
 def reference_predictions(model: CausalLinearAttention, tokens: torch.Tensor) -> torch.Tensor:
     """ŷ_t for every prefix, recomputing S_t = Σ_{i≤t} e_i e_iᴴ each time (the straightforward way)."""
     w_kq, w_pv = model.weights()
@@ -73,11 +72,13 @@ def main(argv=None) -> dict:
     prompt = AutoregressiveFormat().encode(task.sample(args.sequences, generator(0, "bench")))
     model = CausalLinearAttention(5, init="random", generator=generator(1))
 
-    fused = lambda p: model(p.tokens, targets=p.targets)  # noqa: E731
-    unfused = lambda p: batch_loss(model(p.tokens), p.targets, "half_sse")  # noqa: E731
+    fused = lambda p: model(p.tokens, targets=p.targets)
+    unfused = lambda p: batch_loss(model(p.tokens), p.targets, "half_sse")
     # Alternating, so a shared machine's drifting load hits both alike.
     runs = [epoch(model, loss_of, prompt) for _ in range(args.repeats) for loss_of in (fused, unfused)]
-    reference = epoch(model, lambda p: batch_loss(reference_predictions(model, p.tokens), p.targets, "half_sse"), prompt)
+    reference = epoch(
+        model, lambda p: batch_loss(reference_predictions(model, p.tokens), p.targets, "half_sse"), prompt
+    )
     # Same loss and gradients (float32 sums in different orders).
     for _, loss, grads in runs[:2]:
         assert abs(loss - reference[1]) <= 1e-4 * abs(reference[1])
@@ -88,11 +89,20 @@ def main(argv=None) -> dict:
     best_unfused = min(seconds for seconds, _, _ in runs[1::2])
     flops = fused_epoch_flops(args.sequences, 100, 5)
     result = {
-        "sequences": args.sequences, "d": 5, "T": 100, "threads": args.threads,
-        "iclab_epoch_s": best, "autograd_epoch_s": best_unfused, "fused_vs_autograd": best_unfused / best,
-        "reference_epoch_s": reference[0], "speedup": reference[0] / best,
-        "epoch_gflop": flops / 1e9, "matmul_gflops": peak / 1e9, "flops_fraction": flops / best / peak,
-        "target_epoch_s": 0.1, "meets_target": best <= 0.1,
+        "sequences": args.sequences,
+        "d": 5,
+        "T": 100,
+        "threads": args.threads,
+        "iclab_epoch_s": best,
+        "autograd_epoch_s": best_unfused,
+        "fused_vs_autograd": best_unfused / best,
+        "reference_epoch_s": reference[0],
+        "speedup": reference[0] / best,
+        "epoch_gflop": flops / 1e9,
+        "matmul_gflops": peak / 1e9,
+        "flops_fraction": flops / best / peak,
+        "target_epoch_s": 0.1,
+        "meets_target": best <= 0.1,
     }
     store_result("mesa_epoch", result)
     print(json.dumps(result, indent=2))

@@ -2,7 +2,8 @@
 
 Run from the repository root, on a quiet machine (the time is the measurement):
 
-    python benchmarks/reproduce_time.py [--out DIR]     # runs `iclab reproduce --scale quick` into DIR (default: a temporary folder)
+    python benchmarks/reproduce_time.py [--out DIR]     # runs `iclab reproduce --scale quick` into DIR
+                                                        # (default: a temporary folder)
     python benchmarks/reproduce_time.py --existing DIR  # reads a finished reproduction's run folders instead
 
 Writes the key ``"reproduce_time"`` of ``benchmarks/results.json`` (other keys kept): the total wall
@@ -33,13 +34,26 @@ from iclab.report import aggregate
 
 def summarise(board, total_wall: float, source: str, threads: int, gflops: float) -> dict:
     """The stored result of the counted runs of ``board`` (an :func:`iclab.report.aggregate`)."""
-    runs = [{"experiment": r.experiment, "scale": r.scale, "seeds": r.seeds, "wall_seconds": r.wall,
-             "cpu_seconds": r.info.get("cpu_seconds"), "threads": r.info.get("threads")} for r in board.counted()]
+    runs = [
+        {
+            "experiment": r.experiment,
+            "scale": r.scale,
+            "seeds": r.seeds,
+            "wall_seconds": r.wall,
+            "cpu_seconds": r.info.get("cpu_seconds"),
+            "threads": r.info.get("threads"),
+        }
+        for r in board.counted()
+    ]
     return {
-        "source": source, "scales": sorted({r["scale"] for r in runs}), "threads": threads,
-        "matmul_gflops": gflops, "total_wall_seconds": total_wall,
+        "source": source,
+        "scales": sorted({r["scale"] for r in runs}),
+        "threads": threads,
+        "matmul_gflops": gflops,
+        "total_wall_seconds": total_wall,
         "total_cpu_seconds": sum(r["cpu_seconds"] or 0 for r in runs),
-        "wall_x_matmul_gflop": total_wall * gflops, "runs": runs,
+        "wall_x_matmul_gflop": total_wall * gflops,
+        "runs": runs,
     }
 
 
@@ -47,7 +61,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--out", type=Path, help="run the reproduction into this folder (default: a temporary one)")
-    where.add_argument("--existing", type=Path, metavar="DIR", help="read this finished reproduction instead of running")
+    where.add_argument(
+        "--existing", type=Path, metavar="DIR", help="read this finished reproduction instead of running"
+    )
     args = parser.parse_args(argv)
     if args.existing is not None:
         board = aggregate(args.existing)
@@ -65,9 +81,11 @@ def main(argv: list[str] | None = None) -> dict:
             total, source = time.perf_counter() - start, "iclab reproduce --scale quick, run here"
             board = aggregate(root)
     result = summarise(board, total, source, torch.get_num_threads(), matmul_flops() / 1e9)
-    print(f"{len(result['runs'])} runs, {result['total_wall_seconds']:.0f} s wall ({source}); matmul "
-          f"{result['matmul_gflops']:.1f} GFLOP/s on {result['threads']} threads; wall x matmul "
-          f"{result['wall_x_matmul_gflop']:.0f} GFLOP")
+    print(
+        f"{len(result['runs'])} runs, {result['total_wall_seconds']:.0f} s wall ({source}); matmul "
+        f"{result['matmul_gflops']:.1f} GFLOP/s on {result['threads']} threads; wall x matmul "
+        f"{result['wall_x_matmul_gflop']:.0f} GFLOP"
+    )
     store_result("reproduce_time", result)
     return result
 

@@ -94,7 +94,9 @@ def matmul_flops(size: int = 1024, repeats: int = 10) -> float:
     return 2 * size**3 / best
 
 
-def transformer_flops(batch: int, tokens: int, token_dim: int, width: int, layers: int, mlp_ratio: float = 4.0) -> float:
+def transformer_flops(
+    batch: int, tokens: int, token_dim: int, width: int, layers: int, mlp_ratio: float = 4.0
+) -> float:
     """Matmul FLOPs of one training step (forward ×3) of :class:`GPTTransformer`, as performed:
     the last block works at the read (x-token) positions only, keys and values excepted."""
     block = 3 * width * width + width * width + 2 * mlp_ratio * width * width  # qkv, out, MLP per token
@@ -112,16 +114,40 @@ def lsa_flops(batch: int, tokens: int, dim: int, n_context: int) -> float:
     return 3 * forward
 
 
-def steps_per_second(make_model, task, fmt, batch: int, steps: int, compiled: bool = False, windows: int = 2,
-                     device: str = "cpu", precision: str = "fp32", seeds: int = 1) -> float:
+def steps_per_second(
+    make_model,
+    task,
+    fmt,
+    batch: int,
+    steps: int,
+    compiled: bool = False,
+    windows: int = 2,
+    device: str = "cpu",
+    precision: str = "fp32",
+    seeds: int = 1,
+) -> float:
     """Steps/s of :func:`iclab.train.train` (Adam, fresh prompts, ``seeds`` seeds vmapped together):
     the best of ``windows`` stretches of ``steps`` steps, timed after a first stretch that warms up
     (and compiles). Each stretch ends at a logging step, which reads the losses back (a device sync)."""
     stamps = []
-    cfg = TrainConfig(steps=steps * (windows + 1), batch_size=batch, lr=1e-4, log_every=steps,
-                      checkpoint_every=10**9, compile=compiled, precision=precision)
-    train(make_model, data_source(task, fmt, cfg), cfg, seeds=list(range(seeds)), device=device, progress=False,
-          callback=lambda step, models: stamps.append(time.perf_counter()))
+    cfg = TrainConfig(
+        steps=steps * (windows + 1),
+        batch_size=batch,
+        lr=1e-4,
+        log_every=steps,
+        checkpoint_every=10**9,
+        compile=compiled,
+        precision=precision,
+    )
+    train(
+        make_model,
+        data_source(task, fmt, cfg),
+        cfg,
+        seeds=list(range(seeds)),
+        device=device,
+        progress=False,
+        callback=lambda step, models: stamps.append(time.perf_counter()),
+    )
     return steps / min(b - a for a, b in zip(stamps, stamps[1:]))
 
 
@@ -134,8 +160,9 @@ def transformers_installed() -> bool:
     return True
 
 
-def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int,
-                          device: str = "cpu") -> float:
+def garg_steps_per_second(
+    d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int, device: str = "cpu"
+) -> float:
     """Steps/s of a Garg et al.-style training loop on the same configuration (needs
     ``transformers``): a Hugging Face ``GPT2Model`` (no dropout) between linear read-in/out, the
     sequence x_1, [y_1, 0…], x_2, … built each step from fresh N(0, I) inputs and weights, Adam,
@@ -144,11 +171,20 @@ def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: i
     measured the same here)."""
     from transformers import GPT2Config, GPT2Model
 
-    config = GPT2Config(n_positions=2 * points, n_embd=width, n_layer=layers, n_head=heads,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-                        attn_implementation="eager")
-    read_in, backbone, read_out = (m.to(device) for m in (torch.nn.Linear(d, width), GPT2Model(config),
-                                                          torch.nn.Linear(width, 1)))
+    config = GPT2Config(
+        n_positions=2 * points,
+        n_embd=width,
+        n_layer=layers,
+        n_head=heads,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        use_cache=False,
+        attn_implementation="eager",
+    )
+    read_in, backbone, read_out = (
+        m.to(device) for m in (torch.nn.Linear(d, width), GPT2Model(config), torch.nn.Linear(width, 1))
+    )
     params = [*read_in.parameters(), *backbone.parameters(), *read_out.parameters()]
     optimizer = torch.optim.Adam(params, lr=1e-4)
 
@@ -175,8 +211,9 @@ def garg_steps_per_second(d: int, points: int, width: int, layers: int, heads: i
     return steps / min(run(steps) for _ in range(2))
 
 
-def garg_source_steps_per_second(src: Path, d: int, points: int, width: int, layers: int, heads: int, batch: int,
-                                  steps: int) -> float:
+def garg_source_steps_per_second(
+    src: Path, d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int
+) -> float:
     """Steps/s of Garg et al.'s own code, from a checkout of their ``src/`` folder: their
     ``TransformerModel`` (models.py, which imports transformers, scikit-learn and xgboost), their
     Gaussian sampler and linear-regression task (samplers.py, tasks.py) and their ``train_step``,
@@ -195,8 +232,9 @@ def garg_source_steps_per_second(src: Path, d: int, points: int, width: int, lay
     except ImportError as err:
         raise SystemExit(f"--garg-src {src}: their modules need {err.name} (pip install it)") from err
     source = (src / "train.py").read_text()
-    definition = next(node for node in ast.parse(source).body
-                      if isinstance(node, ast.FunctionDef) and node.name == "train_step")
+    definition = next(
+        node for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and node.name == "train_step"
+    )
     namespace: dict = {}
     exec(compile(ast.Module([definition], type_ignores=[]), str(src / "train.py"), "exec"), namespace)
     train_step = namespace["train_step"]
@@ -239,8 +277,10 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
     peak = matmul_flops()
     task_a = LinearRegression(GaussianInputs(5), n_context=11)
     if garg_src is not None:
-        reference, note = partial(garg_source_steps_per_second, garg_src), \
-            "measured here: their own train_step and TransformerModel (a checkout of their src/, --garg-src)"
+        reference, note = (
+            partial(garg_source_steps_per_second, garg_src),
+            "measured here: their own train_step and TransformerModel (a checkout of their src/, --garg-src)",
+        )
     elif transformers_installed():
         reference, note = garg_steps_per_second, "measured here: a GPT2Model loop on the same configuration and threads"
     else:
@@ -248,11 +288,13 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
     measures = {"garg": lambda: reference(5, 11, 64, 2, 2, 64, steps)} if reference else {}
 
     def transformer_a(attention: str, compiled: bool) -> float:
-        make = lambda g: GPTTransformer(GPTConfig(6, 2, 2, 64, max_tokens=22, attention=attention), g)  # noqa: E731
+        make = lambda g: GPTTransformer(GPTConfig(6, 2, 2, 64, max_tokens=22, attention=attention), g)
         return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compiled)
 
     for attention, compiled in (("sdpa", False), ("math", False), ("math", True)):
-        measures[f"a_transformer_{attention}" + ("_compiled" if compiled else "")] = partial(transformer_a, attention, compiled)
+        measures[f"a_transformer_{attention}" + ("_compiled" if compiled else "")] = partial(
+            transformer_a, attention, compiled
+        )
     # Every configuration once per round, so a shared machine's drifting load hits them alike.
     rates = {name: [] for name in measures}
     for _ in range(rounds):
@@ -267,30 +309,56 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
     return result
 
 
-def summarise(threads: int, peak: float, rates: dict[str, list[float]], garg_rounds: list[float] | None,
-              garg_note: str, rate_b: float, learners: dict[str, float]) -> dict:
+def summarise(
+    threads: int,
+    peak: float,
+    rates: dict[str, list[float]],
+    garg_rounds: list[float] | None,
+    garg_note: str,
+    rate_b: float,
+    learners: dict[str, float],
+) -> dict:
     """The stored result from the measured numbers: per configuration (a) the median of its rounds,
     its FLOP/s fraction and, only when ``garg_rounds`` were timed in this run, its ratio to them."""
     flops_a = transformer_flops(64, 22, 6, 64, 2)
     garg = statistics.median(garg_rounds) if garg_rounds else None
-    rows = {name: {"steps_per_s": statistics.median(values), "flops_fraction": statistics.median(values) * flops_a / peak,
-                   "steps_per_s_rounds": values} for name, values in rates.items()}
+    rows = {
+        name: {
+            "steps_per_s": statistics.median(values),
+            "flops_fraction": statistics.median(values) * flops_a / peak,
+            "steps_per_s_rounds": values,
+        }
+        for name, values in rates.items()
+    }
     with_reference(rows, garg)
     eager = max((rows[k] for k in ("a_transformer_sdpa", "a_transformer_math")), key=lambda r: r["steps_per_s"])
     compiled = rows["a_transformer_math_compiled"]
     rows["b_lsa"] = {"steps_per_s": rate_b, "flops_fraction": rate_b * lsa_flops(1024, 21, 6, 20) / peak}
     total = sum(learners.values())
     measured = {"garg_reference_steps_per_s": garg, "garg_reference_rounds": garg_rounds} if garg else {}
-    ratios_met = {"a_eager_vs_garg": eager["vs_garg"] >= 2.5, "a_compiled_vs_garg": compiled["vs_garg"] >= 3} if garg else {}
+    ratios_met = (
+        {"a_eager_vs_garg": eager["vs_garg"] >= 2.5, "a_compiled_vs_garg": compiled["vs_garg"] >= 3} if garg else {}
+    )
     return {
-        "threads": threads, "matmul_gflops": peak / 1e9, "rounds": len(rates["a_transformer_sdpa"]),  # one each per round
-        **measured, "garg_reference_note": garg_note, **rows,
-        "c_learners_seconds": learners, "c_learners_total_seconds": total,
-        "targets": {"a_eager_vs_garg": ">= 2.5", "a_compiled_vs_garg": ">= 3", "a_flops_fraction": ">= 0.45",
-                    "c_total_seconds": "< 1"},
-        "targets_met": {**ratios_met,
-                        "a_flops_fraction": max(eager["flops_fraction"], compiled["flops_fraction"]) >= 0.45,
-                        "c_total_seconds": total < 1},
+        "threads": threads,
+        "matmul_gflops": peak / 1e9,
+        "rounds": len(rates["a_transformer_sdpa"]),  # one each per round
+        **measured,
+        "garg_reference_note": garg_note,
+        **rows,
+        "c_learners_seconds": learners,
+        "c_learners_total_seconds": total,
+        "targets": {
+            "a_eager_vs_garg": ">= 2.5",
+            "a_compiled_vs_garg": ">= 3",
+            "a_flops_fraction": ">= 0.45",
+            "c_total_seconds": "< 1",
+        },
+        "targets_met": {
+            **ratios_met,
+            "a_flops_fraction": max(eager["flops_fraction"], compiled["flops_fraction"]) >= 0.45,
+            "c_total_seconds": total < 1,
+        },
     }
 
 
@@ -298,8 +366,11 @@ def print_table(result: dict) -> None:
     """The result as the terminal table: steps/s, FLOP/s fraction and the ratio to the reference."""
     print(f"threads {result['threads']}, matmul {result['matmul_gflops']:.1f} GFLOP/s")
     garg = result.get("garg_reference_steps_per_s")
-    print(f"Garg et al.-style loop: {garg:.1f} steps/s ({result['garg_reference_note']})" if garg
-          else f"Garg et al.-style loop: {result['garg_reference_note']}; no ratios")
+    print(
+        f"Garg et al.-style loop: {garg:.1f} steps/s ({result['garg_reference_note']})"
+        if garg
+        else f"Garg et al.-style loop: {result['garg_reference_note']}; no ratios"
+    )
     print(f"{'config':<28}{'steps/s':>10}{'FLOP/s frac':>13}  x Garg")
     for name, row in result.items():
         if name.startswith(("a_", "b_")):  # the reference is configuration (a)'s: (b) has no ratio
@@ -315,7 +386,11 @@ if __name__ == "__main__":
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--garg-src", type=Path, metavar="PATH",
-                        help="a checkout of Garg et al.'s src/ folder: time their own train_step as the reference")
+    parser.add_argument(
+        "--garg-src",
+        type=Path,
+        metavar="PATH",
+        help="a checkout of Garg et al.'s src/ folder: time their own train_step as the reference",
+    )
     args = parser.parse_args()
     main(args.threads, args.steps, args.rounds, args.garg_src)

@@ -14,8 +14,15 @@ The API is imported on first use, so ``import iclab`` (and ``iclab --help``) sta
 
 _API = {name: "api" for name in ("RunResult", "list_experiments", "report", "reproduce", "resume", "run")}
 _API.update({name: "sweeps" for name in ("SweepResult", "resume_sweep", "sweep")})
-_API.update({"LoadedModel": "loading", "load_model": "loading", "evaluate": "evaluation", "EvaluationResult": "evaluation",
-             "export": "hub"})
+_API.update(
+    {
+        "LoadedModel": "loading",
+        "load_model": "loading",
+        "evaluate": "evaluation",
+        "EvaluationResult": "evaluation",
+        "export": "hub",
+    }
+)
 __all__ = sorted(_API)
 __version__ = "0.1.0"
 

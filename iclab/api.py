@@ -9,9 +9,9 @@ import re
 import shutil
 import subprocess
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -23,7 +23,12 @@ from .config import ConfigError, dump, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext, iclab_version
 from .report import (
-    run_folders, write_evaluation_report, write_index, write_report, write_seed_table, write_sweep_report,
+    run_folders,
+    write_evaluation_report,
+    write_index,
+    write_report,
+    write_seed_table,
+    write_sweep_report,
 )
 from .report.tensorboard import check_tensorboard, write_events
 from .runs import EvaluationFolder, RunFolder, SweepFolder
@@ -99,7 +104,9 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
 
 
 def resume(
-    path: str | Path, device: str | None = None, progress: bool = True,
+    path: str | Path,
+    device: str | None = None,
+    progress: bool = True,
     overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> RunResult:
     """Finish an interrupted run: training continues from its last checkpoints, and a run stopped
@@ -154,10 +161,15 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     folder.write_metrics(context.rows)
     if config.get("log", {}).get("tensorboard"):
         write_events(folder)
-    folder.write_info({
-        **_environment(device), "started": started.isoformat(timespec="seconds"), "resumed": not fresh,
-        "wall_seconds": round(time.perf_counter() - wall, 2), "cpu_seconds": round(time.process_time() - cpu, 2),
-    })
+    folder.write_info(
+        {
+            **_environment(device),
+            "started": started.isoformat(timespec="seconds"),
+            "resumed": not fresh,
+            "wall_seconds": round(time.perf_counter() - wall, 2),
+            "cpu_seconds": round(time.process_time() - cpu, 2),
+        }
+    )
     folder.write_claims(claims)
     write_report(folder)
     return RunResult(folder, folder.read_claims())
@@ -166,8 +178,14 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
 def _environment(device) -> dict:
     """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
     Python, torch, the device and torch's CPU threads."""
-    return {"iclab": iclab_version(), **_git_commit(), "python": platform.python_version(), "torch": torch.__version__,
-            "device": str(device), "threads": torch.get_num_threads()}
+    return {
+        "iclab": iclab_version(),
+        **_git_commit(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "device": str(device),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _git_commit() -> dict:
@@ -175,8 +193,9 @@ def _git_commit() -> dict:
     source = Path(__file__).resolve().parent
 
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10,
-                              check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(source), *args], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
 
     try:
         if Path(git("rev-parse", "--show-toplevel")).resolve() / "iclab" != source:
@@ -193,8 +212,15 @@ def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
     that path."""
     path = Path(path)
     sweep, evaluation = SweepFolder(path), EvaluationFolder(path)
-    kind = ("sweep" if sweep.spec_file.exists() else "evaluation" if evaluation.spec_file.exists()
-            else "run" if (path / "config.yaml").exists() else None)
+    kind = (
+        "sweep"
+        if sweep.spec_file.exists()
+        else "evaluation"
+        if evaluation.spec_file.exists()
+        else "run"
+        if (path / "config.yaml").exists()
+        else None
+    )
     if kind and seed_table is not None:
         raise ConfigError(f"--seed-table tables a folder of runs; {path} is a {kind} folder")
     if kind == "sweep":
@@ -232,8 +258,13 @@ def parse_seeds(spec: int | str | Sequence[int]) -> list[int]:
 
 
 def reproduce(
-    scale: str = "quick", root: str | Path = "runs", device: str | None = None, progress: bool = True,
-    seed: int | None = None, seeds: int | str | Sequence[int] | None = None, only: Iterable[str] | None = None,
+    scale: str = "quick",
+    root: str | Path = "runs",
+    device: str | None = None,
+    progress: bool = True,
+    seed: int | None = None,
+    seeds: int | str | Sequence[int] | None = None,
+    only: Iterable[str] | None = None,
     overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> tuple[list[RunResult], Path]:
     """Run every experiment (or those named in ``only``), then write ``<root>/index.html``, the
@@ -253,8 +284,11 @@ def reproduce(
         raise ConfigError("--only needs at least one experiment")
     overrides = dict(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     seed_list = [seed] if seeds is None else parse_seeds(seeds)
-    plans = [(name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s}))
-             for s in seed_list for name in names]
+    plans = [
+        (name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s}))
+        for s in seed_list
+        for name in names
+    ]
     dev = pick_device(device)
     results = []
     for name, s, config in plans:

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 # The rule over seeds (README): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
 # this share of the runs that judged it; with one seed, it holds iff it holds on that seed.
 SEED_SHARE = Fraction(4, 5)
-SEED_RULE = ("a claim holds when it holds on at least 4 of 5 seeds (80% of the runs that judged it; with one "
-             "seed, when it holds on that seed)")
+SEED_RULE = (
+    "a claim holds when it holds on at least 4 of 5 seeds (80% of the runs that judged it; with one "
+    "seed, when it holds on that seed)"
+)
 
 
 @dataclass(frozen=True)
@@ -46,8 +49,9 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def within(id: str, paper: str, statement: str, measured: float, target: float, rel_tol: float,
-           figure: str | None = None) -> Claim:
+def within(
+    id: str, paper: str, statement: str, measured: float, target: float, rel_tol: float, figure: str | None = None
+) -> Claim:
     """Holds when |measured − target| ≤ rel_tol·|target|."""
     ok = abs(measured - target) <= rel_tol * abs(target)
     return Claim(id, paper, statement, measured, f"{_fmt(target)} ± {rel_tol:.0%}", bool(ok), figure)
@@ -63,8 +67,9 @@ def at_most(id: str, paper: str, statement: str, measured: float, bound: float, 
     return Claim(id, paper, statement, measured, f"≤ {_fmt(bound)}", bool(measured <= bound), figure)
 
 
-def holds_if(id: str, paper: str, statement: str, measured: Any, expected: str, ok: bool,
-             figure: str | None = None) -> Claim:
+def holds_if(
+    id: str, paper: str, statement: str, measured: Any, expected: str, ok: bool, figure: str | None = None
+) -> Claim:
     """A claim whose verdict is a condition computed by the caller (e.g. an ordering)."""
     return Claim(id, paper, statement, measured, expected, bool(ok), figure)
 
@@ -138,7 +143,8 @@ def _text(value: Any, nested: bool) -> str:
     if value is None or (isinstance(value, (list, tuple, dict)) and not value):
         return "none"
     if isinstance(value, (list, tuple)) and all(
-            isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str) for v in value):
+        isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str) for v in value
+    ):
         value = dict(value)  # [(label, value), ...] reads as a mapping
     if isinstance(value, dict):
         text = "; ".join(f"{k}: {_text(v, not isinstance(v, (list, tuple)))}" for k, v in value.items())

@@ -29,50 +29,92 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--scale", default="quick", help="quick (minutes on a CPU) or paper (default: quick)")
     run.add_argument("--seeds", type=int, help="number of seeds")
     run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config key, e.g. --set train.steps=500 (repeatable)")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set train.steps=500 (repeatable)",
+    )
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
 
-    resume = sub.add_parser("resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)")
+    resume = sub.add_parser(
+        "resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)"
+    )
     resume.add_argument("run_dir")
     resume.add_argument("--device")
-    resume.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
+    resume.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence",
+    )
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
     reproduce.add_argument("--scale", default="quick")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
     reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
-    reproduce.add_argument("--seeds", metavar="S",
-                           help="run every experiment once per seed: a count (3: seeds 0-2) or a range (0-4), into "
-                                "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others")
+    reproduce.add_argument(
+        "--seeds",
+        metavar="S",
+        help="run every experiment once per seed: a count (3: seeds 0-2) or a range (0-4), into "
+        "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others",
+    )
     reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
-    reproduce.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                           help="override a config key of every experiment run (repeatable)")
+    reproduce.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key of every experiment run (repeatable)",
+    )
 
-    sweep = sub.add_parser("sweep", help="run an experiment over a grid of config values on Ray",
-                           description="Run EXPERIMENT at every grid point (x seeds), each point a run folder "
-                                       "inside the sweep folder. Exit status: the number of failed points.")
+    sweep = sub.add_parser(
+        "sweep",
+        help="run an experiment over a grid of config values on Ray",
+        description="Run EXPERIMENT at every grid point (x seeds), each point a run folder "
+        "inside the sweep folder. Exit status: the number of failed points.",
+    )
     sweep.add_argument("experiment", nargs="?", help="the experiment (omit with --resume)")
-    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                       help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)")
+    sweep.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)",
+    )
     sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
     sweep.add_argument("--scale", default="quick", help="quick or paper (default: quick)")
-    sweep.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                       help="a config change shared by every point (repeatable)")
+    sweep.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config change shared by every point (repeatable)",
+    )
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
     sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
     sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
     sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
-    sweep.add_argument("--gpus-per-trial", type=float, metavar="G", help="GPUs each point reserves (default 0: runs on CPU)")
+    sweep.add_argument(
+        "--gpus-per-trial", type=float, metavar="G", help="GPUs each point reserves (default 0: runs on CPU)"
+    )
     sweep.add_argument("--resume", metavar="DIR", help="finish an interrupted sweep folder")
 
-    report = sub.add_parser("report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html")
+    report = sub.add_parser(
+        "report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html"
+    )
     report.add_argument("run_dir")
-    report.add_argument("--seed-table", metavar="PATH",
-                        help="a folder of runs: also write its markdown claim x seed table to PATH")
+    report.add_argument(
+        "--seed-table", metavar="PATH", help="a folder of runs: also write its markdown claim x seed table to PATH"
+    )
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
     compare.add_argument("run_a")
@@ -80,21 +122,39 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("--html", metavar="PATH", help="also write the comparison as an HTML page")
 
     evaluate = sub.add_parser(
-        "eval", help="evaluate a trained model against reference learners, on changed tasks and shifted prompts",
+        "eval",
+        help="evaluate a trained model against reference learners, on changed tasks and shifted prompts",
         description="Evaluate one model of RUN (a finished run folder, an export or a Garg et al. run) at every "
-                    "prefix length against reference learners, with bootstrap bands; writes an evaluation folder.")
+        "prefix length against reference learners, with bootstrap bands; writes an evaluation folder.",
+    )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--model", help="which of the run's models (needed when it has several)")
     evaluate.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
     evaluate.add_argument("--step", help="a kept checkpoint's step, or all (every kept one); default: the latest")
-    evaluate.add_argument("--task", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
-                          help="change the training task, e.g. --task d=3 noise=0.5 or --task class=quadratic")
-    evaluate.add_argument("--shift", dest="shifts", action="extend", nargs="+", metavar="NAME",
-                          help="shifts of iclab.shifts (standard, skewed, subspace, noisy, scale-x=<s>, ...; "
-                               "default: standard)")
-    evaluate.add_argument("--learners", action="extend", nargs="+", metavar="NAME",
-                          help="reference learners (ols, ridge=<λ>, <k>-nn, averaging, gd=<η>, lasso=<α>, tree[=<depth>], "
-                               "xgboost, net, zero; default: ols 3-nn averaging)")
+    evaluate.add_argument(
+        "--task",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change the training task, e.g. --task d=3 noise=0.5 or --task class=quadratic",
+    )
+    evaluate.add_argument(
+        "--shift",
+        dest="shifts",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="shifts of iclab.shifts (standard, skewed, subspace, noisy, scale-x=<s>, ...; default: standard)",
+    )
+    evaluate.add_argument(
+        "--learners",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="reference learners (ols, ridge=<λ>, <k>-nn, averaging, gd=<η>, lasso=<α>, tree[=<depth>], "
+        "xgboost, net, zero; default: ols 3-nn averaging)",
+    )
     evaluate.add_argument("--out", help="the evaluation folder (default <run>/eval-<timestamp>)")
     evaluate.add_argument("--prompts", type=int, help="evaluation prompts (default: the run's eval_prompts, else 1000)")
     evaluate.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings (default 1000)")
@@ -126,9 +186,21 @@ def _eval(args, argv: list[str]) -> None:
     from .report.evaluation import final_errors
 
     options = {"learners": args.learners} if args.learners else {}
-    result = evaluate(args.run_dir, args.model, args.seed, _step(args.step), args.task, args.shifts or ["standard"],
-                      out=args.out, prompts=args.prompts, bootstrap=args.bootstrap, attention=args.attention,
-                      device=args.device, command=shlex.join(["iclab", *argv]), **options)
+    result = evaluate(
+        args.run_dir,
+        args.model,
+        args.seed,
+        _step(args.step),
+        args.task,
+        args.shifts or ["standard"],
+        out=args.out,
+        prompts=args.prompts,
+        bootstrap=args.bootstrap,
+        attention=args.attention,
+        device=args.device,
+        command=shlex.join(["iclab", *argv]),
+        **options,
+    )
     print(final_errors(result.metrics).to_string(float_format=lambda v: f"{v:.4g}"))
     print(f"{result.path}: report {result.folder.report_file}")
 
@@ -140,16 +212,29 @@ def _sweep(args) -> int:
     resources = {"cpus_per_trial": args.cpus_per_trial, "gpus_per_trial": args.gpus_per_trial}
     if args.resume:
         if args.experiment or args.grid or args.seeds or args.overrides:
-            raise ConfigError("--resume DIR continues a sweep as it was defined: give no experiment, --grid, --seeds or --set")
+            raise ConfigError(
+                "--resume DIR continues a sweep as it was defined: give no experiment, --grid, --seeds or --set"
+            )
         result = sweeps.resume_sweep(args.resume, address=args.address, **resources)
     else:
         if not args.experiment:
             raise ConfigError("sweep needs an experiment (or --resume DIR)")
-        result = sweeps.sweep(args.experiment, args.grid, seeds=args.seeds, scale=args.scale, overrides=args.overrides,
-                              out=args.out, metric=args.metric, address=args.address,
-                              **{k: v for k, v in resources.items() if v is not None})
+        result = sweeps.sweep(
+            args.experiment,
+            args.grid,
+            seeds=args.seeds,
+            scale=args.scale,
+            overrides=args.overrides,
+            out=args.out,
+            metric=args.metric,
+            address=args.address,
+            **{k: v for k, v in resources.items() if v is not None},
+        )
     points = result.points
-    print(f"{result.path}: {len(points) - result.failed} of {len(points)} points finished; report {result.folder.report_file}")
+    print(
+        f"{result.path}: {len(points) - result.failed} of {len(points)} points finished; report "
+        f"{result.folder.report_file}"
+    )
     for row in points[points["status"] != "finished"].itertuples():
         print(f"  [failed] {row.point}: {row.error}")
     return min(result.failed, 125)
@@ -158,8 +243,10 @@ def _sweep(args) -> int:
 def _print_result(result) -> None:
     for claim in result.claims:
         reason = f" ({claim['reason']})" if claim.get("reason") else ""
-        print(f"  [{verdict_text(claim)}] {claim['id']}: measured {measured_text(claim['measured'])}, "
-              f"expected {claim['expected']}{reason}")
+        print(
+            f"  [{verdict_text(claim)}] {claim['id']}: measured {measured_text(claim['measured'])}, "
+            f"expected {claim['expected']}{reason}"
+        )
     print(f"{result.path}: {tally(result.claims)}; report {result.folder.report_file}")
 
 
@@ -172,9 +259,13 @@ def _print_times(results) -> None:
     width = max(len("experiment"), *(len(name) for name, _, _ in rows))
     print(f"{'experiment':{width}s}  {'seeds':>6s}  {'wall time':>12s}  {'CPU time':>12s}")
     for name, seed, info in rows:
-        print(f"{name:{width}s}  {seed:>6s}  {duration(info['wall_seconds']):>12s}  {duration(info['cpu_seconds']):>12s}")
-    print(f"{'total':{width}s}  {'':>6s}  {duration(sum(i['wall_seconds'] for _, _, i in rows)):>12s}  "
-          f"{duration(sum(i['cpu_seconds'] for _, _, i in rows)):>12s}")
+        print(
+            f"{name:{width}s}  {seed:>6s}  {duration(info['wall_seconds']):>12s}  {duration(info['cpu_seconds']):>12s}"
+        )
+    print(
+        f"{'total':{width}s}  {'':>6s}  {duration(sum(i['wall_seconds'] for _, _, i in rows)):>12s}  "
+        f"{duration(sum(i['cpu_seconds'] for _, _, i in rows)):>12s}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
             _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
         elif args.command == "reproduce":
             only = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
-            results, index = api.reproduce(args.scale, args.out, args.device, seed=args.seed, seeds=args.seeds,
-                                           only=only, overrides=args.overrides)
+            results, index = api.reproduce(
+                args.scale, args.out, args.device, seed=args.seed, seeds=args.seeds, only=only, overrides=args.overrides
+            )
             for result in results:
                 _print_result(result)
             _print_times(results)

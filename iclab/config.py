@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import yaml
 
@@ -57,9 +58,7 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return value
     elif isinstance(default, Mapping) and isinstance(value, Mapping):
         return value
-    raise ConfigError(
-        f"{key} expects {type(default).__name__}, got {value!r} ({type(value).__name__})"
-    )
+    raise ConfigError(f"{key} expects {type(default).__name__}, got {value!r} ({type(value).__name__})")
 
 
 def set_key(config: dict, dotted_key: str, value: Any) -> None:

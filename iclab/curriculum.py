@@ -9,8 +9,9 @@ sees exactly the prompts it would have seen.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -39,7 +40,7 @@ class Curriculum:
             raise ConfigError("curriculum d_step, n_step and every must be >= 1")
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any]) -> "Curriculum":
+    def from_config(cls, section: Mapping[str, Any]) -> Curriculum:
         """Build from a ``curriculum:`` config block (same keys as the fields)."""
         try:
             return cls(**section)
@@ -47,15 +48,22 @@ class Curriculum:
             raise ConfigError(f"bad curriculum keys: {err}") from None
 
     @classmethod
-    def towards(cls, section: Mapping[str, Any], d: int, n: int) -> "Curriculum":
+    def towards(cls, section: Mapping[str, Any], d: int, n: int) -> Curriculum:
         """The curriculum of a ``curriculum:`` block that ends at the task's own d and N: the block's
         ``d_start``, ``n_start`` (default ``n``: N fixed), steps and ``every``, its starts clipped to
         (d, N); a block that names ``d_end`` or ``n_end`` must name the task's."""
         if section.get("d_end", d) != d or section.get("n_end", n) != n:
             raise ConfigError(f"curriculum.d_end and n_end must equal the task's d = {d} and N = {n}")
         block = {"n_start": n, **section}
-        return cls.from_config({**block, "d_start": min(block.get("d_start", d), d),
-                                "n_start": min(block["n_start"], n), "d_end": d, "n_end": n})
+        return cls.from_config(
+            {
+                **block,
+                "d_start": min(block.get("d_start", d), d),
+                "n_start": min(block["n_start"], n),
+                "d_end": d,
+                "n_end": n,
+            }
+        )
 
     def at(self, step: int) -> tuple[int, int]:
         """(d, N) at ``step`` (0-based)."""
@@ -86,6 +94,8 @@ class CurriculumPrompts:
         episode = self._tasks[d, n].sample(self.batch_size, generator(seed, "train", step)).to(device)
         pad = self.curriculum.d_end - d
         if pad:
-            widen = lambda x: torch.nn.functional.pad(x, (0, pad))  # noqa: E731
-            episode = type(episode)(widen(episode.xs), episode.ys, widen(episode.x_query), episode.y_query, episode.truth)
+            widen = lambda x: torch.nn.functional.pad(x, (0, pad))
+            episode = type(episode)(
+                widen(episode.xs), episode.ys, widen(episode.x_query), episode.y_query, episode.truth
+            )
         return self.format.encode(episode)

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 import shutil
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 import torch
@@ -24,7 +25,7 @@ from .config import ConfigError, parse_assignment
 from .devices import pick_device
 from .experiments.base import iclab_version
 from .learners import learner as make_learner
-from .loading import LoadedModel, Source, open_source
+from .loading import LoadedModel, open_source
 from .metrics import attention_patterns, band_rows, error_metric, normalised_errors, prefix_query_predictions
 from .models import GPTTransformer
 from .prompts import InterleavedFormat, PairedFormat, describe_format
@@ -82,8 +83,10 @@ def _check_evaluable(loaded: LoadedModel) -> None:
     if not isinstance(fmt, (InterleavedFormat, PairedFormat)) or kind not in ("linear-regression", "function-class"):
         reads = "no prompts" if fmt is None else f"{type(fmt).__name__} prompts"
         trained = "no recorded task" if kind is None else f"a {kind} task"
-        raise ConfigError(f"iclab eval evaluates regression models on interleaved or paired prompts "
-                          f"({', '.join(EVALUATED)}); {loaded.name!r} reads {reads} of {trained}")
+        raise ConfigError(
+            f"iclab eval evaluates regression models on interleaved or paired prompts "
+            f"({', '.join(EVALUATED)}); {loaded.name!r} reads {reads} of {trained}"
+        )
 
 
 def _check_shapes(model, episodes: Mapping[str, Any], fmt, description: dict) -> None:
@@ -155,7 +158,9 @@ def evaluate(
     if n_prompts < 2 or bootstrap < 1:
         raise ConfigError(f"need at least 2 prompts and 1 bootstrap resampling, got {n_prompts} and {bootstrap}")
     if attention and not isinstance(latest.model, GPTTransformer):
-        raise ConfigError(f"--attention draws a transformer's attention; {latest.name!r} is a {type(latest.model).__name__}")
+        raise ConfigError(
+            f"--attention draws a transformer's attention; {latest.name!r} is a {type(latest.model).__name__}"
+        )
     dev = pick_device(device)
 
     fmt = latest.prompt_format
@@ -165,8 +170,9 @@ def evaluate(
 
     metric = error_metric(evaluated_task)
     rows, curves = [], {}
-    errors = lambda pred, name: normalised_errors(  # noqa: E731
-        evaluated_task, pred, episodes[name].y_query, bootstrap, source.seed, shift_of[name].error_scale)
+    errors = lambda pred, name: normalised_errors(
+        evaluated_task, pred, episodes[name].y_query, bootstrap, source.seed, shift_of[name].error_scale
+    )
     for name in episodes:
         for ref in reference:
             curves[name, ref.name, None] = errors(prefix_query_predictions(ref, episodes[name]), name)
@@ -175,9 +181,12 @@ def evaluate(
         loaded = latest if checkpoint is checkpoints[-1] else source.load(checkpoint)
         network = loaded.model.to(dev)
         for name in episodes:
-            curves[name, loaded.name, checkpoint.step] = errors(prefix_query_predictions(network, episodes[name], fmt), name)
-            rows += _curve_rows(curves[name, loaded.name, checkpoint.step], name, loaded.name, loaded.seed,
-                                checkpoint.step, metric)
+            curves[name, loaded.name, checkpoint.step] = errors(
+                prefix_query_predictions(network, episodes[name], fmt), name
+            )
+            rows += _curve_rows(
+                curves[name, loaded.name, checkpoint.step], name, loaded.name, loaded.seed, checkpoint.step, metric
+            )
     maps = None
     if attention:
         prompt = fmt.encode(episode[:2].to(dev, next(network.parameters()).dtype))
@@ -185,10 +194,21 @@ def evaluate(
 
     spec = {
         "command": command or _call(run, model, seed, step, changes, shifts, learner_names, out, prompts, attention),
-        "source": str(source.path), "source_kind": source.kind, "model": latest.name, "seed": latest.seed,
-        "steps": [c.step for c in checkpoints], "task": description, "trained_task": latest.metadata.get("task"),
-        "prompt_format": describe_format(fmt), "shifts": shifts, "learners": [r.name for r in reference],
-        "prompts": n_prompts, "bootstrap": bootstrap, "eval_seed": source.seed, "metric": metric, "iclab": iclab_version(),
+        "source": str(source.path),
+        "source_kind": source.kind,
+        "model": latest.name,
+        "seed": latest.seed,
+        "steps": [c.step for c in checkpoints],
+        "task": description,
+        "trained_task": latest.metadata.get("task"),
+        "prompt_format": describe_format(fmt),
+        "shifts": shifts,
+        "learners": [r.name for r in reference],
+        "prompts": n_prompts,
+        "bootstrap": bootstrap,
+        "eval_seed": source.seed,
+        "metric": metric,
+        "iclab": iclab_version(),
     }
     existed = out is not None and Path(out).exists()
     folder = EvaluationFolder.create(spec, out, root=source.path)
@@ -206,9 +226,17 @@ def evaluate(
 
 def _call(run, model, seed, step, changes, shifts, learners, out, prompts, attention) -> str:
     """This evaluation as the Python call that repeats it."""
-    arguments = {"model": model, "seed": seed, "step": step, "task": changes or None, "shifts": shifts,
-                 "learners": learners, "out": None if out is None else str(out), "prompts": prompts,
-                 "attention": attention or None}
+    arguments = {
+        "model": model,
+        "seed": seed,
+        "step": step,
+        "task": changes or None,
+        "shifts": shifts,
+        "learners": learners,
+        "out": None if out is None else str(out),
+        "prompts": prompts,
+        "attention": attention or None,
+    }
     shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if v is not None)
     return f"iclab.evaluate({str(run)!r}, {shown})"
 
@@ -232,7 +260,7 @@ def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedM
         ax.set_ylabel(spec["metric"].replace("_", " "))
         ax.set_yscale("symlog", linthresh=1e-2)  # a learner's error may be 0 (OLS past d) or far above 1
         ax.set_ylim(bottom=0)
-    for ax in axes[len(shifts):]:
+    for ax in axes[len(shifts) :]:
         ax.axis("off")
     axes[0].legend(fontsize=7)
     save(fig, folder.figure("by_prefix"))
@@ -245,14 +273,16 @@ def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedM
             final = {stat: [c[stat][-1].item() for c in at] for stat in ("mean", "low", "high")}
             line = ax.plot(steps, final["mean"], marker="o", lw=2, label=name)[0]
             ax.fill_between(steps, final["low"], final["high"], color=line.get_color(), alpha=0.2)
-            references = [(who, curve) for (setting, who, step), curve in curves.items() if setting == shift and step is None]
+            references = [
+                (who, curve) for (setting, who, step), curve in curves.items() if setting == shift and step is None
+            ]
             for i, (who, curve) in enumerate(references, start=1):  # colour C0 is the model's
                 ax.axhline(curve["mean"][-1].item(), ls="--", lw=1, color=f"C{i}", label=who)
             ax.set_xscale("log")  # kept steps are often log-spaced
             ax.set_title(f"{shift}: k = {len(at[0]['mean']) - 1}", fontsize=10)
             ax.set_xlabel("training step")
             ax.set_ylabel(spec["metric"].replace("_", " "))
-        for ax in axes[len(shifts):]:
+        for ax in axes[len(shifts) :]:
             ax.axis("off")
         axes[0].legend(fontsize=7)
         save(fig, folder.figure("by_step"))

@@ -24,8 +24,9 @@ from .models.convert import to_hub
 from .runs import RunFolder
 
 
-def export(run: str | Path, out: str | Path, model: str | None = None, seed: int | None = None,
-           step: int | None = None) -> Path:
+def export(
+    run: str | Path, out: str | Path, model: str | None = None, seed: int | None = None, step: int | None = None
+) -> Path:
     """Write one model of ``run`` (a finished run, an export or a Garg et al. run) to the folder
     ``out`` (new, or empty), in the layout of the module docstring; returns ``out``."""
     source = open_source(run)
@@ -53,29 +54,74 @@ def model_card(facts: dict, claims: list[dict], source: Path) -> str:
     """The README of an export: what the model is, what it was trained on and what its run found."""
     experiment = facts.get("experiment")
     tags = ["in-context-learning", "iclab"] + ([experiment] if experiment else [])
-    origin = (f"experiment `{experiment}` ({facts.get('scale', '?')} scale)" if experiment
-              else facts.get("source", "outside iclab"))
+    origin = (
+        f"experiment `{experiment}` ({facts.get('scale', '?')} scale)"
+        if experiment
+        else facts.get("source", "outside iclab")
+    )
     lines = [
-        "---", "library_name: iclab", f"tags: [{', '.join(tags)}]", "---", "",
-        f"# {facts.get('name', 'model')}, seed {facts.get('seed')}, step {facts.get('step')}", "",
-        f"A `{facts['class']}` trained to learn in context, from {origin}, exported by iclab from `{source}`.", "",
-        "## Task", "", "```json", json.dumps(facts.get("task"), indent=2), "```", "",
-        "## Prompt format", "", "```json", json.dumps(facts.get("prompt_format"), indent=2), "```", "",
-        "## Model", "", "```json", json.dumps({"class": facts["class"], "arguments": facts["arguments"]}, indent=2),
-        "```", "",
+        "---",
+        "library_name: iclab",
+        f"tags: [{', '.join(tags)}]",
+        "---",
+        "",
+        f"# {facts.get('name', 'model')}, seed {facts.get('seed')}, step {facts.get('step')}",
+        "",
+        f"A `{facts['class']}` trained to learn in context, from {origin}, exported by iclab from `{source}`.",
+        "",
+        "## Task",
+        "",
+        "```json",
+        json.dumps(facts.get("task"), indent=2),
+        "```",
+        "",
+        "## Prompt format",
+        "",
+        "```json",
+        json.dumps(facts.get("prompt_format"), indent=2),
+        "```",
+        "",
+        "## Model",
+        "",
+        "```json",
+        json.dumps({"class": facts["class"], "arguments": facts["arguments"]}, indent=2),
+        "```",
+        "",
     ]
     if "train" in facts:
-        lines += ["## Training recipe", "", "```yaml", yaml.safe_dump(facts["train"], sort_keys=False).rstrip(), "```", ""]
+        lines += [
+            "## Training recipe",
+            "",
+            "```yaml",
+            yaml.safe_dump(facts["train"], sort_keys=False).rstrip(),
+            "```",
+            "",
+        ]
     if claims:
         held = sum(bool(c["holds"]) for c in claims)
-        lines += [f"## The run's claims ({held} of {len(claims)} hold)", "", "| claim | verdict | measured | expected |",
-                  "| --- | --- | --- | --- |"]
+        lines += [
+            f"## The run's claims ({held} of {len(claims)} hold)",
+            "",
+            "| claim | verdict | measured | expected |",
+            "| --- | --- | --- | --- |",
+        ]
         verdict = {True: "holds", False: "fails", None: "judged at another scale"}
-        lines += [f"| {c['id']} | {verdict[c['holds']]} | {_cell(c['measured'])} | {_cell(c['expected'])} |" for c in claims]
+        lines += [
+            f"| {c['id']} | {verdict[c['holds']]} | {_cell(c['measured'])} | {_cell(c['expected'])} |" for c in claims
+        ]
         lines.append("")
-    lines += ["## Use", "", "```python", "import iclab", "",
-              'loaded = iclab.load_model("path/to/this/folder")  # .model, .task, .prompt_format',
-              "```", "", "or `iclab eval path/to/this/folder --shift skewed`.", ""]
+    lines += [
+        "## Use",
+        "",
+        "```python",
+        "import iclab",
+        "",
+        'loaded = iclab.load_model("path/to/this/folder")  # .model, .task, .prompt_format',
+        "```",
+        "",
+        "or `iclab eval path/to/this/folder --shift skewed`.",
+        "",
+    ]
     return "\n".join(lines)
 
 

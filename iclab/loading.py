@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import yaml
@@ -83,8 +84,10 @@ class Source:
         at = [c for c in found if c.step == step]
         if not at:
             steps = ", ".join(str(c.step) for c in found)
-            raise ConfigError(f"{self.path}: model {found[0].model!r} seed {found[0].seed} has no checkpoint at step "
-                              f"{step}; choose from {steps} (train.keep keeps more)")
+            raise ConfigError(
+                f"{self.path}: model {found[0].model!r} seed {found[0].seed} has no checkpoint at step "
+                f"{step}; choose from {steps} (train.keep keeps more)"
+            )
         return at[0]
 
     def load(self, checkpoint: Checkpoint) -> LoadedModel:
@@ -93,9 +96,16 @@ class Source:
         model = rebuild(metadata)
         model.load_state_dict(state)
         task, fmt = metadata.get("task"), metadata.get("prompt_format")
-        return LoadedModel(model.eval(), None if task is None else task_from_description(task),
-                           None if fmt is None else format_from_description(fmt), checkpoint.model, checkpoint.seed,
-                           checkpoint.step, metadata, self.path)
+        return LoadedModel(
+            model.eval(),
+            None if task is None else task_from_description(task),
+            None if fmt is None else format_from_description(fmt),
+            checkpoint.model,
+            checkpoint.seed,
+            checkpoint.step,
+            metadata,
+            self.path,
+        )
 
 
 def _choose(what: str, value, available: list, path: Path, flag: str, where: str = ""):
@@ -109,7 +119,9 @@ def _choose(what: str, value, available: list, path: Path, flag: str, where: str
     return value
 
 
-def load_model(run: str | Path, model: str | None = None, seed: int | None = None, step: int | None = None) -> LoadedModel:
+def load_model(
+    run: str | Path, model: str | None = None, seed: int | None = None, step: int | None = None
+) -> LoadedModel:
     """A trained model from a finished run folder, an export or a Garg et al. run (see the module
     docstring), in eval mode, with the task and prompt format it was trained on.
 
@@ -132,8 +144,9 @@ def open_source(path: str | Path) -> Source:
             return _run(path, config)
         if isinstance(config.get("model"), dict) and "family" in config["model"]:
             return _garg(path, config)
-    raise ConfigError(f"{path} is not a run folder, an export (config.json) nor one of Garg et al.'s runs "
-                      "(config.yaml and state.pt)")
+    raise ConfigError(
+        f"{path} is not a run folder, an export (config.json) nor one of Garg et al.'s runs (config.yaml and state.pt)"
+    )
 
 
 def _run(path: Path, config: dict) -> Source:
@@ -142,9 +155,11 @@ def _run(path: Path, config: dict) -> Source:
         raise ConfigError(f"{path} has not finished (no claims.json); finish it with `iclab resume {path}` first")
     checkpoints = run.weights()
     if not checkpoints and run.legacy_checkpoints():
-        raise ConfigError(f"{path} was written before checkpoints recorded their models (one file per model and seed): "
-                          "its models cannot be rebuilt; its report and metrics still read, and rerunning it with "
-                          "`iclab run` gives loadable checkpoints")
+        raise ConfigError(
+            f"{path} was written before checkpoints recorded their models (one file per model and seed): "
+            "its models cannot be rebuilt; its report and metrics still read, and rerunning it with "
+            "`iclab run` gives loadable checkpoints"
+        )
     if not checkpoints:
         raise ConfigError(f"{path} has no checkpoints")
     return Source(path, "run", checkpoints, lambda c: read_weights(c.path), config.get("seed", 0), config)
@@ -155,14 +170,21 @@ def _export(path: Path) -> Source:
 
     config = json.loads((path / "config.json").read_text())
     _, metadata = from_hub({}, config)
-    checkpoint = Checkpoint(metadata.get("name", "model"), metadata.get("seed", 0), metadata.get("step", 0),
-                            path / "model.safetensors")
+    checkpoint = Checkpoint(
+        metadata.get("name", "model"), metadata.get("seed", 0), metadata.get("step", 0), path / "model.safetensors"
+    )
     return Source(path, "export", [checkpoint], lambda c: from_hub(load_file(c.path), config))
 
 
-GARG_TASKS = {"linear_regression": "linear", "sparse_linear_regression": "sparse-linear",
-              "linear_classification": "linear-classification", "noisy_linear_regression": "noisy-linear",
-              "quadratic_regression": "quadratic", "relu_2nn_regression": "relu-net", "decision_tree": "decision-tree"}
+GARG_TASKS = {
+    "linear_regression": "linear",
+    "sparse_linear_regression": "sparse-linear",
+    "linear_classification": "linear-classification",
+    "noisy_linear_regression": "noisy-linear",
+    "quadratic_regression": "quadratic",
+    "relu_2nn_regression": "relu-net",
+    "decision_tree": "decision-tree",
+}
 """Garg et al.'s task names and iclab's function classes (:mod:`iclab.tasks.functions`)."""
 
 GARG_PARAMETERS = {"sparsity": "sparsity", "noise_std": "noise", "hidden_layer_size": "hidden", "depth": "depth"}
@@ -176,7 +198,11 @@ def garg_task(config: dict) -> dict | None:
     training, d = config["training"], config["model"]["n_dims"]
     kwargs = dict(training.get("task_kwargs") or {})
     n = training["curriculum"]["points"]["end"]
-    if training["task"] not in GARG_TASKS or training.get("data", "gaussian") != "gaussian" or kwargs.pop("scale", 1) != 1:
+    if (
+        training["task"] not in GARG_TASKS
+        or training.get("data", "gaussian") != "gaussian"
+        or kwargs.pop("scale", 1) != 1
+    ):
         return None
     if training["task"] == "noisy_linear_regression" and not kwargs.pop("renormalize_ys", False):
         return {"kind": "linear-regression", "d": d, "n_context": n, "noise": kwargs.pop("noise_std", 0.0)}
@@ -195,14 +221,25 @@ def _garg(path: Path, config: dict) -> Source:
     gpt = garg_config(m["n_dims"], m["n_positions"], m["n_embd"], m["n_layer"], m["n_head"])
     state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
     latest = Checkpoint("transformer", 0, int(state["train_step"]), path / "state.pt")
-    kept = [Checkpoint("transformer", 0, int(match[1]), p) for p in path.glob("model_*.pt")
-            if (match := re.fullmatch(r"model_(\d+)\.pt", p.name)) and int(match[1]) < latest.step]
-    facts = {**describe(GPTTransformer(gpt)), "prompt_format": describe_format(InterleavedFormat()),
-             "task": garg_task(config), "experiment": None, "source": "Garg et al. (NeurIPS 2022), converted"}
+    kept = [
+        Checkpoint("transformer", 0, int(match[1]), p)
+        for p in path.glob("model_*.pt")
+        if (match := re.fullmatch(r"model_(\d+)\.pt", p.name)) and int(match[1]) < latest.step
+    ]
+    facts = {
+        **describe(GPTTransformer(gpt)),
+        "prompt_format": describe_format(InterleavedFormat()),
+        "task": garg_task(config),
+        "experiment": None,
+        "source": "Garg et al. (NeurIPS 2022), converted",
+    }
 
     def read(checkpoint: Checkpoint) -> tuple[dict, dict]:
-        theirs = (state["model_state_dict"] if checkpoint is latest
-                  else torch.load(checkpoint.path, map_location="cpu", weights_only=True))
+        theirs = (
+            state["model_state_dict"]
+            if checkpoint is latest
+            else torch.load(checkpoint.path, map_location="cpu", weights_only=True)
+        )
         return from_garg(theirs, gpt), {**facts, "name": checkpoint.model, "seed": 0, "step": checkpoint.step}
 
     return Source(path, "garg", sorted(kept, key=lambda c: c.step) + [latest], read)

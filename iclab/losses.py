@@ -11,7 +11,6 @@ import torch.nn.functional as F
 
 from .config import ConfigError
 
-
 LOSS_SCALES = {"mse": 1.0, "half_mse": 0.5, "mse_over_d": 1.0, "half_sse": 0.5, "logistic": 1.0}
 """Loss conventions: ``mse`` is E(ŷ − y)²; ``half_mse`` is ½E(ŷ − y)² (von Oswald et al.);
 ``mse_over_d`` is E(ŷ − y)²/d (Garg et al.; Akyürek et al.), which also divides by the input
@@ -45,7 +44,9 @@ def loss_scale(loss: str, d: int | None = None) -> float:
     return LOSS_SCALES[loss]
 
 
-def prompt_losses(prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None) -> torch.Tensor:
+def prompt_losses(
+    prediction: torch.Tensor, target: torch.Tensor, loss: str = "mse", d: int | None = None
+) -> torch.Tensor:
     """Per-prompt loss ``(B,)`` in the named convention, averaged (or, for :data:`SUMMED_LOSSES`,
     summed) over each prompt's targets (``d`` is needed for ``mse_over_d``). Complex
     predictions use the squared modulus |ŷ − y|². Token targets take a :data:`TOKEN_LOSSES`

@@ -4,8 +4,8 @@ language-model losses (the loss conventions are :mod:`iclab.losses`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Callable, Mapping
 
 import torch
 
@@ -39,7 +39,9 @@ def mean_band(
         rows = min(chunk, n_boot - start)
         # Resampling weights (how often each prompt is drawn), so a replicate is one matrix product.
         index = torch.randint(b, (rows, b), generator=g)
-        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(1, index, torch.ones(rows, b, dtype=torch.float64))
+        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(
+            1, index, torch.ones(rows, b, dtype=torch.float64)
+        )
         means.append(counts @ flat / b)  # (rows, M)
     quantiles = torch.quantile(torch.cat(means), torch.tensor(band, dtype=torch.float64), dim=0)  # (2, M)
     shape = values.shape[1:]
@@ -70,8 +72,11 @@ def band_rows(band: Mapping[str, torch.Tensor], metric: str) -> list[dict]:
     """Long-format rows of a by-prefix curve and its band (``{"mean", "low", "high"}``, each ``(N,)``):
     ``{"n": k, "metric": metric, "value": ...}`` and the same for ``metric_p05`` (low) and
     ``metric_p95`` (high), at every prefix length k."""
-    return [{"n": k, "metric": metric + suffix, "value": band[stat][k].item()}
-            for k in range(len(band["mean"])) for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95"))]
+    return [
+        {"n": k, "metric": metric + suffix, "value": band[stat][k].item()}
+        for k in range(len(band["mean"]))
+        for stat, suffix in (("mean", ""), ("low", "_p05"), ("high", "_p95"))
+    ]
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -234,8 +239,9 @@ def prefix_query_predictions(source, episode: Episode, prompt_format=Interleaved
         if isinstance(prompt_format, PairedFormat):
             columns = [torch.zeros(len(e.xs), dtype=parameter.dtype, device=parameter.device)]
             for k in range(1, k_max):
-                prefix = replace(e, xs=e.xs[:, :k], ys=e.ys[:, :k], x_query=e.x_query[:, k : k + 1],
-                                 y_query=e.y_query[:, k : k + 1])
+                prefix = replace(
+                    e, xs=e.xs[:, :k], ys=e.ys[:, :k], x_query=e.x_query[:, k : k + 1], y_query=e.y_query[:, k : k + 1]
+                )
                 prompt = prompt_format.encode(prefix)
                 columns.append(source(prompt.tokens, prompt.n_context)[:, 0])
         elif own_inputs:
@@ -254,8 +260,9 @@ def error_metric(task) -> str:
     return "error_rate" if task.metric == "error_rate" else "normalised_mse"
 
 
-def normalised_errors(task, prediction: torch.Tensor, target: torch.Tensor, n_boot: int = 1000, seed: int = 0,
-                      error_scale: float = 1.0) -> dict[str, torch.Tensor]:
+def normalised_errors(
+    task, prediction: torch.Tensor, target: torch.Tensor, n_boot: int = 1000, seed: int = 0, error_scale: float = 1.0
+) -> dict[str, torch.Tensor]:
     """Error by prefix with its bootstrap band (see :func:`loss_by_prefix`): the squared error over
     the zero predictor's (``task.zero_error`` times a shift's ``error_scale``), or the error rate of
     sign(ŷ) for sign labels (a tie ŷ = 0 counts as half an error)."""
@@ -295,8 +302,9 @@ def mspd(spd_by_prefix: torch.Tensor, d: int) -> float:
     return spd_by_prefix[1:d].mean().item()
 
 
-def probe_labels(source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat(),
-                 chunk: int = 8192) -> torch.Tensor:
+def probe_labels(
+    source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat(), chunk: int = 8192
+) -> torch.Tensor:
     """``(B, N, P)`` float64: the labels a predictor gives P probe inputs ``probes (B, P, d)`` after
     each prefix of k = 0…N − 1 examples of every prompt's context.
 
@@ -350,8 +358,11 @@ def prefix_weights(source, episode: Episode, probes: torch.Tensor, prompt_format
         e = episode.to(dtype=torch.float64)
         w = source.prefix_weights(e.xs, e.ys)
         if w is None:
-            w = torch.stack([torch.zeros_like(e.xs[:, 0])] + [source.weights(e.xs[:, :k], e.ys[:, :k])
-                                                               for k in range(1, e.xs.shape[1])], dim=1)
+            w = torch.stack(
+                [torch.zeros_like(e.xs[:, 0])]
+                + [source.weights(e.xs[:, :k], e.ys[:, :k]) for k in range(1, e.xs.shape[1])],
+                dim=1,
+            )
         return w.cpu(), torch.ones(w.shape[:2], dtype=torch.float64)
     return implicit_weights(probes, probe_labels(source, episode, probes, prompt_format))
 
@@ -382,8 +393,10 @@ def next_token_loss(model: torch.nn.Module, blocks: torch.Tensor, batch_size: in
     time; its exp is the perplexity."""
     device = next(model.parameters()).device
     with torch.no_grad():
-        losses = [token_losses(model(rows[:, :-1], rows.shape[1] - 1), rows[:, 1:]) for rows in
-                  blocks.to(device).split(batch_size)]  # each (b,), every block holding T targets
+        losses = [
+            token_losses(model(rows[:, :-1], rows.shape[1] - 1), rows[:, 1:])
+            for rows in blocks.to(device).split(batch_size)
+        ]  # each (b,), every block holding T targets
     return torch.cat(losses).mean().item()
 
 

@@ -44,7 +44,9 @@ def probe_targets(episode: Episode) -> torch.Tensor:
     return torch.stack([xty, w_ols], dim=1).cpu()
 
 
-def hidden_states(model: nn.Module, episode: Episode, prompt_format=InterleavedFormat(), chunk: int = 4096) -> torch.Tensor:
+def hidden_states(
+    model: nn.Module, episode: Episode, prompt_format=InterleavedFormat(), chunk: int = 4096
+) -> torch.Tensor:
     """``(B, L + 1, T, W)``: the model's residual stream after the read-in and after each of its L
     blocks (its :func:`~iclab.models.activations.residual_stream` activations)."""
     parameter = next(model.parameters())
@@ -75,14 +77,24 @@ class PoolingProbes(nn.Module):
     integer a 2-layer GELU MLP head of that width.
     """
 
-    def __init__(self, n_states: int, n_targets: int, n_prefixes: int, seq_len: int, width: int, out_dim: int,
-                 hidden_units: int | None = None, generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        n_states: int,
+        n_targets: int,
+        n_prefixes: int,
+        seq_len: int,
+        width: int,
+        out_dim: int,
+        hidden_units: int | None = None,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         shape = (n_states, n_targets)
         self.scores = nn.Parameter(torch.zeros(*shape, n_prefixes, seq_len))  # uniform pooling at the start
         sizes = [width, out_dim] if hidden_units is None else [width, hidden_units, out_dim]
         self.weights = nn.ParameterList(
-            nn.Parameter(torch.randn(*shape, a, b, generator=generator) / math.sqrt(a)) for a, b in zip(sizes, sizes[1:])
+            nn.Parameter(torch.randn(*shape, a, b, generator=generator) / math.sqrt(a))
+            for a, b in zip(sizes, sizes[1:])
         )
         self.biases = nn.ParameterList(nn.Parameter(torch.zeros(*shape, b)) for b in sizes[1:])
 
@@ -110,7 +122,9 @@ class ProbeData:
         return Prompt(hidden, targets[:, None].expand(-1, hidden.shape[1], -1, -1, -1), targets.shape[2])
 
 
-def score(probes: PoolingProbes, hidden: torch.Tensor, targets: torch.Tensor, std: torch.Tensor) -> dict[str, torch.Tensor]:
+def score(
+    probes: PoolingProbes, hidden: torch.Tensor, targets: torch.Tensor, std: torch.Tensor
+) -> dict[str, torch.Tensor]:
     """Held-out scores of every probe, each ``(S, K)``: ``r2`` = 1 − SSE/SST over prompts, prefixes and
     coordinates in standardised units (SST about the held-out mean), and ``mse`` = the mean squared
     error per coordinate in the target's units. ``targets (B, K, N, d)`` are standardised, ``std`` is

@@ -7,8 +7,9 @@ Models never see Task objects, only a :class:`Prompt`. Tokens are stored as rows
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -86,6 +87,8 @@ class InterleavedFormat:
         y_tokens = torch.cat([torch.zeros_like(xs), ys[..., None]], dim=-1)
         tokens = torch.stack([x_tokens, y_tokens], dim=2).flatten(1, 2)
         return Prompt(tokens, ys, episode.n_context)
+
+
 class AutoregressiveFormat:
     """Autoregressive tokens e_t = [x_t; x_{t−1}] with x_0 = 0 (Zheng et al.).
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
-import re
 import os
+import re
 import secrets
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 import yaml
@@ -57,6 +57,8 @@ def _weights_step(path: Path) -> int:
 
     with safe_open(str(path), "np") as f:
         return int(f.metadata()["step"])
+
+
 SCRATCH_SUFFIX = ".iclab-tmp"
 """The suffix of :func:`write_atomic`'s temporary files (``.<name>.<random>.iclab-tmp``)."""
 
@@ -111,7 +113,9 @@ class RunFolder(_Folder):
         self._created = False  # whether create() made the directory itself
 
     @classmethod
-    def create(cls, experiment: str, config: dict, out: str | Path | None = None, root: str | Path = "runs") -> "RunFolder":
+    def create(
+        cls, experiment: str, config: dict, out: str | Path | None = None, root: str | Path = "runs"
+    ) -> RunFolder:
         """Make a new folder holding ``config.yaml``: ``out`` exactly (it must not exist, or be empty),
         else ``<root>/<experiment>-<timestamp>`` with a numbered suffix when taken.
 
@@ -169,7 +173,7 @@ class RunFolder(_Folder):
                 child.unlink()
 
     @classmethod
-    def open(cls, path: str | Path) -> "RunFolder":
+    def open(cls, path: str | Path) -> RunFolder:
         """An existing run folder (it must hold ``config.yaml``)."""
         run = cls(path)
         if not run.config_file.exists():
@@ -208,8 +212,11 @@ class RunFolder(_Folder):
             seed = re.fullmatch(r"seed(\d+)", folder.name)
             if seed is None:
                 continue
-            kept = {int(m[1]): p for p in folder.glob("step*.safetensors")
-                    if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))}
+            kept = {
+                int(m[1]): p
+                for p in folder.glob("step*.safetensors")
+                if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))
+            }
             if (folder / WEIGHTS).exists():
                 kept[_weights_step(folder / WEIGHTS)] = folder / WEIGHTS
             for step, path in kept.items():
@@ -253,17 +260,18 @@ class RunFolder(_Folder):
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
         return json.loads(self.info_file.read_text()) if self.info_file.exists() else {}
 
+
 class SweepFolder(_Folder):
     """Paths and readers/writers for a sweep: one run folder per grid point, and the sweep's tables.
 
-        runs/sweep-<experiment>-<yyyymmdd-hhmmss>/
-          sweep.yaml        the command: experiment, scale, grid, seeds, overrides, metric, resources
-          <point>/          an ordinary run folder per grid point (name: ``key=value__key=value``)
-          points.parquet    one row per point: its grid values, status (finished / failed) and error
-          sweep.parquet     every finished point's metric rows, with the grid values as columns
-          claims.parquet    one row per (point, claim): grid values, claim id, holds, measured, expected
-          figures/*.png  report.html
-          .locks/           a lock per point, held while a worker runs it
+    runs/sweep-<experiment>-<yyyymmdd-hhmmss>/
+      sweep.yaml        the command: experiment, scale, grid, seeds, overrides, metric, resources
+      <point>/          an ordinary run folder per grid point (name: ``key=value__key=value``)
+      points.parquet    one row per point: its grid values, status (finished / failed) and error
+      sweep.parquet     every finished point's metric rows, with the grid values as columns
+      claims.parquet    one row per (point, claim): grid values, claim id, holds, measured, expected
+      figures/*.png  report.html
+      .locks/           a lock per point, held while a worker runs it
     """
 
     spec_file = property(lambda self: self.path / "sweep.yaml")
@@ -272,7 +280,7 @@ class SweepFolder(_Folder):
     claims_file = property(lambda self: self.path / "claims.parquet")
 
     @classmethod
-    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = "runs") -> "SweepFolder":
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = "runs") -> SweepFolder:
         """A new sweep folder holding ``sweep.yaml``: ``out`` (which must not hold a sweep) or
         ``<root>/sweep-<experiment>-<timestamp>``."""
         if out is None:
@@ -286,7 +294,7 @@ class SweepFolder(_Folder):
         return sweep
 
     @classmethod
-    def open(cls, path: str | Path) -> "SweepFolder":
+    def open(cls, path: str | Path) -> SweepFolder:
         """An existing sweep folder (it must hold ``sweep.yaml``)."""
         sweep = cls(path)
         if not sweep.spec_file.exists():
@@ -312,13 +320,13 @@ class SweepFolder(_Folder):
 class EvaluationFolder(_Folder):
     """An evaluation of a trained model (``iclab eval``): a run folder's files without the training.
 
-        <run>/eval-<yyyymmdd-hhmmss>/
-          evaluation.yaml   the exact command, and what it resolved to: source, model, seed, steps, task,
-                            shifts, learners, prompts, bootstrap, metric
-          metrics.parquet   long format as a run's: setting (the shift), model (the model's name or a
-                            learner's), seed, step (the checkpoint's; empty for learners), n (examples k),
-                            metric (e.g. normalised_mse, normalised_mse_p05, normalised_mse_p95), value
-          figures/*.png  report.html
+    <run>/eval-<yyyymmdd-hhmmss>/
+      evaluation.yaml   the exact command, and what it resolved to: source, model, seed, steps, task,
+                        shifts, learners, prompts, bootstrap, metric
+      metrics.parquet   long format as a run's: setting (the shift), model (the model's name or a
+                        learner's), seed, step (the checkpoint's; empty for learners), n (examples k),
+                        metric (e.g. normalised_mse, normalised_mse_p05, normalised_mse_p95), value
+      figures/*.png  report.html
     """
 
     spec_file = property(lambda self: self.path / "evaluation.yaml")
@@ -327,7 +335,7 @@ class EvaluationFolder(_Folder):
     read_metrics = RunFolder.read_metrics
 
     @classmethod
-    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> "EvaluationFolder":
+    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> EvaluationFolder:
         """A new folder holding ``evaluation.yaml``: ``out`` (which must not exist, or be empty), else
         ``<root>/eval-<timestamp>`` (numbered when taken)."""
         if out is None:
@@ -347,7 +355,7 @@ class EvaluationFolder(_Folder):
             raise ConfigError(f"{out} already exists and is not an empty folder; evaluations are never overwritten")
 
     @classmethod
-    def open(cls, path: str | Path) -> "EvaluationFolder":
+    def open(cls, path: str | Path) -> EvaluationFolder:
         """An existing evaluation folder (it must hold ``evaluation.yaml``)."""
         folder = cls(path)
         if not folder.spec_file.exists():

@@ -35,8 +35,8 @@ scalings, 1 otherwise): Garg et al.'s figures draw the trivial level there.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
 import torch
 
@@ -196,10 +196,16 @@ NAMES = ("standard", "skewed", "subspace", "noisy", "random-orthants", "orthogon
 
 def shift(name: str) -> Shift:
     """The shift called ``name`` (one of :data:`NAMES`, or ``scale-x=s`` / ``scale-y=s``)."""
-    fixed = {"standard": Standard, "skewed": lambda: InputMap("skewed", _skewed),
-             "subspace": lambda: InputMap("subspace", _half), "noisy": NoisyLabels,
-             "random-orthants": RandomOrthants, "orthogonal": Orthogonal, "overlapping": Overlapping,
-             "duplicated": Duplicated}
+    fixed = {
+        "standard": Standard,
+        "skewed": lambda: InputMap("skewed", _skewed),
+        "subspace": lambda: InputMap("subspace", _half),
+        "noisy": NoisyLabels,
+        "random-orthants": RandomOrthants,
+        "orthogonal": Orthogonal,
+        "overlapping": Overlapping,
+        "duplicated": Duplicated,
+    }
     if name in fixed:
         return fixed[name]()
     kind, _, value = name.partition("=")

@@ -20,9 +20,10 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -140,8 +141,7 @@ def sweep(
     recorded with its error in ``points.parquet`` and the others go on; see :attr:`SweepResult.failed`.
     """
     spec = experiments.get(experiment)
-    overrides = dict(overrides.items() if isinstance(overrides, Mapping) else
-                     map(parse_assignment, overrides))
+    overrides = dict(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     grid = parse_grid(grid) if not isinstance(grid, Mapping) else {k: list(v) for k, v in grid.items()}
     base = spec.resolve(scale, overrides)
     if seeds is not None:
@@ -158,23 +158,37 @@ def sweep(
         spec.validate(spec.resolve(scale, {**overrides, **point}))
     _check_resources(cpus_per_trial, gpus_per_trial, address)
     sweep_spec = {
-        "experiment": experiment, "scale": scale, "grid": grid, "overrides": overrides, "metric": metric,
-        "cpus_per_trial": cpus_per_trial, "gpus_per_trial": gpus_per_trial,
+        "experiment": experiment,
+        "scale": scale,
+        "grid": grid,
+        "overrides": overrides,
+        "metric": metric,
+        "cpus_per_trial": cpus_per_trial,
+        "gpus_per_trial": gpus_per_trial,
     }
     return _run(SweepFolder.create(sweep_spec, out, root), address, progress)
 
 
 def resume_sweep(
-    path: str | Path, *, address: str | None = None, cpus_per_trial: float | None = None,
-    gpus_per_trial: float | None = None, progress: bool = True,
+    path: str | Path,
+    *,
+    address: str | None = None,
+    cpus_per_trial: float | None = None,
+    gpus_per_trial: float | None = None,
+    progress: bool = True,
 ) -> SweepResult:
     """Finish an interrupted sweep: finished points are skipped, interrupted ones resume from their
     checkpoints, failed and unstarted ones run. Trial resources may change (they are not science)."""
     folder = SweepFolder.open(path)
     spec = folder.read_spec()
-    changed = {k: v for k, v in (("cpus_per_trial", cpus_per_trial), ("gpus_per_trial", gpus_per_trial)) if v is not None}
-    _check_resources(changed.get("cpus_per_trial", spec["cpus_per_trial"]),
-                     changed.get("gpus_per_trial", spec["gpus_per_trial"]), address)
+    changed = {
+        k: v for k, v in (("cpus_per_trial", cpus_per_trial), ("gpus_per_trial", gpus_per_trial)) if v is not None
+    }
+    _check_resources(
+        changed.get("cpus_per_trial", spec["cpus_per_trial"]),
+        changed.get("gpus_per_trial", spec["gpus_per_trial"]),
+        address,
+    )
     if changed:
         folder.write_spec({**spec, **changed})
     return _run(folder, address, progress)
@@ -192,7 +206,9 @@ def _check_resources(cpus: float, gpus: float, address: str | None) -> None:
 
         for name, need, have in (("CPUs", cpus, os.cpu_count()), ("GPUs", gpus, torch.cuda.device_count())):
             if need > have:
-                raise ConfigError(f"each point asks for {need:g} {name} but this machine has {have} (no --address given)")
+                raise ConfigError(
+                    f"each point asks for {need:g} {name} but this machine has {have} (no --address given)"
+                )
 
 
 def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResult:
@@ -208,17 +224,33 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
         started_here = not ray.is_initialized()
         if started_here:
             # "local" always starts a fresh Ray of this machine's CPUs (never a stray running one).
-            ray.init(address=address or "local", num_cpus=None if address else os.cpu_count(),
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(
+                address=address or "local",
+                num_cpus=None if address else os.cpu_count(),
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         try:
             task = ray.remote(_run_point).options(num_cpus=spec["cpus_per_trial"], num_gpus=spec["gpus_per_trial"])
             pending = {
-                task.remote(str(folder.run(point_name(p)).path), spec["experiment"], spec["scale"],
-                            {**spec["overrides"], **p}, spec["cpus_per_trial"], spec["gpus_per_trial"]): point_name(p)
+                task.remote(
+                    str(folder.run(point_name(p)).path),
+                    spec["experiment"],
+                    spec["scale"],
+                    {**spec["overrides"], **p},
+                    spec["cpus_per_trial"],
+                    spec["gpus_per_trial"],
+                ): point_name(p)
                 for p in todo
             }
-            bar = tqdm(total=len(points), initial=len(status), desc=f"sweep {spec['experiment']}", unit="point",
-                       disable=not progress)
+            bar = tqdm(
+                total=len(points),
+                initial=len(status),
+                desc=f"sweep {spec['experiment']}",
+                unit="point",
+                disable=not progress,
+            )
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 name = pending.pop(done[0])
@@ -235,7 +267,9 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
     return SweepResult(folder)
 
 
-def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> tuple[str, str | None]:
+def _run_point(
+    path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float
+) -> tuple[str, str | None]:
     """One grid point, in a Ray worker: resume its run folder if it has one (see :func:`iclab.resume`),
     else run it. Returns ``(status, error)``; errors are returned, not raised, so one point failing
     stops no other.
@@ -261,8 +295,14 @@ def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: fl
             if run.config_file.exists():  # interrupted: from its checkpoints, or afresh from its config.yaml
                 api.resume(folder, device=None if gpus else "cpu", progress=False)
             else:
-                api.run(experiment, scale=scale, overrides=overrides, out=folder,
-                        device=None if gpus else "cpu", progress=False)
+                api.run(
+                    experiment,
+                    scale=scale,
+                    overrides=overrides,
+                    out=folder,
+                    device=None if gpus else "cpu",
+                    progress=False,
+                )
             return "finished", None
         except Exception as err:  # noqa: BLE001 (any failure is the point's result, recorded with its message)
             return "failed", f"{type(err).__name__}: {err}"
@@ -285,8 +325,18 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tup
                 frame[key] = value
         frame["point"] = name
         metrics.append(frame)
-        claims += [{"point": name, **grid_values, "claim": c["id"], "holds": c["holds"], "judged_at": c.get("judged_at"),
-                    "measured": str(c["measured"]), "expected": str(c["expected"])} for c in run.read_claims()]
+        claims += [
+            {
+                "point": name,
+                **grid_values,
+                "claim": c["id"],
+                "holds": c["holds"],
+                "judged_at": c.get("judged_at"),
+                "measured": str(c["measured"]),
+                "expected": str(c["expected"]),
+            }
+            for c in run.read_claims()
+        ]
     claims = pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "judged_at", "measured", "expected"])
     claims["holds"] = claims["holds"].astype("boolean")  # <NA>: measured, judged at another scale (not a failure)
     tables = {folder.points_file: pd.DataFrame(rows), folder.claims_file: claims}
@@ -299,4 +349,3 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tup
 def _cell(value: Any) -> Any:
     """A grid value as a table cell: scalars as they are, lists and dicts as their JSON text."""
     return json.dumps(value) if isinstance(value, (list, dict)) else value
-

@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import json
 import logging
 import math
-import json
 import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -149,12 +150,17 @@ class TrainConfig:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.blowup is not None and not self.blowup > 1:
             raise ConfigError(f"train.blowup must be > 1 or null, got {self.blowup}")
-        step = lambda k: isinstance(k, int) and not isinstance(k, bool)  # noqa: E731
+        step = lambda k: isinstance(k, int) and not isinstance(k, bool)
         keep = self.keep
-        if not (keep is None or (step(keep) and keep >= 1)
-                or (isinstance(keep, list) and all(step(k) and 1 <= k <= self.steps for k in keep))):
-            raise ConfigError(f"train.keep must be a list of steps in 1..{self.steps}, a number of steps >= 1 or "
-                              f"null, got {self.keep!r}")
+        if not (
+            keep is None
+            or (step(keep) and keep >= 1)
+            or (isinstance(keep, list) and all(step(k) and 1 <= k <= self.steps for k in keep))
+        ):
+            raise ConfigError(
+                f"train.keep must be a list of steps in 1..{self.steps}, a number of steps >= 1 or "
+                f"null, got {self.keep!r}"
+            )
 
     def kept_steps(self) -> list[int]:
         """The steps whose weights :attr:`keep` keeps, in order."""
@@ -167,7 +173,7 @@ class TrainConfig:
         return sorted({round(self.steps ** (i / (self.keep - 1))) for i in range(self.keep)})
 
     @classmethod
-    def from_config(cls, section: Mapping[str, Any]) -> "TrainConfig":
+    def from_config(cls, section: Mapping[str, Any]) -> TrainConfig:
         """Build from a config dict, rejecting unknown keys."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = set(section) - known
@@ -359,8 +365,9 @@ def train(
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
     models, history = [], []
     for group in groups:
-        trainer = _SeedGroup(make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe,
-                             starts)
+        trainer = _SeedGroup(
+            make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe, starts
+        )
         trainer.run(progress, callback)
         models += trainer.models()
         history += trainer.history
@@ -415,7 +422,10 @@ class _SeedGroup:
         split = {True: [], False: []}
         for n, p in self.params.items():
             split[decays(n, p.shape[1:])].append(p)  # p: (S, ...), the seeds stacked
-        groups = [{"params": split[True], "weight_decay": c.weight_decay}, {"params": split[False], "weight_decay": 0.0}]
+        groups = [
+            {"params": split[True], "weight_decay": c.weight_decay},
+            {"params": split[False], "weight_decay": 0.0},
+        ]
         groups = [g for g in groups if g["params"]]
         # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
         # elementwise ops of the default path cost as much as the model (it takes real floats only).
@@ -454,8 +464,9 @@ class _SeedGroup:
         def one_seed(params, buffers, tokens, targets):
             with torch.autocast(self.device.type, torch.bfloat16, enabled=self.config.precision == "bf16"):
                 if fused:
-                    return functional_call(self.template, (params, buffers), (tokens,),
-                                           {"n_context": n_context, "targets": targets})
+                    return functional_call(
+                        self.template, (params, buffers), (tokens,), {"n_context": n_context, "targets": targets}
+                    )
                 prediction = functional_call(self.template, (params, buffers), (tokens,), {"n_context": n_context})
             if prediction.dtype == torch.bfloat16:
                 prediction = prediction.float()
@@ -464,7 +475,7 @@ class _SeedGroup:
         if len(self.seeds) == 1:
             # One seed needs no vmap, and skipping it saves its per-op overhead (~20% on small models).
             # squeeze, not [0]: its backward is a view, where select's writes into a zero tensor.
-            first = lambda tree: {k: v.squeeze(0) for k, v in tree.items()}  # noqa: E731
+            first = lambda tree: {k: v.squeeze(0) for k, v in tree.items()}
             return one_seed(first(params), first(buffers), tokens[0], targets[0])[None]
         # "different": each seed draws its own dropout masks (random ops are an error under vmap's default).
         return vmap(one_seed, randomness="different")(params, buffers, tokens, targets)
@@ -480,7 +491,9 @@ class _SeedGroup:
         def seeded():
             devices = [self.device] if self.device.type == "cuda" else []
             with torch.random.fork_rng(devices=devices):
-                torch.manual_seed(int(torch.randint(2**62, (1,), generator=generator(self.seeds[0], "dropout", self.step))))
+                torch.manual_seed(
+                    int(torch.randint(2**62, (1,), generator=generator(self.seeds[0], "dropout", self.step)))
+                )
                 yield
 
         return seeded()
@@ -532,15 +545,19 @@ class _SeedGroup:
         self.steps_above = torch.where(above, self.steps_above + 1, 0)
         finite = torch.isfinite(losses)
         all_finite, blown_up, any_above = torch.stack(  # one host sync per step
-            [finite.all(), (self.steps_above >= BLOWUP_STEPS).any(), above.any()]).tolist()
+            [finite.all(), (self.steps_above >= BLOWUP_STEPS).any(), above.any()]
+        ).tolist()
         if not all_finite:
             self._stop_unless_finite(finite, step)
         if blown_up:
             blown = self.steps_above >= BLOWUP_STEPS
             ratio = (losses / self.start_losses)[blown].min().item()
-            raise TrainingDiverged(self.name, [s for s, b in zip(self.seeds, blown.tolist()) if b], step,
-                                   f"loss {ratio:.3g} times its start, over {self.config.blowup:g} times for "
-                                   f"{BLOWUP_STEPS} steps")
+            raise TrainingDiverged(
+                self.name,
+                [s for s, b in zip(self.seeds, blown.tolist()) if b],
+                step,
+                f"loss {ratio:.3g} times its start, over {self.config.blowup:g} times for {BLOWUP_STEPS} steps",
+            )
         return any_above
 
     def _stop_unless_finite(self, finite: torch.Tensor, step: int):
@@ -615,8 +632,9 @@ class _SeedGroup:
         if state.exists() and weights.exists():
             step = _saved_step(state)
             if _saved_step(weights) != step:
-                raise ConfigError(f"the weights and state of {self.name} seed {seed} are at different steps; "
-                                  "cannot resume")
+                raise ConfigError(
+                    f"the weights and state of {self.name} seed {seed} are at different steps; cannot resume"
+                )
             return load_file(weights, device=str(self.device)), load_file(state, device=str(self.device)), step
         legacy = legacy_checkpoint(self.checkpoint_dir, self.name, seed)
         if legacy.exists():
@@ -642,7 +660,8 @@ class _SeedGroup:
         for index, n in enumerate(self.params):
             keys = {key.split(".")[-1] for key in states[0] if key.startswith(f"optim.{n}.")}
             optimizer_state[index] = {
-                key: states[0][f"optim.{n}.{key}"] if states[0][f"optim.{n}.{key}"].ndim == 0
+                key: states[0][f"optim.{n}.{key}"]
+                if states[0][f"optim.{n}.{key}"].ndim == 0
                 else torch.stack([t[f"optim.{n}.{key}"] for t in states])
                 for key in keys
             }
@@ -650,9 +669,11 @@ class _SeedGroup:
         self.optimizer.load_state_dict({"state": optimizer_state, "param_groups": saved["param_groups"]})
         self.step = steps.pop()
         for seed, tensors in zip(self.seeds, states):
-            metrics = {key[len("history."):].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
+            metrics = {key[len("history.") :].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
             for metric in metrics:
-                for step, value in zip(tensors[f"history.{metric}.step"].tolist(), tensors[f"history.{metric}.value"].tolist()):
+                for step, value in zip(
+                    tensors[f"history.{metric}.step"].tolist(), tensors[f"history.{metric}.value"].tolist()
+                ):
                     self.history.append({"seed": seed, "step": step, "metric": metric, "value": value})
         self.history.sort(key=lambda r: (r["step"], r["seed"]))
         log.info("resumed %s from step %d", self.name, self.step)

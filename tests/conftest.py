@@ -23,8 +23,16 @@ def tiny_runs(tmp_path_factory):
     torch.set_num_threads(THREADS)
     root = tmp_path_factory.mktemp("reproduction")
     lsa = ["train.steps=20", "eval_prompts=500", "log.tensorboard=true"]
-    gpt = ["train.steps=10", "train.compile=false", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
-           "eval_prompts=200", "bootstrap=50"]
+    gpt = [
+        "train.steps=10",
+        "train.compile=false",
+        "train.warmup=2",
+        "model.n_layers=1",
+        "model.width=16",
+        "model.n_heads=2",
+        "eval_prompts=200",
+        "bootstrap=50",
+    ]
     runs = {
         "a": api.run("lsa-linear", seeds=1, overrides=lsa, out=root / "lsa-a", progress=False),
         "b": api.run("lsa-linear", seeds=1, overrides=[*lsa, "train.lr=0.01"], out=root / "lsa-b", progress=False),

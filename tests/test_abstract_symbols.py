@@ -12,17 +12,43 @@ from iclab.theory import condition_number, template_matrix
 from iclab.train import FixedTrainingSet, TrainConfig, train
 
 TINY = {
-    "sweep.n": [4, 16], "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"], "train.epochs": 3,
-    "train.log_every": 1, "eval_samples": 50, "transformer.width": 16, "mlp.hidden": 16,
-    "copying.widths": [8, 16], "copying.n": [4, 8], "copying.epochs": 2, "kernel.draws": 4,
-    "kernel.strings": 4, "kernel.width": 16, "kernel.tasks": ["same-different"],
+    "sweep.n": [4, 16],
+    "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
+    "train.epochs": 3,
+    "train.log_every": 1,
+    "eval_samples": 50,
+    "transformer.width": 16,
+    "mlp.hidden": 16,
+    "copying.widths": [8, 16],
+    "copying.n": [4, 8],
+    "copying.epochs": 2,
+    "kernel.draws": 4,
+    "kernel.strings": 4,
+    "kernel.width": 16,
+    "kernel.tasks": ["same-different"],
 }
 
 
 def _regression_model(task, **kw):
-    return lambda g: GPTTransformer(GPTConfig(None, 2, 2, 16, 2.0, max_tokens=task.length + 1,
-                                              vocab_size=task.vocab_size, causal=False, cls=True, bias=False,
-                                              ln_out_affine=False, init="pytorch", attention="math", **kw), g)
+    return lambda g: GPTTransformer(
+        GPTConfig(
+            None,
+            2,
+            2,
+            16,
+            2.0,
+            max_tokens=task.length + 1,
+            vocab_size=task.vocab_size,
+            causal=False,
+            cls=True,
+            bias=False,
+            ln_out_affine=False,
+            init="pytorch",
+            attention="math",
+            **kw,
+        ),
+        g,
+    )
 
 
 @pytest.mark.parametrize("tied", [False, True])
@@ -32,10 +58,21 @@ def test_adam_training_leaves_unseen_embeddings_at_their_initialisation_unless_t
     # softmax over the whole vocabulary (Boix-Adserà et al.'s copying model does that too).
     task = template_task("copy" if tied else "aba-abb", 12)
     make = _regression_model(task, tied_output=tied, logit_identity=True, value_identity=True)
-    config = TrainConfig(steps=5, batch_size=64, lr=1e-2, train_size=12, loss="cross_entropy" if tied else "mse",
-                         log_every=5, checkpoint_every=5)
+    config = TrainConfig(
+        steps=5,
+        batch_size=64,
+        lr=1e-2,
+        train_size=12,
+        loss="cross_entropy" if tied else "mse",
+        log_every=5,
+        checkpoint_every=5,
+    )
     before = make(generator(0, "init")).embedding.weight.detach()
-    after = train(make, FixedTrainingSet(task, TokenFormat(), 12, 64), config, [0], progress=False).models[0].embedding.weight
+    after = (
+        train(make, FixedTrainingSet(task, TokenFormat(), 12, 64), config, [0], progress=False)
+        .models[0]
+        .embedding.weight
+    )
     unseen = torch.tensor([*task.alphabet("validation"), *task.alphabet("test")])
     seen = torch.tensor(list(task.alphabet("train")))
     assert not torch.equal(after[seen], before[seen])
@@ -69,7 +106,7 @@ def test_template_matrix_of_the_one_hot_mlp_is_constant_and_of_the_equality_mlp_
     # kernel is the same for every pair of templates: N = c·11ᵀ, singular (the paper's theorem).
     task = template_task("aba-abb", 20, test_size=20)
     for equality in (False, True):
-        make = lambda g: OneHotMLP(task.vocab_size, 3, 64, equality=equality, generator=g)  # noqa: E731
+        make = lambda g: OneHotMLP(task.vocab_size, 3, 64, equality=equality, generator=g)
         result = template_matrix(lambda tokens, g: make(g).features(tokens), task, 60, seed=0, strings=16)
         assert result.matrix.shape == (2, 2) and torch.allclose(result.matrix, result.matrix.T)
         singular = abs(result.smallest) <= 3 * result.smallest_stderr
@@ -79,25 +116,41 @@ def test_template_matrix_of_the_one_hot_mlp_is_constant_and_of_the_equality_mlp_
 
 def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     result = iclab.run("abstract-symbols", overrides=TINY, out=tmp_path / "run", progress=False)
-    assert {p.name for p in result.folder.figures()} == {"sample_complexity.png", "copying.png",
-                                                         "kernel_template_matrix.png"}
+    assert {p.name for p in result.folder.figures()} == {
+        "sample_complexity.png",
+        "copying.png",
+        "kernel_template_matrix.png",
+    }
     ids = {c["id"] for c in result.claims}
     # Each task's claims name its modified model: +kq for ABA vs ABB, +kq+vo for same/different.
     for spec, tag in (("aba-abb", "kq"), ("same-different", "kq-vo")):
         assert {f"{spec}-{tag}-more-data-efficient", f"{spec}-plain-needs-1024", f"{spec}-mlp-at-chance"} <= ids
-    assert {"copy-plain-inverse-scaling", "copy-modified-width-free", "same-different-kernel-identity-conditions",
-            "same-different-kernel-mlp-singular"} <= ids
+    assert {
+        "copy-plain-inverse-scaling",
+        "copy-modified-width-free",
+        "same-different-kernel-identity-conditions",
+        "same-different-kernel-mlp-singular",
+    } <= ids
     metrics = result.metrics
     selected = metrics[(metrics.metric == "test_mse") & (metrics.model == "transformer+kq")]
     assert len(selected) == 4 and selected.value.notna().all()
     assert set(metrics[metrics.setting == "copy-w8"].metric) >= {"test_error", "test_last_error", "best_step_error"}
 
 
-@pytest.mark.parametrize("key, value", [
-    ("sweep.models", ["transformer", "rnn"]), ("sweep.tasks", ["copy"]), ("sweep.n", [1]), ("copying.models", ["mlp"]),
-    ("sweep.tasks", ["ABA:+1,BAB:-1"]), ("sweep.tasks", ["ABCDE:+1,ABCDA:-1"]), ("kernel.draws", 1),
-    ("copying.readout", "mean"), ("sweep.modified", {"aba-abb": "mlp"}),
-])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("sweep.models", ["transformer", "rnn"]),
+        ("sweep.tasks", ["copy"]),
+        ("sweep.n", [1]),
+        ("copying.models", ["mlp"]),
+        ("sweep.tasks", ["ABA:+1,BAB:-1"]),
+        ("sweep.tasks", ["ABCDE:+1,ABCDA:-1"]),
+        ("kernel.draws", 1),
+        ("copying.readout", "mean"),
+        ("sweep.modified", {"aba-abb": "mlp"}),
+    ],
+)
 def test_bad_config_is_rejected_before_training(tmp_path, key, value):
     with pytest.raises(ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws|readout|modified"):
         iclab.run("abstract-symbols", overrides={**TINY, key: value}, out=tmp_path / "run", progress=False)
@@ -110,7 +163,9 @@ def test_copying_reads_the_last_input_token_or_a_cls_token():
     task = template_task("copy", 8)
     tokens = task.sample(5, generator(1)).tokens
     for readout, positions in (("last", task.length), ("cls", task.length + 1)):
-        model = _make_model("transformer+kq+vo", task, DEFAULTS, width=16, n_heads=2, readout=readout, tied=True)(generator(0))
+        model = _make_model("transformer+kq+vo", task, DEFAULTS, width=16, n_heads=2, readout=readout, tied=True)(
+            generator(0)
+        )
         logits, found = model(tokens, task.length, activations=["ln_final.hook_normalized"])
         final = found["ln_final.hook_normalized"]
         assert final.shape[1] == positions and logits.shape == (5, 1, task.vocab_size)
@@ -119,7 +174,11 @@ def test_copying_reads_the_last_input_token_or_a_cls_token():
 
 
 def test_a_run_of_one_part_draws_that_part_alone(tmp_path):
-    result = iclab.run("abstract-symbols", overrides={**TINY, "sweep.tasks": [], "kernel.tasks": []}, out=tmp_path / "run",
-                       progress=False)
+    result = iclab.run(
+        "abstract-symbols",
+        overrides={**TINY, "sweep.tasks": [], "kernel.tasks": []},
+        out=tmp_path / "run",
+        progress=False,
+    )
     assert {p.name for p in result.folder.figures()} == {"copying.png"}
     assert {c["id"] for c in result.claims} == {"copy-plain-inverse-scaling", "copy-modified-width-free"}

@@ -18,7 +18,7 @@ def test_first_layer_is_a_linear_map_of_the_concatenated_one_hots_and_equalities
     weight = torch.cat([model.embed, model.equality])  # (3·7 + 9, hidden)
     expected = model.read_out(F.relu(features @ weight + model.bias))
     torch.testing.assert_close(model(tokens), expected)
-    assert all(p.abs().max() <= 1 / 30 ** 0.5 for p in (model.embed, model.equality, model.bias))
+    assert all(p.abs().max() <= 1 / 30**0.5 for p in (model.embed, model.equality, model.bias))
 
 
 def test_mlp_cannot_tell_unseen_aba_from_abb_a_permutation_of_untrained_rows_maps_one_to_the_other():

@@ -12,14 +12,18 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import reproduce_time  # noqa: E402
 import train_throughput  # noqa: E402
 
-RATES = {"a_transformer_sdpa": [40.0, 44.0, 42.0], "a_transformer_math": [50.0, 52.0, 48.0],
-         "a_transformer_math_compiled": [60.0, 66.0, 63.0]}
+RATES = {
+    "a_transformer_sdpa": [40.0, 44.0, 42.0],
+    "a_transformer_math": [50.0, 52.0, 48.0],
+    "a_transformer_math_compiled": [60.0, 66.0, 63.0],
+}
 LEARNERS = {"ols": 0.02, "ridge(0.1)": 0.03, "3-nn": 0.04}
 
 
 def test_no_ratio_without_a_reference_timed_in_the_same_run(capsys):
-    result = train_throughput.summarise(2, 150e9, RATES, None, "not measured: transformers is not installed", 280.0,
-                                        LEARNERS)
+    result = train_throughput.summarise(
+        2, 150e9, RATES, None, "not measured: transformers is not installed", 280.0, LEARNERS
+    )
     assert "garg_reference_steps_per_s" not in result and "garg_reference_rounds" not in result
     assert not any("vs_garg" in row for row in result.values() if isinstance(row, dict))
     assert set(result["targets_met"]) == {"a_flops_fraction", "c_total_seconds"}  # no verdict on an absent ratio
@@ -37,8 +41,10 @@ def test_no_ratio_without_a_reference_timed_in_the_same_run(capsys):
 
 def test_gpu_rows_get_ratios_only_with_a_reference():
     rows = {"iclab_fp32": {"steps_per_s": 30.0}, "iclab_bf16": {"steps_per_s": 90.0}}
-    assert train_throughput.with_reference(rows, None) == {"iclab_fp32": {"steps_per_s": 30.0},
-                                                           "iclab_bf16": {"steps_per_s": 90.0}}
+    assert train_throughput.with_reference(rows, None) == {
+        "iclab_fp32": {"steps_per_s": 30.0},
+        "iclab_bf16": {"steps_per_s": 90.0},
+    }
     assert train_throughput.ratio_text(rows["iclab_fp32"]) == "reference not measured"
     train_throughput.with_reference(rows, 30.0)
     assert rows["iclab_bf16"]["vs_garg"] == 3.0 and train_throughput.ratio_text(rows["iclab_bf16"]) == "3.00"
@@ -59,5 +65,8 @@ def test_reproduce_time_reads_a_finished_reproduction(tiny_runs, tmp_path, monke
     assert [r["experiment"] for r in result["runs"]] == ["gpt-linear", "lsa-linear"]
     walls = [run.folder.read_info()["wall_seconds"] for run in counted]
     assert [r["wall_seconds"] for r in result["runs"]] == walls and result["total_wall_seconds"] == sum(walls)
-    assert result["matmul_gflops"] > 0 and result["wall_x_matmul_gflop"] == result["total_wall_seconds"] * result["matmul_gflops"]
+    assert (
+        result["matmul_gflops"] > 0
+        and result["wall_x_matmul_gflop"] == result["total_wall_seconds"] * result["matmul_gflops"]
+    )
     assert str(root) not in text and str(tmp_path) not in text

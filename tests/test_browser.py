@@ -43,7 +43,8 @@ window.addEventListener('load', () => setTimeout(() => {
 </script>"""
 # Holds the page in a frame of a given size (headless Chromium's window is at least 500 px wide;
 # a frame can be a phone's width) and writes what the probe posts into an attribute of <body>.
-FRAME = """<!doctype html><body style="margin:0"><iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
+FRAME = """<!doctype html><body style="margin:0">
+<iframe src="{src}" style="width:{width}px;height:{height}px;border:0"></iframe>
 <script>addEventListener('message', e => document.body.setAttribute('data-probe', e.data));</script></body>"""
 
 
@@ -51,10 +52,24 @@ def _chromium(tmp_path, url: str, *flags: str) -> str:
     """Run headless Chromium on ``url`` with a fresh profile; returns its standard output."""
     profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
     done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--hide-scrollbars", f"--user-data-dir={profile}",
-         "--virtual-time-budget=5000", *flags, url],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--hide-scrollbars",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=5000",
+            *flags,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -79,15 +94,24 @@ window.addEventListener('load', () => {
 </script>"""
 
 
-def _probe(tmp_path, page: Path, fragment: str, width: int, height: int, probe: str = PROBE, query: str = "",
-           text: str | None = None) -> dict:
+def _probe(
+    tmp_path,
+    page: Path,
+    fragment: str,
+    width: int,
+    height: int,
+    probe: str = PROBE,
+    query: str = "",
+    text: str | None = None,
+) -> dict:
     """Open a copy of ``page`` (or ``text`` in its place) with ``probe`` added, at ``?query#fragment``,
     in a ``width`` × ``height`` frame; returns what the probe measured."""
     copy = tmp_path / f"probed-{page.parent.name}-{page.name}"
     copy.write_text((page.read_text() if text is None else text).replace("</body>", probe + "</body>"))
     frame = tmp_path / f"frame-{copy.name}"
-    frame.write_text(FRAME.format(src=f"{copy.name}{'?' + query if query else ''}#{fragment}", width=width,
-                                  height=height))
+    frame.write_text(
+        FRAME.format(src=f"{copy.name}{'?' + query if query else ''}#{fragment}", width=width, height=height)
+    )
     dom = _chromium(tmp_path, frame.as_uri(), f"--window-size={max(width, 500) + 20},{height + 20}", "--dump-dom")
     found = re.search(r'data-probe="([^"]*)"', dom)
     assert found, "the probe did not run"
@@ -131,7 +155,7 @@ def test_scoreboard_links_claims_to_their_visible_figures(tiny_runs, tmp_path):
     # A screenshot of the whole page: where the browser put the image, the pixels are the figure's.
     shot = tmp_path / "report.png"
     _chromium(tmp_path, report.as_uri(), f"--window-size=1280,{top + height + 50}", f"--screenshot={shot}")
-    pixels = matplotlib.image.imread(shot)[top: top + height, left: left + width, :3].mean(-1)  # (H, W) grey
+    pixels = matplotlib.image.imread(shot)[top : top + height, left : left + width, :3].mean(-1)  # (H, W) grey
     assert (pixels < 0.9).mean() > 0.02  # not blank
     assert np.abs(pixels - source).mean() < 0.01
 

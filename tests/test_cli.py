@@ -45,7 +45,10 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
     for name in ("config.yaml", "metrics.parquet", "claims.json", "report.html"):
         assert (out / name).exists(), name
     assert sorted(str(p.relative_to(out / "checkpoints")) for p in (out / "checkpoints").rglob("*.safetensors")) == [
-        f"lsa-{s}/seed{k}/{f}.safetensors" for s in ("anisotropic", "isotropic") for k in (0, 1) for f in ("model", "state")
+        f"lsa-{s}/seed{k}/{f}.safetensors"
+        for s in ("anisotropic", "isotropic")
+        for k in (0, 1)
+        for f in ("model", "state")
     ]
     assert {p.name for p in (out / "figures").iterdir()} == {"training_curves.png", "learners.png", "weights.png"}
     claims = json.loads((out / "claims.json").read_text())
@@ -80,38 +83,71 @@ def test_default_run_folders_are_unique(tmp_path):
 
 def test_task_descriptors_smoke(tmp_path):
     out = tmp_path / "td"
-    tiny = ["train.steps=5", "eval_prompts=500", "theory.mean_draws=500", "theory.flow_steps=50",
-            "n_contexts=[5, 10]", "deep_layers=[2]", "d_sweep=[5]"]
+    tiny = [
+        "train.steps=5",
+        "eval_prompts=500",
+        "theory.mean_draws=500",
+        "theory.flow_steps=50",
+        "n_contexts=[5, 10]",
+        "deep_layers=[2]",
+        "d_sweep=[5]",
+    ]
     result = api.run("task-descriptors", overrides=tiny, seeds=1, out=out, progress=False)
     assert {c["id"] for c in result.claims} >= {"one-layer-reaches-optimum", "gradient-flow-balance"}
-    assert {p.name for p in (out / "figures").iterdir()} == {
-        "loss_vs_n.png", "optimum_blocks.png", "gradient_flow.png"}
+    assert {p.name for p in (out / "figures").iterdir()} == {"loss_vs_n.png", "optimum_blocks.png", "gradient_flow.png"}
     assert {c["figure"] for c in result.claims} == {None, "loss_vs_n", "optimum_blocks", "gradient_flow"}
+
+
 def test_mesa_ar_smoke(tmp_path):
     result = api.run(
-        "mesa-ar", seeds=1, out=tmp_path / "mesa", progress=False,
-        overrides=["train.steps=3", "train.train_size=16", "test_size=16", "scatter_draws=64",
-                   "task.length=12", "inits=[[0.5, 1.5]]", "starts={gaussian: [1.0, 2.0], sparse: [1.0], ones: [1.0]}",
-                   "size_sweep={sizes: [16, 32], init: [0.5, 1.5]}", "gradient={draws: 64, batches: 4}"],
+        "mesa-ar",
+        seeds=1,
+        out=tmp_path / "mesa",
+        progress=False,
+        overrides=[
+            "train.steps=3",
+            "train.train_size=16",
+            "test_size=16",
+            "scatter_draws=64",
+            "task.length=12",
+            "inits=[[0.5, 1.5]]",
+            "starts={gaussian: [1.0, 2.0], sparse: [1.0], ones: [1.0]}",
+            "size_sweep={sizes: [16, 32], init: [0.5, 1.5]}",
+            "gradient={draws: 64, batches: 4}",
+        ],
     )
     ids = {c["id"] for c in result.claims}
-    assert {"ab-star-gaussian-1", "ab-star-gaussian-2", "ab-fits-training-set-gaussian-2", "stays-diagonal-sparse-1",
-            "recovered-sparse-1", "ratio-last-step-gaussian-1", "offdiag-gradient-vanishes-gaussian-1",
-            "offdiag-gradient-vanishes-sparse-1", "offdiag-shrinks-with-m-gaussian-1"} <= ids
+    assert {
+        "ab-star-gaussian-1",
+        "ab-star-gaussian-2",
+        "ab-fits-training-set-gaussian-2",
+        "stays-diagonal-sparse-1",
+        "recovered-sparse-1",
+        "ratio-last-step-gaussian-1",
+        "offdiag-gradient-vanishes-gaussian-1",
+        "offdiag-gradient-vanishes-sparse-1",
+        "offdiag-shrinks-with-m-gaussian-1",
+    } <= ids
     assert "ratio-last-step-gaussian-2" not in ids  # σ = 2 trains the diagonal model only
     assert {p.name for p in (result.path / "figures").iterdir()} == {
-        "ab_training.png", "prediction_truth_ratio.png", "weights.png", "offdiag_vs_m.png"}
+        "ab_training.png",
+        "prediction_truth_ratio.png",
+        "weights.png",
+        "offdiag_vs_m.png",
+    }
     assert {c["figure"] for c in result.claims} - {None} <= {p.stem for p in (result.path / "figures").iterdir()}
     assert {"expected_gradient_z", "ab_best"} <= set(result.metrics.metric)
     assert {"ab", "ab_final", "prediction_truth_ratio", "test_relative_loss"} <= set(result.metrics.metric)
 
 
 def test_listing_and_help_import_no_heavy_module():
-    code = ("import sys, iclab.cli\n"
-            "from iclab.cli import main\n"
-            "assert main(['list']) == 0\n"
-            "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys, iclab.cli\n"
+        "from iclab.cli import main\n"
+        "assert main(['list']) == 0\n"
+        "heavy = [m for m in ('torch', 'pandas', 'matplotlib') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "lsa-linear" in done.stdout

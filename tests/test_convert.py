@@ -35,8 +35,16 @@ class GargTransformer(nn.Module):
         super().__init__()
         from transformers import GPT2Config, GPT2Model
 
-        backbone = GPT2Config(n_positions=2 * n_positions, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                              resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+        backbone = GPT2Config(
+            n_positions=2 * n_positions,
+            n_embd=n_embd,
+            n_layer=n_layer,
+            n_head=n_head,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            use_cache=False,
+        )
         self._read_in = nn.Linear(n_dims, n_embd)
         self._backbone = GPT2Model(backbone)
         self._read_out = nn.Linear(n_embd, 1)
@@ -69,16 +77,34 @@ def _as_garg(model: GPTTransformer) -> dict:
     equals its first column), with the unused token embedding and the attention-mask buffers older
     ``transformers`` versions saved: the inverse of :func:`from_garg`, written out independently."""
     sd, c = model.state_dict(), model.config
-    out = {"_read_in.weight": sd["read_in.weight"][:, :-1], "_read_in.bias": sd["read_in.bias"],
-           "_backbone.wte.weight": torch.zeros(3, c.width), "_backbone.wpe.weight": sd["positions"],
-           "_backbone.ln_f.weight": sd["ln_out.weight"], "_backbone.ln_f.bias": sd["ln_out.bias"],
-           "_read_out.weight": sd["read_out.weight"], "_read_out.bias": sd["read_out.bias"]}
+    out = {
+        "_read_in.weight": sd["read_in.weight"][:, :-1],
+        "_read_in.bias": sd["read_in.bias"],
+        "_backbone.wte.weight": torch.zeros(3, c.width),
+        "_backbone.wpe.weight": sd["positions"],
+        "_backbone.ln_f.weight": sd["ln_out.weight"],
+        "_backbone.ln_f.bias": sd["ln_out.bias"],
+        "_read_out.weight": sd["read_out.weight"],
+        "_read_out.bias": sd["read_out.bias"],
+    }
     for l in range(c.n_layers):
         h, ours = f"_backbone.h.{l}.", f"layers.{l}."
-        out.update({h + "ln_1.weight": sd[ours + "ln_attn.weight"], h + "ln_1.bias": sd[ours + "ln_attn.bias"],
-                    h + "ln_2.weight": sd[ours + "ln_mlp.weight"], h + "ln_2.bias": sd[ours + "ln_mlp.bias"],
-                    h + "attn.bias": torch.ones(1, 1, c.max_tokens, c.max_tokens).tril(), h + "attn.masked_bias": torch.tensor(-1e4)})
-        for theirs, mine in (("attn.c_attn", "attn.qkv"), ("attn.c_proj", "attn.out"), ("mlp.c_fc", "mlp.0"), ("mlp.c_proj", "mlp.2")):
+        out.update(
+            {
+                h + "ln_1.weight": sd[ours + "ln_attn.weight"],
+                h + "ln_1.bias": sd[ours + "ln_attn.bias"],
+                h + "ln_2.weight": sd[ours + "ln_mlp.weight"],
+                h + "ln_2.bias": sd[ours + "ln_mlp.bias"],
+                h + "attn.bias": torch.ones(1, 1, c.max_tokens, c.max_tokens).tril(),
+                h + "attn.masked_bias": torch.tensor(-1e4),
+            }
+        )
+        for theirs, mine in (
+            ("attn.c_attn", "attn.qkv"),
+            ("attn.c_proj", "attn.out"),
+            ("mlp.c_fc", "mlp.0"),
+            ("mlp.c_proj", "mlp.2"),
+        ):
             out[h + theirs + ".weight"] = sd[ours + mine + ".weight"].T.contiguous()  # Conv1D: (in, out)
             out[h + theirs + ".bias"] = sd[ours + mine + ".bias"]
     return out
@@ -94,16 +120,30 @@ def _garg_model(seed: int) -> GPTTransformer:
 def _garg_run(folder, task="sparse_linear_regression", task_kwargs=None):
     """One of Garg et al.'s run folders: config.yaml, state.pt at step 100 and model_50.pt."""
     folder.mkdir()
-    curriculum = {"dims": {"start": 4, "end": 4, "inc": 1, "interval": 100},
-                  "points": {"start": 8, "end": 8, "inc": 1, "interval": 100}}
-    config = {"model": {"family": "gpt2", **SIZES},
-              "training": {"task": task, "task_kwargs": {"sparsity": 2} if task_kwargs is None else task_kwargs,
-                           "data": "gaussian",
-                           "curriculum": curriculum, "train_steps": 100}}
+    curriculum = {
+        "dims": {"start": 4, "end": 4, "inc": 1, "interval": 100},
+        "points": {"start": 8, "end": 8, "inc": 1, "interval": 100},
+    }
+    config = {
+        "model": {"family": "gpt2", **SIZES},
+        "training": {
+            "task": task,
+            "task_kwargs": {"sparsity": 2} if task_kwargs is None else task_kwargs,
+            "data": "gaussian",
+            "curriculum": curriculum,
+            "train_steps": 100,
+        },
+    }
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     latest, early = _garg_model(0), _garg_model(1)
-    torch.save({"model_state_dict": _as_garg(latest), "optimizer_state_dict": {"state": {}, "param_groups": []},
-                "train_step": 100}, folder / "state.pt")
+    torch.save(
+        {
+            "model_state_dict": _as_garg(latest),
+            "optimizer_state_dict": {"state": {}, "param_groups": []},
+            "train_step": 100,
+        },
+        folder / "state.pt",
+    )
     torch.save(_as_garg(early), folder / "model_50.pt")
     return latest, early
 
@@ -114,23 +154,45 @@ def test_a_garg_run_loads_with_its_task_and_evaluates(tmp_path):
     for step, model in ((None, latest), (50, early)):
         loaded = iclab.load_model(tmp_path / "garg", step=step)
         assert loaded.step == (100 if step is None else 50) and type(loaded.prompt_format) is InterleavedFormat
-        assert (loaded.task.name, loaded.task.d, loaded.task.n_context, loaded.task.sparsity) == ("sparse-linear", 4, 8, 2)
+        assert (loaded.task.name, loaded.task.d, loaded.task.n_context, loaded.task.sparsity) == (
+            "sparse-linear",
+            4,
+            8,
+            2,
+        )
         assert loaded.model.config.activation == "gelu-tanh"
         with torch.no_grad():
             assert torch.equal(loaded.model(tokens, 8), model(tokens, 8))
-    result = iclab.evaluate(tmp_path / "garg", step="all", shifts=["standard", "orthogonal"], learners=["ols", "lasso=0.1"],
-                            prompts=32, bootstrap=10)
+    result = iclab.evaluate(
+        tmp_path / "garg",
+        step="all",
+        shifts=["standard", "orthogonal"],
+        learners=["ols", "lasso=0.1"],
+        prompts=32,
+        bootstrap=10,
+    )
     assert set(result.metrics.query("model == 'transformer'").step) == {50, 100}
     assert result.path.parent == tmp_path / "garg"
 
 
-@pytest.mark.parametrize("task, kwargs, expected", [
-    ("linear_regression", {}, {"kind": "function-class", "class": "linear"}),
-    ("decision_tree", {"depth": 3}, {"kind": "function-class", "class": "decision-tree", "depth": 3}),
-    ("noisy_linear_regression", {"noise_std": 0.5, "renormalize_ys": True}, {"kind": "function-class", "class": "noisy-linear", "noise": 0.5}),
-    ("noisy_linear_regression", {"noise_std": 0.5}, {"kind": "linear-regression", "noise": 0.5}),
-    ("relu_2nn_regression", {"hidden_layer_size": 100}, {"kind": "function-class", "class": "relu-net", "hidden": 100}),
-])
+@pytest.mark.parametrize(
+    "task, kwargs, expected",
+    [
+        ("linear_regression", {}, {"kind": "function-class", "class": "linear"}),
+        ("decision_tree", {"depth": 3}, {"kind": "function-class", "class": "decision-tree", "depth": 3}),
+        (
+            "noisy_linear_regression",
+            {"noise_std": 0.5, "renormalize_ys": True},
+            {"kind": "function-class", "class": "noisy-linear", "noise": 0.5},
+        ),
+        ("noisy_linear_regression", {"noise_std": 0.5}, {"kind": "linear-regression", "noise": 0.5}),
+        (
+            "relu_2nn_regression",
+            {"hidden_layer_size": 100},
+            {"kind": "function-class", "class": "relu-net", "hidden": 100},
+        ),
+    ],
+)
 def test_garg_tasks_become_iclab_tasks(tmp_path, task, kwargs, expected):
     _garg_run(tmp_path / "garg", task, kwargs)
     assert iclab.load_model(tmp_path / "garg").metadata["task"] == {**expected, "d": 4, "n_context": 8}
@@ -138,16 +200,25 @@ def test_garg_tasks_become_iclab_tasks(tmp_path, task, kwargs, expected):
 
 def test_a_garg_state_dict_of_another_shape_is_refused():
     sd = _as_garg(_garg_model(0))
-    for wrong in (garg_config(**{**SIZES, "n_layer": 1}), garg_config(**{**SIZES, "n_dims": 5}),
-                  garg_config(**{**SIZES, "n_positions": 9})):
+    for wrong in (
+        garg_config(**{**SIZES, "n_layer": 1}),
+        garg_config(**{**SIZES, "n_dims": 5}),
+        garg_config(**{**SIZES, "n_positions": 9}),
+    ):
         with pytest.raises(ConfigError, match="not a state dict of Garg et al.'s TransformerModel"):
             from_garg(sd, wrong)
 
 
 def test_hub_layout_round_trips_weights_and_metadata():
     model = GPTTransformer(GPTConfig(3, 1, 2, 8, max_tokens=6), generator(0))
-    metadata = {**describe(model), "task": {"kind": "function-class", "class": "linear", "d": 2, "n_context": 3},
-                "prompt_format": {"class": "InterleavedFormat"}, "name": "gpt", "seed": 4, "step": 9}
+    metadata = {
+        **describe(model),
+        "task": {"kind": "function-class", "class": "linear", "d": 2, "n_context": 3},
+        "prompt_format": {"class": "InterleavedFormat"},
+        "name": "gpt",
+        "seed": 4,
+        "step": 9,
+    }
     tensors, config = to_hub(model.state_dict(), metadata)
     assert config["model_type"] == "iclab" and config["architectures"] == ["GPTTransformer"]
     state, back = from_hub(tensors, config)

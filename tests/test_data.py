@@ -2,8 +2,16 @@ import pytest
 import torch
 
 from iclab.config import ConfigError
-from iclab.data import (BPETokenizer, ByteTokenizer, load_corpus, make_tokenizer, pack_blocks, pydoc_topics,
-                        split_text, wikitext)
+from iclab.data import (
+    BPETokenizer,
+    ByteTokenizer,
+    load_corpus,
+    make_tokenizer,
+    pack_blocks,
+    pydoc_topics,
+    split_text,
+    wikitext,
+)
 
 TEXT = "The quick brown fox jumps over the lazy dog.\nÉté: naïve café — 3.14 ∑ x_i!\n\n  indented\tline\n" * 20
 

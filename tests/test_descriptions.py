@@ -6,14 +6,38 @@ import pytest
 import torch
 
 from iclab.config import ConfigError
-from iclab.models import (MLP, MODELS, CausalLinearAttention, FeatureLSA, GPTConfig, GPTTransformer,
-                          LinearSelfAttention, OneHotMLP, describe, gd_construction, rebuild)
+from iclab.models import (
+    MLP,
+    MODELS,
+    CausalLinearAttention,
+    FeatureLSA,
+    GPTConfig,
+    GPTTransformer,
+    LinearSelfAttention,
+    OneHotMLP,
+    describe,
+    gd_construction,
+    rebuild,
+)
 from iclab.probes import PoolingProbes
-from iclab.prompts import (AutoregressiveFormat, InterleavedFormat, PairedFormat, TokenFormat, describe_format,
-                           format_from_description)
+from iclab.prompts import (
+    AutoregressiveFormat,
+    InterleavedFormat,
+    PairedFormat,
+    TokenFormat,
+    describe_format,
+    format_from_description,
+)
 from iclab.rng import generator
-from iclab.tasks import (SineRegression, autoregressive_from_config, describe_task, function_class,
-                         linear_regression_from_config, task_from_description, template_task)
+from iclab.tasks import (
+    SineRegression,
+    autoregressive_from_config,
+    describe_task,
+    function_class,
+    linear_regression_from_config,
+    task_from_description,
+    template_task,
+)
 
 
 def _frozen_gd_features(g):
@@ -24,16 +48,28 @@ def _frozen_gd_features(g):
 
 # One model of every rebuildable class, with its input: (make(generator), tokens).
 EXAMPLES = {
-    "GPTTransformer": (lambda g: GPTTransformer(GPTConfig(4, 2, 2, 16, max_tokens=12, logit_identity=True), g),
-                       torch.randn(3, 12, 4, generator=generator(1))),
-    "LinearSelfAttention": (lambda g: LinearSelfAttention(4, 2, "separate", clip=3.0, init_scale=0.3, generator=g),
-                            torch.randn(3, 6, 4, generator=generator(2))),
+    "GPTTransformer": (
+        lambda g: GPTTransformer(GPTConfig(4, 2, 2, 16, max_tokens=12, logit_identity=True), g),
+        torch.randn(3, 12, 4, generator=generator(1)),
+    ),
+    "LinearSelfAttention": (
+        lambda g: LinearSelfAttention(4, 2, "separate", clip=3.0, init_scale=0.3, generator=g),
+        torch.randn(3, 6, 4, generator=generator(2)),
+    ),
     "FeatureLSA": (_frozen_gd_features, torch.randn(3, 6, 2, generator=generator(3))),
     "MLP": (lambda g: MLP(3, 8, 2, depth=3, generator=g), torch.randn(3, 3, generator=generator(4))),
-    "CausalLinearAttention": (lambda g: CausalLinearAttention(3, init="random", dtype=torch.float64, generator=g),
-                              torch.randn(2, 7, 6, generator=generator(5), dtype=torch.complex128)),
-    "OneHotMLP": (lambda g: OneHotMLP(6, 4, 16, 3, equality=True, generator=g), torch.randint(6, (3, 4), generator=generator(6))),
-    "PoolingProbes": (lambda g: PoolingProbes(2, 2, 3, 5, 8, 2, 16, generator=g), torch.randn(3, 2, 5, 8, generator=generator(7))),
+    "CausalLinearAttention": (
+        lambda g: CausalLinearAttention(3, init="random", dtype=torch.float64, generator=g),
+        torch.randn(2, 7, 6, generator=generator(5), dtype=torch.complex128),
+    ),
+    "OneHotMLP": (
+        lambda g: OneHotMLP(6, 4, 16, 3, equality=True, generator=g),
+        torch.randint(6, (3, 4), generator=generator(6)),
+    ),
+    "PoolingProbes": (
+        lambda g: PoolingProbes(2, 2, 3, 5, 8, 2, 16, generator=g),
+        torch.randn(3, 2, 5, 8, generator=generator(7)),
+    ),
 }
 
 
@@ -70,16 +106,20 @@ def test_unknown_or_unrecorded_classes_cannot_be_rebuilt():
         rebuild(describe(plain))
 
 
-@pytest.mark.parametrize("task", [
-    linear_regression_from_config({"d": 3, "n_context": 5, "cov": [1.0, 2.0, 3.0], "noise": 0.1, "w_sparsity": 2}),
-    linear_regression_from_config({"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 0.5}),
-    function_class("sparse-linear", 4, 6, sparsity=2),
-    function_class("decision-tree", 4, 6, depth=3),
-    function_class("noisy-linear", 3, 5, noise=0.5),
-    SineRegression(4),
-    autoregressive_from_config({"d": 2, "length": 5}),
-    template_task("aba-abb", 8),
-], ids=lambda t: type(t).__name__)
+@pytest.mark.parametrize(
+    "task",
+    [
+        linear_regression_from_config({"d": 3, "n_context": 5, "cov": [1.0, 2.0, 3.0], "noise": 0.1, "w_sparsity": 2}),
+        linear_regression_from_config({"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 0.5}),
+        function_class("sparse-linear", 4, 6, sparsity=2),
+        function_class("decision-tree", 4, 6, depth=3),
+        function_class("noisy-linear", 3, 5, noise=0.5),
+        SineRegression(4),
+        autoregressive_from_config({"d": 2, "length": 5}),
+        template_task("aba-abb", 8),
+    ],
+    ids=lambda t: type(t).__name__,
+)
 def test_a_task_rebuilt_from_its_description_samples_the_same_prompts(task):
     description = json.loads(json.dumps(describe_task(task)))
     rebuilt = task_from_description(description)
@@ -98,8 +138,9 @@ def test_bad_task_descriptions_are_config_errors():
         task_from_description({"kind": "function-class", "class": "linear", "d": 3, "n_context": 5, "depth": 2})
 
 
-@pytest.mark.parametrize("fmt", [PairedFormat(), PairedFormat("mu"), InterleavedFormat(), AutoregressiveFormat(),
-                                 TokenFormat()], ids=repr)
+@pytest.mark.parametrize(
+    "fmt", [PairedFormat(), PairedFormat("mu"), InterleavedFormat(), AutoregressiveFormat(), TokenFormat()], ids=repr
+)
 def test_prompt_formats_round_trip(fmt):
     description = json.loads(json.dumps(describe_format(fmt)))
     assert type(format_from_description(description)) is type(fmt)

@@ -3,13 +3,17 @@ import torch
 
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
+from iclab.models import LinearSelfAttention, merged_lsa
 from iclab.prompts import PairedFormat
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import (
-    descriptor_optimum, gradient_flow, infinite_n_solution, infinite_n_solution_loss, no_descriptor_limit_loss,
+    descriptor_optimum,
+    gradient_flow,
+    infinite_n_solution,
+    infinite_n_solution_loss,
+    no_descriptor_limit_loss,
 )
-from iclab.models import LinearSelfAttention, merged_lsa
 from iclab.theory.descriptors import embed
 
 
@@ -87,7 +91,9 @@ def test_no_descriptor_limit_is_approached_from_above():
 
 def _balanced_start(opt, scale=0.1):
     dim = opt.matrix.shape[0] + 1
-    return LinearSelfAttention(dim, init="balanced", init_scale=scale, generator=generator(0, "init")).layers[0].merged()
+    return (
+        LinearSelfAttention(dim, init="balanced", init_scale=scale, generator=generator(0, "init")).layers[0].merged()
+    )
 
 
 def test_gradient_flow_converges_and_keeps_the_balance():
@@ -116,9 +122,22 @@ def test_gradient_flow_needs_a_balanced_start():
 def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
     import iclab
 
-    tiny = {"task.d": 3, "seeds": 2, "n_contexts": [10], "deep_n_context": 10, "deep_layers": [2], "d_sweep": [3],
-            "d_sweep_n_context": 10, "one_hot.n_context": 10, "train.steps": 1000, "train.batch_size": 256,
-            "eval_prompts": 8192, "eval_batch": 1024, "theory.mean_draws": 2000, "theory.flow_steps": 200}
+    tiny = {
+        "task.d": 3,
+        "seeds": 2,
+        "n_contexts": [10],
+        "deep_n_context": 10,
+        "deep_layers": [2],
+        "d_sweep": [3],
+        "d_sweep_n_context": 10,
+        "one_hot.n_context": 10,
+        "train.steps": 1000,
+        "train.batch_size": 256,
+        "eval_prompts": 8192,
+        "eval_batch": 1024,
+        "theory.mean_draws": 2000,
+        "theory.flow_steps": 200,
+    }
     result = iclab.run("task-descriptors", overrides=tiny, out=tmp_path / "run", progress=False)
     depth = {c["id"]: c for c in result.claims if c["id"] in ("descriptors-help-every-depth", "gap-narrows-with-depth")}
     # Both depths' gaps are measured over the two seeds' mean, and the paper's two statements hold even here.

@@ -7,15 +7,29 @@ import iclab
 
 ROOT = Path(iclab.__file__).resolve().parent.parent
 PAPERS = ROOT / "docs" / "papers.md"
-SOURCES = [p for pattern in ("iclab/**/*.py", "tests/*.py", "benchmarks/*.py", "scripts/*.py", "examples/**/*.py",
-                             "*.md", "docs/**/*.md") for p in ROOT.glob(pattern)]
+SOURCES = [
+    p
+    for pattern in (
+        "iclab/**/*.py",
+        "tests/*.py",
+        "benchmarks/*.py",
+        "scripts/*.py",
+        "examples/**/*.py",
+        "*.md",
+        "docs/**/*.md",
+    )
+    for p in ROOT.glob(pattern)
+]
 
 
 def test_every_citation_of_papers_md_names_a_section():
     sections = set(re.findall(r"^## (\d+)\. ", PAPERS.read_text(encoding="utf-8"), flags=re.M))
     assert sections == {str(n) for n in range(1, 8)}
-    cited = {(p.relative_to(ROOT), n) for p in SOURCES
-             for n in re.findall(r"docs/papers\.md §(\d+)", p.read_text(encoding="utf-8"))}
+    cited = {
+        (p.relative_to(ROOT), n)
+        for p in SOURCES
+        for n in re.findall(r"docs/papers\.md §(\d+)", p.read_text(encoding="utf-8"))
+    }
     assert cited, "nothing cites docs/papers.md"
     assert not {c for c in cited if c[1] not in sections}
 
@@ -27,8 +41,11 @@ def _anchors(page: Path) -> set[str]:
 
 
 def test_links_between_docs_pages_resolve():
-    links = [(page, target, anchor) for page in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]
-             for target, anchor in re.findall(r"\]\(([^)#:]*\.md)?(?:#([^)]*))?\)", page.read_text(encoding="utf-8"))]
+    links = [
+        (page, target, anchor)
+        for page in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"]
+        for target, anchor in re.findall(r"\]\(([^)#:]*\.md)?(?:#([^)]*))?\)", page.read_text(encoding="utf-8"))
+    ]
     assert len(links) > 7
     for page, target, anchor in links:
         linked = page.parent / target if target else page

@@ -15,8 +15,19 @@ from iclab.loading import load_model
 from iclab.metrics import loss_by_prefix, prefix_predictions
 from iclab.rng import generator
 
-GPT = ["train.steps=12", "train.compile=false", "train.warmup=2", "train.log_every=2", "train.checkpoint_every=6", "train.keep=[3, 6]",
-       "model.n_layers=1", "model.width=16", "model.n_heads=2", "eval_prompts=200", "bootstrap=50"]
+GPT = [
+    "train.steps=12",
+    "train.compile=false",
+    "train.warmup=2",
+    "train.log_every=2",
+    "train.checkpoint_every=6",
+    "train.keep=[3, 6]",
+    "model.n_layers=1",
+    "model.width=16",
+    "model.n_heads=2",
+    "eval_prompts=200",
+    "bootstrap=50",
+]
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +40,9 @@ def gpt_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def lsa_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("lsa")
-    return iclab.run("lsa-linear", seeds=1, overrides=["train.steps=20", "eval_prompts=500"], out=root / "run",
-                     progress=False).path
+    return iclab.run(
+        "lsa-linear", seeds=1, overrides=["train.steps=20", "eval_prompts=500"], out=root / "run", progress=False
+    ).path
 
 
 def _eval_folders(path):
@@ -43,10 +55,18 @@ def test_a_loaded_model_predicts_what_its_run_measured(gpt_run):
     for seed in (0, 1):
         loaded = load_model(gpt_run, seed=seed)
         assert not loaded.model.training and loaded.step == 12 and (loaded.name, loaded.seed) == ("gpt", seed)
-        assert (loaded.task.d, loaded.task.n_context) == (5, 10) and type(loaded.prompt_format).__name__ == "InterleavedFormat"
+        assert (loaded.task.d, loaded.task.n_context) == (5, 10) and type(
+            loaded.prompt_format
+        ).__name__ == "InterleavedFormat"
         episode = loaded.task.sample(config["eval_prompts"], generator(config["seed"], "eval")).to(dtype=torch.float64)
-        curve = loss_by_prefix(prefix_predictions(loaded.model, episode, loaded.prompt_format), episode.ys, "mse_over_d",
-                               5, config["bootstrap"], seed=config["seed"])
+        curve = loss_by_prefix(
+            prefix_predictions(loaded.model, episode, loaded.prompt_format),
+            episode.ys,
+            "mse_over_d",
+            5,
+            config["bootstrap"],
+            seed=config["seed"],
+        )
         logged = metrics.query("model == 'gpt' and seed == @seed and metric == 'mse_over_d'").sort_values("n").value
         assert torch.equal(torch.tensor(logged.to_numpy()), curve["mean"])  # the very same numbers
 
@@ -58,12 +78,15 @@ def test_kept_checkpoints_load_at_their_steps(gpt_run):
     assert early.step == 3 and not torch.equal(early.model.read_out.weight, late.model.read_out.weight)
 
 
-@pytest.mark.parametrize("choice, message", [
-    ({}, "holds several seeds of model 'gpt'; pick one with --seed: 0, 1"),
-    ({"model": "lsa", "seed": 0}, "has no model 'lsa'; choose from gpt"),
-    ({"seed": 7}, "has no seed 7 of model 'gpt'; choose from 0, 1"),
-    ({"seed": 0, "step": 5}, "has no checkpoint at step 5; choose from 3, 6, 12"),
-])
+@pytest.mark.parametrize(
+    "choice, message",
+    [
+        ({}, "holds several seeds of model 'gpt'; pick one with --seed: 0, 1"),
+        ({"model": "lsa", "seed": 0}, "has no model 'lsa'; choose from gpt"),
+        ({"seed": 7}, "has no seed 7 of model 'gpt'; choose from 0, 1"),
+        ({"seed": 0, "step": 5}, "has no checkpoint at step 5; choose from 3, 6, 12"),
+    ],
+)
 def test_bad_choices_list_the_possible_ones(gpt_run, choice, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         load_model(gpt_run, **choice)
@@ -86,52 +109,96 @@ def test_unfinished_and_old_runs_fail_with_one_clear_line(gpt_run, tmp_path):
 
 
 def test_eval_writes_an_evaluation_folder_the_report_rereads(gpt_run, capsys):
-    assert main(["eval", str(gpt_run), "--seed", "0", "--shift", "standard", "skewed", "--shift", "scale-y=2",
-                 "--learners", "ols", "ridge=0.1"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                str(gpt_run),
+                "--seed",
+                "0",
+                "--shift",
+                "standard",
+                "skewed",
+                "--shift",
+                "scale-y=2",
+                "--learners",
+                "ols",
+                "ridge=0.1",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     (folder,) = _eval_folders(gpt_run)
     assert str(folder) in out and "skewed" in out and "ridge(0.1)" in out
     assert {p.name for p in folder.iterdir()} == {"evaluation.yaml", "metrics.parquet", "figures", "report.html"}
     assert {p.name for p in (folder / "figures").iterdir()} == {"by_prefix.png"}
     spec = yaml.safe_load((folder / "evaluation.yaml").read_text())
-    assert spec["command"] == f"iclab eval {gpt_run} --seed 0 --shift standard skewed --shift scale-y=2 --learners ols ridge=0.1"
+    assert (
+        spec["command"]
+        == f"iclab eval {gpt_run} --seed 0 --shift standard skewed --shift scale-y=2 --learners ols ridge=0.1"
+    )
     assert spec["steps"] == [12] and spec["shifts"] == ["standard", "skewed", "scale-y=2"]
     metrics = pd.read_parquet(folder / "metrics.parquet")
     assert list(metrics.columns) == ["setting", "model", "seed", "step", "n", "metric", "value"]
-    assert set(metrics.model) == {"gpt", "ols", "ridge(0.1)"} and set(metrics.setting) == {"standard", "skewed", "scale-y=2"}
+    assert set(metrics.model) == {"gpt", "ols", "ridge(0.1)"} and set(metrics.setting) == {
+        "standard",
+        "skewed",
+        "scale-y=2",
+    }
     assert metrics.query("model == 'ols'").step.isna().all() and set(metrics.query("model == 'gpt'").step) == {12}
     # The training task's standard prompts are the run's own: the same errors (mse/d = mse over E[y²] = d).
     run = pd.read_parquet(gpt_run / "metrics.parquet").query("model == 'gpt' and seed == 0 and metric == 'mse_over_d'")
     ours = metrics.query("model == 'gpt' and setting == 'standard' and metric == 'normalised_mse'")
-    torch.testing.assert_close(torch.tensor(ours.sort_values("n").value.to_numpy()),
-                               torch.tensor(run.sort_values("n").value.to_numpy()), rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        torch.tensor(ours.sort_values("n").value.to_numpy()),
+        torch.tensor(run.sort_values("n").value.to_numpy()),
+        rtol=1e-12,
+        atol=0,
+    )
     (folder / "report.html").unlink()
     assert main(["report", str(folder)]) == 0 and "skewed" in (folder / "report.html").read_text()
     shutil.rmtree(folder)
 
 
 def test_every_kept_step_and_a_changed_task(gpt_run, tmp_path):
-    result = iclab.evaluate(gpt_run, seed=1, step="all", task=["class=quadratic"], shifts=["standard", "noisy"],
-                            prompts=64, bootstrap=20, attention=True, out=tmp_path / "eval")
+    result = iclab.evaluate(
+        gpt_run,
+        seed=1,
+        step="all",
+        task=["class=quadratic"],
+        shifts=["standard", "noisy"],
+        prompts=64,
+        bootstrap=20,
+        attention=True,
+        out=tmp_path / "eval",
+    )
     assert {p.name for p in (result.path / "figures").iterdir()} == {"by_prefix.png", "by_step.png", "attention.png"}
     spec = yaml.safe_load((result.path / "evaluation.yaml").read_text())
-    assert spec["steps"] == [3, 6, 12] and spec["task"] == {"kind": "function-class", "class": "quadratic", "d": 5,
-                                                             "n_context": 10}
+    assert spec["steps"] == [3, 6, 12] and spec["task"] == {
+        "kind": "function-class",
+        "class": "quadratic",
+        "d": 5,
+        "n_context": 10,
+    }
     assert spec["command"].startswith("iclab.evaluate(") and "step='all'" in spec["command"]
     model_rows = result.metrics.query("model == 'gpt'")
     assert set(model_rows.step) == {3, 6, 12} and set(model_rows.seed) == {1}
 
 
-@pytest.mark.parametrize("arguments, message", [
-    (["--seed", "0", "--task", "d=3"], "cannot read prompts of the task"),
-    (["--seed", "0", "--task", "n_context=40"], "cannot read prompts of the task"),
-    (["--seed", "0", "--task", "nois=0.5"], "unknown linear-regression task keys: nois"),
-    (["--seed", "0", "--shift", "sideways"], "unknown shift 'sideways'"),
-    (["--seed", "0", "--learners", "oracle"], "unknown learner 'oracle'"),
-    (["--seed", "0", "--step", "soon"], "--step takes a checkpoint's step or all"),
-    (["--seed", "0", "--step", "4"], "no checkpoint at step 4"),
-    (["--model", "lsa"], "has no model 'lsa'"),
-])
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (["--seed", "0", "--task", "d=3"], "cannot read prompts of the task"),
+        (["--seed", "0", "--task", "n_context=40"], "cannot read prompts of the task"),
+        (["--seed", "0", "--task", "nois=0.5"], "unknown linear-regression task keys: nois"),
+        (["--seed", "0", "--shift", "sideways"], "unknown shift 'sideways'"),
+        (["--seed", "0", "--learners", "oracle"], "unknown learner 'oracle'"),
+        (["--seed", "0", "--step", "soon"], "--step takes a checkpoint's step or all"),
+        (["--seed", "0", "--step", "4"], "no checkpoint at step 4"),
+        (["--model", "lsa"], "has no model 'lsa'"),
+    ],
+)
 def test_bad_eval_input_is_one_line_and_writes_nothing(gpt_run, capsys, arguments, message):
     assert main(["eval", str(gpt_run), *arguments]) == 2
     err = capsys.readouterr().err
@@ -140,8 +207,14 @@ def test_bad_eval_input_is_one_line_and_writes_nothing(gpt_run, capsys, argument
 
 
 def test_paired_format_models_evaluate_and_token_models_are_refused(lsa_run, tmp_path):
-    result = iclab.evaluate(lsa_run, model="lsa-isotropic", shifts=["standard", "scale-x=2"], prompts=100, bootstrap=10,
-                            out=tmp_path / "lsa")
+    result = iclab.evaluate(
+        lsa_run,
+        model="lsa-isotropic",
+        shifts=["standard", "scale-x=2"],
+        prompts=100,
+        bootstrap=10,
+        out=tmp_path / "lsa",
+    )
     rows = result.metrics.query("model == 'lsa-isotropic' and setting == 'standard' and metric == 'normalised_mse'")
     assert len(rows) == 20 and rows.value.iloc[-1] < 1  # k = 0 … 19: after a few examples it beats predicting 0
     with pytest.raises(ConfigError, match="draws a transformer's attention"):

@@ -20,8 +20,9 @@ def _episode(batch=64, q=3, seed=0):
 
 
 def _lsa(layers, shared, parametrization="separate", normalize=False):
-    return LinearSelfAttention(D + 1, layers, parametrization, normalize=normalize, shared=shared,
-                               readout_sign=-1.0, generator=generator(1)).double()
+    return LinearSelfAttention(
+        D + 1, layers, parametrization, normalize=normalize, shared=shared, readout_sign=-1.0, generator=generator(1)
+    ).double()
 
 
 @pytest.mark.parametrize("parametrization", ["separate", "merged"])
@@ -56,10 +57,10 @@ def test_gd_plus_plus_by_hand():
     got = GDPlusPlus([lr, lr], [gamma, gamma]).predict_episode(e)
     for b in range(5):
         x, y, xq = e.xs[b].clone(), e.ys[b].clone(), e.x_query[b, 0].clone()
-        w1 = lr / N * x.T @ y                      # first GD step on the raw data
+        w1 = lr / N * x.T @ y  # first GD step on the raw data
         s = x.T @ x
         x2, xq2 = x @ (torch.eye(D) - gamma * s).double().T, (torch.eye(D).double() - gamma * s) @ xq
-        r = y - x @ w1                             # residuals after step 1
+        r = y - x @ w1  # residuals after step 1
         pred = w1 @ xq + lr / N * (x2.T @ r) @ xq2  # step 2 on the transformed inputs
         assert got[b, 0].item() == pytest.approx(pred.item(), abs=1e-12)
 
@@ -107,8 +108,10 @@ def test_gd_fit_recovers_the_closed_form_and_beats_gd():
     assert one.lrs.item() == pytest.approx(best.lr, rel=0.05)  # the sample optimum scatters around η*
     two = GDPlusPlus.fit(sample, 2, start=(best.lr, 0.0))
     fresh = task.sample(20000, generator(1), torch.float64)
-    half = {l: 0.5 * (l.predict_episode(fresh) - fresh.y_query).pow(2).mean().item()
-            for l in (one, two, GDPlusPlus.fit(sample, 2, curvature=False, start=(best.lr, 0.0)))}
+    half = {
+        l: 0.5 * (l.predict_episode(fresh) - fresh.y_query).pow(2).mean().item()
+        for l in (one, two, GDPlusPlus.fit(sample, 2, curvature=False, start=(best.lr, 0.0)))
+    }
     losses = list(half.values())
     assert losses[0] == pytest.approx(best.loss / 2, rel=0.03)
     assert losses[1] < losses[2] < losses[0]  # GD++ beats 2-step GD beats one step
@@ -134,7 +137,9 @@ def test_sine_task_and_feature_model():
     task = SineRegression(n_context=5, n_query=2)
     e = task.sample(8, generator(0))
     assert e.xs.shape == (8, 5, 1) and e.y_query.shape == (8, 2)
-    torch.testing.assert_close(e.ys, e.truth["amplitude"][:, None] * torch.sin(e.xs[..., 0] + e.truth["phase"][:, None]))
+    torch.testing.assert_close(
+        e.ys, e.truth["amplitude"][:, None] * torch.sin(e.xs[..., 0] + e.truth["phase"][:, None])
+    )
     torch.testing.assert_close(task.sample(8, generator(0)).ys, e.ys)
     with pytest.raises(ConfigError):
         SineRegression(n_context=5, amplitude=(2.0, 1.0))
@@ -156,10 +161,13 @@ def test_sine_task_and_feature_model():
     cfg = TrainConfig(steps=60, batch_size=128, lr=3e-3, loss="half_mse", log_every=10)
     held_out = task.sample(2000, generator(5))
     for train_attention in (False, True):
-        make_one = lambda g: make(g, train_attention)  # noqa: E731
+        make_one = lambda g: make(g, train_attention)
         before = make_one(generator(0, "init"))
         result = train(make_one, data_source(task, PairedFormat(), cfg), cfg, [0], progress=False)
-        loss = {m: 0.5 * (predictions(m, held_out) - held_out.y_query).pow(2).mean().item() for m in (before, result.models[0])}
+        loss = {
+            m: 0.5 * (predictions(m, held_out) - held_out.y_query).pow(2).mean().item()
+            for m in (before, result.models[0])
+        }
         assert loss[result.models[0]] < 0.9 * loss[before]
         if not train_attention:
             for a, b in zip(result.models[0].attention.layers[0].merged(), fixed.attention.layers[0].merged()):
@@ -172,16 +180,32 @@ def test_experiment_smoke(tmp_path):
     from iclab.cli import main
 
     out = tmp_path / "run"
-    fast = ["train.steps=4", "train.log_every=2", "sine.train.steps=4", "depths=[2]", "fit_prompts=256",
-            "eval_prompts=500", "compare_prompts=50"]
+    fast = [
+        "train.steps=4",
+        "train.log_every=2",
+        "sine.train.steps=4",
+        "depths=[2]",
+        "fit_prompts=256",
+        "eval_prompts=500",
+        "compare_prompts=50",
+    ]
     assert main(["run", "gd-mechanism", "--out", str(out), "--seeds", "1", *sum((["--set", f] for f in fast), [])]) == 0
     found = json.loads((out / "claims.json").read_text())
     claims = {c["id"] for c in found}
     assert {c["figure"] for c in found} - {None} <= {p.stem for p in (out / "figures").iterdir()}
-    assert {"a-loss-equals-gd", "a-sensitivity-cosine", "b-matches-gd-plus-plus", "c-loss-falls-with-depth",
-            "d-far-below-zero"} <= claims
+    assert {
+        "a-loss-equals-gd",
+        "a-sensitivity-cosine",
+        "b-matches-gd-plus-plus",
+        "c-loss-falls-with-depth",
+        "d-far-below-zero",
+    } <= claims
     assert {p.name for p in (out / "figures").iterdir()} == {
-        "training_curves.png", "weights.png", "sensitivity_cosine.png", "sine.png"}
+        "training_curves.png",
+        "weights.png",
+        "sensitivity_cosine.png",
+        "sine.png",
+    }
     assert main(["run", "gd-mechanism", "--out", str(tmp_path / "bad"), "--set", "depths=[0]"]) == 2
 
 
@@ -219,5 +243,7 @@ def test_deep_per_layer_recipe_trains_a_four_layer_stack():
         loss = 0.5 * (predictions(model, held_out) - held_out.y_query).pow(2).mean().item()
         assert loss < 0.2  # the zero predictor: 0.417; one GD step: 0.205
         with torch.no_grad():
-            _, found = model(100 * tokens, task.n_context, activations=[f"blocks.{k}.hook_resid_post" for k in range(4)])
+            _, found = model(
+                100 * tokens, task.n_context, activations=[f"blocks.{k}.hook_resid_post" for k in range(4)]
+            )
         assert all(h.abs().max() <= clip for h in found.values())

@@ -50,7 +50,7 @@ def test_a_random_feature_map_is_estimated_without_bias_and_its_error_shrinks_wi
 def test_the_one_hot_mlps_matrix_is_constant_hence_singular():
     # Strings over disjoint alphabets have orthogonal one-hot inputs, so the MLP's kernel is the same for
     # every pair of templates: N = c·11ᵀ, of rank 1 (the paper's theorem for MLPs).
-    make = lambda g: OneHotMLP(TASK.vocab_size, 2, 64, generator=g)  # noqa: E731
+    make = lambda g: OneHotMLP(TASK.vocab_size, 2, 64, generator=g)
     result = template_matrix(lambda tokens, g: make(g).features(tokens), TASK, draws=80, seed=2, strings=8)
     entries = result.matrix.flatten()
     assert (entries.mean() > 0) and ((entries - entries.mean()).abs() <= 4 * result.stderr.flatten()).all()
@@ -64,5 +64,7 @@ def test_draws_are_reproducible_from_the_seed():
 
 
 def test_condition_number():
-    matrices = torch.stack([torch.eye(3), torch.diag(torch.tensor([1.0, 2.0, 4.0])), torch.diag(torch.tensor([1.0, 1.0, 0.0]))])
+    matrices = torch.stack(
+        [torch.eye(3), torch.diag(torch.tensor([1.0, 2.0, 4.0])), torch.diag(torch.tensor([1.0, 1.0, 0.0]))]
+    )
     torch.testing.assert_close(condition_number(matrices), torch.tensor([1.0, 4.0, math.inf]))

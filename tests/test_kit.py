@@ -22,8 +22,12 @@ DEFAULTS = dataclasses.asdict(TrainConfig())
 
 
 def _experiment(**kwargs):
-    defaults = {"seed": 0, "seeds": 2, "train": {"steps": 50, "lr": 0.01},
-                "part": {"train": {"batch_size": 32}, "overrides": {"lr": 0.1}}}
+    defaults = {
+        "seed": 0,
+        "seeds": 2,
+        "train": {"steps": 50, "lr": 0.01},
+        "part": {"train": {"batch_size": 32}, "overrides": {"lr": 0.1}},
+    }
     return Experiment("kit", "paper", defaults, {"quick": {"train": {"steps": 60}}}, run=lambda c, x: [], **kwargs)
 
 
@@ -64,8 +68,9 @@ def test_resume_fills_the_train_block_of_an_older_config_and_takes_new_train_key
     """A run folder whose config.yaml predates the filled train block resumes, and ``--set train.clip``
     applies to it (recorded under resume_overrides)."""
     out = tmp_path / "run"
-    config = experiments.get("lsa-linear").resolve("quick", ["train.steps=4", "eval_prompts=200", "seeds=1",
-                                                             "train.checkpoint_every=2"])
+    config = experiments.get("lsa-linear").resolve(
+        "quick", ["train.steps=4", "eval_prompts=200", "seeds=1", "train.checkpoint_every=2"]
+    )
     config = {"experiment": "lsa-linear", **config}
     config["train"] = {k: v for k, v in config["train"].items() if k not in ("clip", "blowup", "precision")}
     RunFolder.create("lsa-linear", config, out)
@@ -76,8 +81,13 @@ def test_resume_fills_the_train_block_of_an_older_config_and_takes_new_train_key
 
 
 def _context(tmp_path, **config):
-    return RunContext(RunFolder.create("kit", {"experiment": "kit"}, tmp_path / "run"), torch.device("cpu"),
-                      progress=False, experiment="kit", config={"seed": 3, "seeds": 2, **config})
+    return RunContext(
+        RunFolder.create("kit", {"experiment": "kit"}, tmp_path / "run"),
+        torch.device("cpu"),
+        progress=False,
+        experiment="kit",
+        config={"seed": 3, "seeds": 2, **config},
+    )
 
 
 TASK = linear_regression_from_config({"d": 3, "n_context": 8})
@@ -97,14 +107,19 @@ def test_seeds_and_the_evaluation_prompts(tmp_path):
 def test_evaluate_logs_learners_by_name_and_models_by_name_and_seed(tmp_path):
     ctx = _context(tmp_path)
     models = {seed: LinearSelfAttention(4, generator=generator(seed)) for seed in ctx.seeds}
-    predictors = {"ols": LeastSquares().predict_episode, "zero": ZeroPredictor().predict_episode,
-                  **{("lsa", seed): model_predictor(m) for seed, m in models.items()}}
+    predictors = {
+        "ols": LeastSquares().predict_episode,
+        "zero": ZeroPredictor().predict_episode,
+        **{("lsa", seed): model_predictor(m) for seed, m in models.items()},
+    }
     losses = ctx.evaluate(predictors, TASK, 300, "half_mse", setting="iso")
     reference = evaluate(predictors, TASK, 300, 3, "half_mse")
     assert losses == {key: mean for key, (mean, _) in reference.items()}
     assert set(losses) == {"ols", "zero", ("lsa", 3), ("lsa", 4)}
     rows = {(r["model"], r["seed"], r["metric"]): r["value"] for r in ctx.rows}
-    assert rows["lsa", 4, "half_mse"] == losses["lsa", 4] and rows["ols", None, "half_mse_stderr"] == reference["ols"][1]
+    assert (
+        rows["lsa", 4, "half_mse"] == losses["lsa", 4] and rows["ols", None, "half_mse_stderr"] == reference["ols"][1]
+    )
     assert all(r["setting"] == "iso" for r in ctx.rows) and len(ctx.rows) == 8
     # models and learners themselves are predictors too
     sources = {"ols": LeastSquares(), **{("lsa", seed): m for seed, m in models.items()}}
@@ -114,8 +129,10 @@ def test_evaluate_logs_learners_by_name_and_models_by_name_and_seed(tmp_path):
 def test_log_metrics_writes_one_row_per_metric_with_the_same_keys(tmp_path):
     ctx = _context(tmp_path)
     ctx.log_metrics({"a": 1.0, "b": 2.0}, setting="iso", model="lsa", seed=3)
-    assert ctx.rows == [{"setting": "iso", "model": "lsa", "seed": 3, "metric": "a", "value": 1.0},
-                        {"setting": "iso", "model": "lsa", "seed": 3, "metric": "b", "value": 2.0}]
+    assert ctx.rows == [
+        {"setting": "iso", "model": "lsa", "seed": 3, "metric": "a", "value": 1.0},
+        {"setting": "iso", "model": "lsa", "seed": 3, "metric": "b", "value": 2.0},
+    ]
 
 
 def test_log_band_writes_the_curve_and_its_band_per_prefix(tmp_path):
@@ -132,13 +149,18 @@ def test_log_band_writes_the_curve_and_its_band_per_prefix(tmp_path):
 def test_model_trains_once_per_name_and_refuses_another_recipe(tmp_path):
     ctx = _context(tmp_path)
     cfg = {"steps": 6, "batch_size": 16, "log_every": 2}
-    make = lambda g: LinearSelfAttention(4, generator=g)  # noqa: E731
+    make = lambda g: LinearSelfAttention(4, generator=g)
     data = data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg))
     result = ctx.model("lsa", make, data, cfg, setting="iso")
     assert len(result.models) == 2 and len(ctx.rows) == 2 * 3 and list(result.by_seed) == [3, 4]
     # the same recipe (a new but equal data source and config) gives the same result, logged once
-    again = ctx.model("lsa", make, data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg)),
-                      TrainConfig.from_config(cfg), setting="iso")
+    again = ctx.model(
+        "lsa",
+        make,
+        data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg)),
+        TrainConfig.from_config(cfg),
+        setting="iso",
+    )
     assert again is result and len(ctx.rows) == 6
     history = ctx.history()
     assert list(history.columns) == ["setting", "model", "seed", "step", "metric", "value"]

@@ -23,19 +23,46 @@ import torch
 
 import iclab.learners
 from iclab.learners import (
-    Averaging, BayesLinear, BoostedTrees, GDPlusPlus, GradientDescent, GreedyTree, Lasso, Learner, LeastSquares,
-    LinearLearner, NearestNeighbours, OnePassSGD, OnFeatures, Ridge, TwoLayerNetGD, ZeroPredictor,
+    Averaging,
+    BayesLinear,
+    BoostedTrees,
+    GDPlusPlus,
+    GradientDescent,
+    GreedyTree,
+    Lasso,
+    Learner,
+    LeastSquares,
+    LinearLearner,
+    NearestNeighbours,
+    OnePassSGD,
+    OnFeatures,
+    Ridge,
+    TwoLayerNetGD,
+    ZeroPredictor,
 )
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 
 LEARNERS = [
-    LeastSquares(), Ridge(0.3), BayesLinear(1.0, 0.5), BayesLinear(), Averaging(), ZeroPredictor(),
-    GradientDescent(2, 0.3), GradientDescent(1, 0.04, lam=0.3, average=False),
+    LeastSquares(),
+    Ridge(0.3),
+    BayesLinear(1.0, 0.5),
+    BayesLinear(),
+    Averaging(),
+    ZeroPredictor(),
+    GradientDescent(2, 0.3),
+    GradientDescent(1, 0.04, lam=0.3, average=False),
     GradientDescent(2, 0.2, preconditioner=torch.tensor([[1.0, 0.2, 0.0], [0.2, 0.5, 0.0], [0.0, 0.0, 2.0]])),
-    OnePassSGD(0.06, lam=0.1), GDPlusPlus([0.5, 0.4], [0.1, 0.0]),
-    NearestNeighbours(3), NearestNeighbours(2, "distance"), NearestNeighbours(3, "distance2"),
-    Lasso(0.05), GreedyTree(2), GreedyTree(None), BoostedTrees(rounds=5), TwoLayerNetGD(hidden=8, steps=10),
+    OnePassSGD(0.06, lam=0.1),
+    GDPlusPlus([0.5, 0.4], [0.1, 0.0]),
+    NearestNeighbours(3),
+    NearestNeighbours(2, "distance"),
+    NearestNeighbours(3, "distance2"),
+    Lasso(0.05),
+    GreedyTree(2),
+    GreedyTree(None),
+    BoostedTrees(rounds=5),
+    TwoLayerNetGD(hidden=8, steps=10),
     OnFeatures(LeastSquares(), torch.square, "ols on x⊙x"),
 ]
 D = 3  # the preconditioned GD above is 3 × 3
@@ -55,9 +82,18 @@ def _close(learner, got, expected):
 def check_prefixes_equal_a_per_prefix_loop(learner: Learner):
     for n, d in SHAPES:
         episode = _episode(n, d)
-        loop = [learner.predict_episode(dataclasses.replace(
-            episode, xs=episode.xs[:, :k], ys=episode.ys[:, :k], x_query=episode.xs[:, k : k + 1],
-            y_query=episode.ys[:, k : k + 1]))[:, 0] for k in range(n)]
+        loop = [
+            learner.predict_episode(
+                dataclasses.replace(
+                    episode,
+                    xs=episode.xs[:, :k],
+                    ys=episode.ys[:, :k],
+                    x_query=episode.xs[:, k : k + 1],
+                    y_query=episode.ys[:, k : k + 1],
+                )
+            )[:, 0]
+            for k in range(n)
+        ]
         _close(learner, learner.predict_prefixes_episode(episode), torch.stack(loop, dim=1))
 
 
@@ -86,8 +122,12 @@ def check_empty_context_predicts_zero(learner: Learner):
     assert (learner.predict_prefixes_episode(episode)[:, 0] == 0).all()
 
 
-CHECKS = [check_prefixes_equal_a_per_prefix_loop, check_float64_and_shapes, check_batch_independence,
-          check_empty_context_predicts_zero]
+CHECKS = [
+    check_prefixes_equal_a_per_prefix_loop,
+    check_float64_and_shapes,
+    check_batch_independence,
+    check_empty_context_predicts_zero,
+]
 
 
 def _ids() -> list[str]:
@@ -101,7 +141,8 @@ def _ids() -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "learner, check", [(learner, check) for learner in LEARNERS for check in CHECKS],
+    "learner, check",
+    [(learner, check) for learner in LEARNERS for check in CHECKS],
     ids=[f"{name}-{check.__name__}" for name in _ids() for check in CHECKS],
 )
 def test_learner_contract(learner, check):

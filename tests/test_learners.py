@@ -4,14 +4,22 @@ import torch
 
 from iclab.config import ConfigError
 from iclab.learners import (
-    Averaging, BayesLinear, GradientDescent, LeastSquares, NearestNeighbours, Ridge, ZeroPredictor,
+    Averaging,
+    BayesLinear,
+    GradientDescent,
+    LeastSquares,
+    NearestNeighbours,
+    Ridge,
+    ZeroPredictor,
 )
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 
 
 def _episode(n=6, d=3, batch=4, noise=0.3):
-    return LinearRegression(GaussianInputs(d), n_context=n, n_query=2, noise=noise).sample(batch, generator(0), torch.float64)
+    return LinearRegression(GaussianInputs(d), n_context=n, n_query=2, noise=noise).sample(
+        batch, generator(0), torch.float64
+    )
 
 
 def _numpy(e):
@@ -34,8 +42,12 @@ def test_ridge_and_bayes():
     np.testing.assert_allclose(Ridge(lam).predict_episode(e).numpy(), np.einsum("bqd,bd->bq", xq, w), rtol=1e-9)
     # Bayes with w ~ N(0, τ²I), noise σ: ridge with λ = σ²/τ²; kernel form as an independent check.
     tau, sigma = 2.0, 0.5
-    kernel = np.stack([xq[b] @ xs[b].T @ np.linalg.solve(xs[b] @ xs[b].T + sigma**2 / tau**2 * np.eye(6), ys[b])
-                       for b in range(len(xs))])
+    kernel = np.stack(
+        [
+            xq[b] @ xs[b].T @ np.linalg.solve(xs[b] @ xs[b].T + sigma**2 / tau**2 * np.eye(6), ys[b])
+            for b in range(len(xs))
+        ]
+    )
     np.testing.assert_allclose(BayesLinear(tau, sigma).predict_episode(e).numpy(), kernel, rtol=1e-8)
     with pytest.raises(ConfigError):
         Ridge(0.0)
@@ -77,15 +89,27 @@ def test_nearest_neighbours():
     )
     # Fewer examples than k: average all of them.
     short = _episode(n=2)
-    torch.testing.assert_close(NearestNeighbours(3).predict_episode(short), short.ys.mean(1, keepdim=True).expand(-1, 2))
+    torch.testing.assert_close(
+        NearestNeighbours(3).predict_episode(short), short.ys.mean(1, keepdim=True).expand(-1, 2)
+    )
 
 
 def test_learners_by_name():
     from iclab.learners import learner
 
-    names = {"ols": "ols", "ridge=0.1": "ridge(0.1)", "3-nn": "3-nn", "averaging": "averaging", "gd=0.5": "gd1(η=0.5)",
-             "lasso=0.01": "lasso(α=0.01)", "tree": "tree", "tree=4": "tree(depth 4)", "xgboost": "xgboost",
-             "net": "2-layer net GD (100 units)", "zero": "zero"}
+    names = {
+        "ols": "ols",
+        "ridge=0.1": "ridge(0.1)",
+        "3-nn": "3-nn",
+        "averaging": "averaging",
+        "gd=0.5": "gd1(η=0.5)",
+        "lasso=0.01": "lasso(α=0.01)",
+        "tree": "tree",
+        "tree=4": "tree(depth 4)",
+        "xgboost": "xgboost",
+        "net": "2-layer net GD (100 units)",
+        "zero": "zero",
+    }
     assert {name: learner(name).name for name in names} == names
     for bad in ("oracle", "ridge=", "ridge=big", "tree=1.5", "nn"):
         with pytest.raises(ConfigError, match="unknown learner"):

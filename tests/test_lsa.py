@@ -27,7 +27,9 @@ def test_forward_matches_the_papers_formula():
 
 def test_separate_parametrization_equals_merged_products():
     p = _prompt()
-    sep = LinearSelfAttention(4, n_layers=2, parametrization="separate", init_scale=0.5, generator=generator(2)).double()
+    sep = LinearSelfAttention(
+        4, n_layers=2, parametrization="separate", init_scale=0.5, generator=generator(2)
+    ).double()
     merged = LinearSelfAttention(4, n_layers=2, init="zero").double()
     with torch.no_grad():
         for a, b in zip(sep.layers, merged.layers):
@@ -46,9 +48,12 @@ def test_state_dict_names_and_weight_sharing():
     h = p.tokens
     for _ in range(3):
         h = model.layers[0](h, p.n_context)
-    torch.testing.assert_close(model(p.tokens, p.n_context), h[:, p.n_context:, -1])
+    torch.testing.assert_close(model(p.tokens, p.n_context), h[:, p.n_context :, -1])
     assert set(LinearSelfAttention(4, n_layers=2).state_dict()) == {
-        "layers.0.w_kq", "layers.0.w_pv", "layers.1.w_kq", "layers.1.w_pv"
+        "layers.0.w_kq",
+        "layers.0.w_pv",
+        "layers.1.w_kq",
+        "layers.1.w_pv",
     }
 
 

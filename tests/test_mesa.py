@@ -11,8 +11,14 @@ from iclab.prompts import AutoregressiveFormat
 from iclab.rng import generator
 from iclab.tasks import AutoregressiveSequences, StartDistribution
 from iclab.theory import (
-    best_diagonal, best_product, diagonal_gradients, diagonal_learning_rate, expected_gradient, one_step_predictions,
-    product_optimum, product_scatter,
+    best_diagonal,
+    best_product,
+    diagonal_gradients,
+    diagonal_learning_rate,
+    expected_gradient,
+    one_step_predictions,
+    product_optimum,
+    product_scatter,
 )
 from iclab.train import FixedTrainingSet, TrainConfig, train
 
@@ -41,6 +47,7 @@ def test_starts():
 def test_autoregressive_format():
     xs = torch.arange(1.0, 13.0).reshape(1, 6, 2)
     from iclab.tasks import Episode
+
     prompt = AutoregressiveFormat().encode(Episode(xs, xs[:, :, 0], xs[:, :0], xs[:, :0, 0]))
     assert prompt.tokens.shape == (1, 5, 4) and prompt.targets.shape == (1, 4, 2)
     torch.testing.assert_close(prompt.tokens[0, 0], torch.tensor([1.0, 2.0, 0.0, 0.0]))  # e_1 = [x_1; 0]
@@ -71,8 +78,10 @@ def test_model_equals_prefix_loop():
 
 def _naive_gram_apply(tokens, vectors):
     """S_t u_t with S_t = Σ_{i≤t} e_i e_iᴴ built prefix by prefix."""
-    return torch.stack([tokens[:, : t + 1].mT @ (tokens[:, : t + 1].conj() @ vectors[:, t, :, None])
-                        for t in range(tokens.shape[1])], 1)[..., 0]
+    return torch.stack(
+        [tokens[:, : t + 1].mT @ (tokens[:, : t + 1].conj() @ vectors[:, t, :, None]) for t in range(tokens.shape[1])],
+        1,
+    )[..., 0]
 
 
 @pytest.mark.parametrize("dtype", [torch.complex128, torch.float64])
@@ -167,8 +176,11 @@ def _fused_and_autograd(model, prompt):
     out = []
     for fused in (True, False):
         model.zero_grad(set_to_none=True)
-        loss = (model(prompt.tokens, targets=prompt.targets) if fused
-                else batch_loss(model(prompt.tokens), prompt.targets, "half_sse"))
+        loss = (
+            model(prompt.tokens, targets=prompt.targets)
+            if fused
+            else batch_loss(model(prompt.tokens), prompt.targets, "half_sse")
+        )
         loss.backward()
         out.append((loss.detach(), [p.grad.clone() for p in (model.w_kq, model.w_pv)]))
     return out
@@ -181,8 +193,14 @@ def test_fused_loss_equals_autograd_through_the_predictions(monkeypatch, complex
     d, rotation = (3, "complex") if complex_weights else (2, "real")
     episode = AutoregressiveSequences(d, 17, rotation=rotation).sample(7, generator(2), torch.float64)
     prompt = AutoregressiveFormat().encode(episode)
-    model = CausalLinearAttention(d, init="random", complex=complex_weights, diagonal_only=diagonal_only,
-                                  dtype=torch.float64, generator=generator(3))
+    model = CausalLinearAttention(
+        d,
+        init="random",
+        complex=complex_weights,
+        diagonal_only=diagonal_only,
+        dtype=torch.float64,
+        generator=generator(3),
+    )
     (fused_loss, fused_grads), (loss, grads) = _fused_and_autograd(model, prompt)
     torch.testing.assert_close(fused_loss, loss, rtol=1e-12, atol=0)
     for fused_grad, grad in zip(fused_grads, grads):
@@ -193,7 +211,7 @@ def test_fused_loss_trains_seeds_under_vmap_as_autograd_does(monkeypatch):
     # Two seeds stacked (vmap through the fused Function), then the same run through the predictions.
     task = AutoregressiveSequences(2, 12)
     data = FixedTrainingSet(task, AutoregressiveFormat(), 16, 16)
-    make = lambda g: CausalLinearAttention(2, init="random", dtype=torch.float64, generator=g)  # noqa: E731
+    make = lambda g: CausalLinearAttention(2, init="random", dtype=torch.float64, generator=g)
     cfg = TrainConfig(steps=5, batch_size=16, lr=0.05, optimizer="sgd", loss="half_sse")
     import iclab.models.causal_attention as module
 
@@ -224,7 +242,9 @@ def test_product_optimum_closed_form():
     gaussian = product_optimum(AutoregressiveSequences(d, 100, StartDistribution("gaussian", 1.0)))
     assert gaussian.product == pytest.approx(0.1919, abs=1e-4)  # docs/papers.md §5: 0.192/σ²
     for c in (0.5, 2.0):
-        assert product_optimum(AutoregressiveSequences(start=StartDistribution("sparse", c))).product == pytest.approx(1 / c**2)
+        assert product_optimum(AutoregressiveSequences(start=StartDistribution("sparse", c))).product == pytest.approx(
+            1 / c**2
+        )
     harmonic = sum(1 / k for k in range(1, n + 1))
     ones = product_optimum(AutoregressiveSequences(start=StartDistribution("ones", 1.0))).product
     assert ones == pytest.approx(n * d / (n * d + harmonic * d * (d - 1)))
@@ -283,14 +303,18 @@ def test_diagonal_gradients_equal_the_models_autograd(kind):
     episode = AutoregressiveSequences(3, 20, StartDistribution(kind, 1.5)).sample(50, generator(6), torch.float64)
     prompt = AutoregressiveFormat().encode(episode)
     model = CausalLinearAttention(3, a0=0.5, b0=1.5, dtype=torch.float64)
-    expected = torch.autograd.grad(batch_loss(model(prompt.tokens), prompt.targets, "half_sse"), [model.w_kq, model.w_pv])
+    expected = torch.autograd.grad(
+        batch_loss(model(prompt.tokens), prompt.targets, "half_sse"), [model.w_kq, model.w_pv]
+    )
     for got, want in zip(diagonal_gradients(episode.xs, 0.5, 1.5), expected):
         torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-10)
 
 
 def test_expected_gradient_is_zero_off_the_diagonal_only_where_the_theorem_applies():
-    z = {kind: expected_gradient(AutoregressiveSequences(3, 20, StartDistribution(kind, 1.0)), 0.5, 1.5, 4000, 10, 0)
-         for kind in ("gaussian", "sparse", "ones")}
+    z = {
+        kind: expected_gradient(AutoregressiveSequences(3, 20, StartDistribution(kind, 1.0)), 0.5, 1.5, 4000, 10, 0)
+        for kind in ("gaussian", "sparse", "ones")
+    }
     # z ≈ 1 when the expectation is zero (each sample's gradient is not: entries such as W^KQ[j, j] move).
     assert z["gaussian"].z < 3 and z["sparse"].z < 3
     assert z["ones"].z > 5  # all-ones starts have a population gradient off the diagonal: the estimate sees it
@@ -316,8 +340,9 @@ def test_best_diagonal_is_the_diagonal_models_minimum_on_its_sequences():
     episode = task.sample(200, generator(4), torch.float64)
     prompt = AutoregressiveFormat().encode(episode)
     model = CausalLinearAttention(3, a0=0.5, b0=0.5, diagonal_only=True, dtype=torch.float64)
-    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=2000, tolerance_grad=1e-14, tolerance_change=0.0,
-                                  line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        model.parameters(), max_iter=2000, tolerance_grad=1e-14, tolerance_change=0.0, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         optimizer.zero_grad()
@@ -336,5 +361,9 @@ def test_best_diagonal_is_the_diagonal_models_minimum_on_its_sequences():
 
 def test_best_diagonal_of_sparse_starts_is_one_over_c_squared():
     task = AutoregressiveSequences(4, 30, StartDistribution("sparse", 2.0))
-    torch.testing.assert_close(best_diagonal(task.sample(100, generator(5)).xs), torch.full((4,), 0.25, dtype=torch.complex128),
-                               rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        best_diagonal(task.sample(100, generator(5)).xs),
+        torch.full((4,), 0.25, dtype=torch.complex128),
+        rtol=1e-6,
+        atol=0,
+    )

@@ -8,7 +8,14 @@ from torch import nn
 
 from iclab.data import pack_blocks
 from iclab.metrics import (
-    attention_patterns, band_rows, diagonal_mass, ilwd, loss_by_prefix, mean_band, next_token_loss, normalised_errors,
+    attention_patterns,
+    band_rows,
+    diagonal_mass,
+    ilwd,
+    loss_by_prefix,
+    mean_band,
+    next_token_loss,
+    normalised_errors,
     uniform_diagonal_mass,
 )
 from iclab.models import GPTConfig, GPTTransformer
@@ -21,7 +28,7 @@ def test_mean_band_is_the_mean_with_the_spread_of_its_bootstrap():
     out = mean_band(values, n_boot=400, seed=2)
     torch.testing.assert_close(out["mean"], values.double().mean(0))
     # the 5–95% band of a mean of B draws of spread σ is ±1.645·σ/√B
-    half_width = 1.645 * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64) / 4000 ** 0.5
+    half_width = 1.645 * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64) / 4000**0.5
     torch.testing.assert_close((out["high"] - out["low"]) / 2, half_width, rtol=0.2, atol=0)
     assert (out["low"] < out["mean"]).all() and (out["mean"] < out["high"]).all()
     # any trailing shape; the same resamplings as the loss by prefix of the same errors
@@ -34,7 +41,9 @@ def test_mean_band_is_the_mean_with_the_spread_of_its_bootstrap():
 def test_error_rate_band_is_the_bootstrap_of_the_share_of_wrong_signs():
     task = function_class("linear-classification", 3, 6)
     target = torch.tensor([[1.0, -1.0, 1.0], [1.0, 1.0, -1.0]]).repeat(50, 1)  # (100, 3)
-    prediction = torch.tensor([[0.5, 0.0, -2.0], [1.0, -1.0, -3.0]]).repeat(50, 1)  # right, tie, wrong / right, wrong, right
+    prediction = torch.tensor([[0.5, 0.0, -2.0], [1.0, -1.0, -3.0]]).repeat(
+        50, 1
+    )  # right, tie, wrong / right, wrong, right
     out = normalised_errors(task, prediction, target, n_boot=30)
     torch.testing.assert_close(out["mean"], torch.tensor([0.0, 0.75, 0.5], dtype=torch.float64))
     assert out["low"][0] == out["high"][0] == 0
@@ -49,15 +58,20 @@ def test_ilwd_is_the_mean_squared_weight_distance_over_d():
 def test_band_rows_name_the_curve_and_its_5_and_95_percent_band():
     band = {"mean": torch.tensor([1.0, 2.0]), "low": torch.tensor([0.5, 1.5]), "high": torch.tensor([1.5, 2.5])}
     assert band_rows(band, "mse") == [
-        {"n": 0, "metric": "mse", "value": 1.0}, {"n": 0, "metric": "mse_p05", "value": 0.5},
-        {"n": 0, "metric": "mse_p95", "value": 1.5}, {"n": 1, "metric": "mse", "value": 2.0},
-        {"n": 1, "metric": "mse_p05", "value": 1.5}, {"n": 1, "metric": "mse_p95", "value": 2.5},
+        {"n": 0, "metric": "mse", "value": 1.0},
+        {"n": 0, "metric": "mse_p05", "value": 0.5},
+        {"n": 0, "metric": "mse_p95", "value": 1.5},
+        {"n": 1, "metric": "mse", "value": 2.0},
+        {"n": 1, "metric": "mse_p05", "value": 1.5},
+        {"n": 1, "metric": "mse_p95", "value": 2.5},
     ]
 
 
 def _lm(vocab=30, block=12):
-    return GPTTransformer(GPTConfig(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab,
-                                    tied_output=True), generator(0))
+    return GPTTransformer(
+        GPTConfig(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab, tied_output=True),
+        generator(0),
+    )
 
 
 class _Unigram(nn.Module):
@@ -116,6 +130,6 @@ def test_prompt_errors_are_what_evaluate_averages_and_chunks_are_streams_of_thei
     errors = prompt_errors(sources, task, 300, seed=1, chunk=100)
     assert errors["zero"].shape == (300,) and errors["zero"].dtype == torch.float64
     means = evaluate(sources, task, 300, seed=1, chunk=100)
-    assert means["zero"] == (errors["zero"].mean().item(), (errors["zero"].std() / 300 ** 0.5).item())
+    assert means["zero"] == (errors["zero"].mean().item(), (errors["zero"].std() / 300**0.5).item())
     second = task.sample(100, generator(1, "eval", 1))  # chunk 1: the zero predictor's error is y²
     torch.testing.assert_close(errors["zero"][100:200], second.y_query.double().pow(2).mean(1))

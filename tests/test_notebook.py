@@ -14,14 +14,23 @@ def test_after_training_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("ipykernel")
-    overrides = ["train.steps=10", "train.compile=false", "train.warmup=2", "model.n_layers=1", "model.width=16", "model.n_heads=2",
-                 "eval_prompts=100", "bootstrap=20"]
+    overrides = [
+        "train.steps=10",
+        "train.compile=false",
+        "train.warmup=2",
+        "model.n_layers=1",
+        "model.width=16",
+        "model.n_heads=2",
+        "eval_prompts=100",
+        "bootstrap=20",
+    ]
     run = iclab.run("gpt-linear", seeds=1, overrides=overrides, out=tmp_path / "run", progress=False).path
     monkeypatch.setenv("ICLAB_RUN", str(run))  # the notebook's parameter cell reads it
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("ICLAB_TEST_THREADS", "2"))  # the kernel's torch threads
     notebook = nbformat.read(NOTEBOOK, as_version=4)
-    nbclient.NotebookClient(notebook, timeout=600, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")

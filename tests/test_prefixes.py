@@ -40,7 +40,7 @@ def test_mse_over_d_and_bootstrap_band():
 def test_curriculum_schedule_and_truncated_prompts():
     c = Curriculum(d_start=2, d_end=4, n_start=3, n_end=6, d_step=1, n_step=2, every=10)
     assert [c.at(s) for s in (0, 9, 10, 25, 1000)] == [(2, 3), (2, 3), (3, 5), (4, 6), (4, 6)]
-    make = lambda d, n: linear_regression_from_config({"d": d, "n_context": n})  # noqa: E731
+    make = lambda d, n: linear_regression_from_config({"d": d, "n_context": n})
     prompt = CurriculumPrompts(make, InterleavedFormat(), 8, c).batch(0, 0, "cpu")
     assert prompt.tokens.shape == (8, 6, 5) and prompt.targets.shape == (8, 3)
     assert not prompt.tokens[:, :, 2:4].any()  # coordinates beyond d = 2 are zero
@@ -61,7 +61,7 @@ def test_short_training_on_d3_beats_averaging():
     task = LinearRegression(GaussianInputs(3), n_context=8)
     fmt = InterleavedFormat()
     cfg = TrainConfig(steps=600, batch_size=64, lr=2e-3, schedule="cosine", warmup=20, log_every=100)
-    make = lambda g: GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=32, max_tokens=16), g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=32, max_tokens=16), g)
     model = train(make, data_source(task, fmt, cfg), cfg, seeds=[0], progress=False).models[0]
     episode = task.sample(4000, generator(0, "test"))
     with torch.no_grad():
@@ -76,7 +76,14 @@ def test_short_training_on_d3_beats_averaging():
 def test_gpt_linear_smoke(tmp_path):
     from iclab import api
 
-    overrides = {"train.steps": 4, "train.compile": False, "eval_prompts": 200, "bootstrap": 50, "model.n_layers": 1, "model.width": 16}
+    overrides = {
+        "train.steps": 4,
+        "train.compile": False,
+        "eval_prompts": 200,
+        "bootstrap": 50,
+        "model.n_layers": 1,
+        "model.width": 16,
+    }
     result = api.run("gpt-linear", overrides=overrides, seeds=2, out=tmp_path / "run", progress=False)
     assert [c["id"] for c in result.claims] == ["tracks-ols", "beats-averaging-and-3nn", "min-norm-below-d"]
     assert {"mse_over_d", "mse_over_d_p05", "mse_over_d_p95", "spd_ols"} <= set(result.metrics.metric)
@@ -89,7 +96,9 @@ def test_batch_loss_is_the_mean_prompt_loss(loss, dtype):
     g = torch.Generator().manual_seed(3)
     prediction, target = (torch.randn(7, 4, 3, generator=g, dtype=dtype) for _ in range(2))
     d = 5 if loss == "mse_over_d" else None
-    torch.testing.assert_close(batch_loss(prediction, target, loss, d), prompt_losses(prediction, target, loss, d).mean())
+    torch.testing.assert_close(
+        batch_loss(prediction, target, loss, d), prompt_losses(prediction, target, loss, d).mean()
+    )
 
 
 def test_prefix_queries_of_a_paired_model_are_its_predictions_from_each_prefix():
@@ -107,6 +116,13 @@ def test_prefix_queries_of_a_paired_model_are_its_predictions_from_each_prefix()
     got = prefix_query_predictions(model, episode, PairedFormat())
     assert got.shape == (5, 3) and not got[:, 0].any()  # K = min(N, d); no example: 0
     for k in (1, 2):
-        prompt = PairedFormat().encode(replace(episode, xs=episode.xs[:, :k], ys=episode.ys[:, :k],
-                                               x_query=episode.x_query[:, k : k + 1], y_query=episode.y_query[:, k : k + 1]))
+        prompt = PairedFormat().encode(
+            replace(
+                episode,
+                xs=episode.xs[:, :k],
+                ys=episode.ys[:, :k],
+                x_query=episode.x_query[:, k : k + 1],
+                y_query=episode.y_query[:, k : k + 1],
+            )
+        )
         torch.testing.assert_close(got[:, k], model(prompt.tokens, k)[:, 0])

@@ -69,7 +69,17 @@ def test_report_has_anchors_environment_and_time(tiny_runs):
     _, runs = tiny_runs
     run = runs["a"].folder
     info = run.read_info()
-    assert {"iclab", "python", "torch", "device", "threads", "started", "resumed", "wall_seconds", "cpu_seconds"} <= set(info)
+    assert {
+        "iclab",
+        "python",
+        "torch",
+        "device",
+        "threads",
+        "started",
+        "resumed",
+        "wall_seconds",
+        "cpu_seconds",
+    } <= set(info)
     assert info["device"] == "cpu" and info["resumed"] is False and info["wall_seconds"] > 0
     assert re.fullmatch(r"[0-9a-f]{40}", info["commit"])  # the tests run from a git checkout
     page = _Page(run.report_file.read_text())
@@ -125,9 +135,11 @@ def test_compare_rejects_bad_input(tiny_runs, tmp_path, capsys):
     unfinished = RunFolder.create("lsa-linear", {"experiment": "lsa-linear"}, out=tmp_path / "unfinished").path
     (tmp_path / "a-file").touch()
     a = str(runs["a"].path)
-    for argv, message in [([str(tmp_path / "nothing"), a], "not a run folder"),
-                          ([a, str(unfinished)], "has not finished"),
-                          ([a, a, "--html", str(tmp_path / "a-file" / "compare.html")], "cannot write")]:
+    for argv, message in [
+        ([str(tmp_path / "nothing"), a], "not a run folder"),
+        ([a, str(unfinished)], "has not finished"),
+        ([a, a, "--html", str(tmp_path / "a-file" / "compare.html")], "cannot write"),
+    ]:
         assert main(["compare", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
@@ -151,15 +163,20 @@ def test_tensorboard_events_read_back(tiny_runs):
     assert [e.step for e in events] == history.step.tolist() and len(events) > 0
     assert [e.value for e in events] == pytest.approx(history.value.tolist(), rel=1e-6)
     final = metrics.query("model == 'lsa-isotropic' and metric == 'preconditioner_cosine' and setting == 'isotropic'")
-    assert seed0.Scalars("final/isotropic/lsa-isotropic/preconditioner_cosine")[0].value == pytest.approx(final.value.item(), rel=1e-6)
+    assert seed0.Scalars("final/isotropic/lsa-isotropic/preconditioner_cosine")[0].value == pytest.approx(
+        final.value.item(), rel=1e-6
+    )
     unseeded = EventAccumulator(str(run.path / "tb" / "unseeded")).Reload()
     ols = metrics[(metrics.model == "ols") & (metrics.metric == "mse") & (metrics.setting == "anisotropic")]
-    assert unseeded.Scalars("final/anisotropic/ols/mse")[0].value == pytest.approx(ols.value.item(), rel=1e-5, abs=1e-12)
+    assert unseeded.Scalars("final/anisotropic/ols/mse")[0].value == pytest.approx(
+        ols.value.item(), rel=1e-5, abs=1e-12
+    )
     assert not (runs["gpt"].path / "tb").exists()  # off by default
 
 
-@pytest.mark.parametrize("override, message", [("log.tensorbord=true", "unknown config key"),
-                                               ("log.tensorboard=3", "expects bool")])
+@pytest.mark.parametrize(
+    "override, message", [("log.tensorbord=true", "unknown config key"), ("log.tensorboard=3", "expects bool")]
+)
 def test_log_options_are_validated(override, message, tmp_path):
     with pytest.raises(ConfigError, match=message):
         api.run("lsa-linear", overrides=[override], out=tmp_path / "r", progress=False)
@@ -186,9 +203,11 @@ def test_report_of_a_run_from_before_run_json(tiny_runs, tmp_path):
 
 def test_compare_imports_no_torch(tiny_runs):
     _, runs = tiny_runs
-    code = ("import sys\n"
-            "from iclab.cli import main\n"
-            f"assert main(['compare', {str(runs['a'].path)!r}, {str(runs['b'].path)!r}]) == 0\n"
-            "assert 'torch' not in sys.modules\n")
+    code = (
+        "import sys\n"
+        "from iclab.cli import main\n"
+        f"assert main(['compare', {str(runs['a'].path)!r}, {str(runs['b'].path)!r}]) == 0\n"
+        "assert 'torch' not in sys.modules\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -11,8 +11,20 @@ from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.runs import RunFolder
 
-TINY = ["--set", "train.steps=60", "--set", "train.checkpoint_every=10", "--set", "train.log_every=10",
-        "--set", "eval_prompts=500", "--set", "seeds=1", "--set", "covariances={isotropic: null}"]
+TINY = [
+    "--set",
+    "train.steps=60",
+    "--set",
+    "train.checkpoint_every=10",
+    "--set",
+    "train.log_every=10",
+    "--set",
+    "eval_prompts=500",
+    "--set",
+    "seeds=1",
+    "--set",
+    "covariances={isotropic: null}",
+]
 
 # `iclab ...` in a process that SIGKILLs itself as seed 1's run writes its third checkpoint (two are
 # on disk by then): a kill in the middle of training, at the same place every time.
@@ -42,15 +54,18 @@ def test_seeds_are_a_count_or_a_range():
             api.parse_seeds(bad)
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--seeds", "0"], "at least one seed"),
-    (["--seeds", "4-2"], "at least one seed"),
-    (["--seeds", "x"], "a count (e.g. 3) or a range"),
-    (["--seeds", "2", "--seed", "1"], "not both"),
-    (["--only", "lsa-linear,nope", "--seeds", "2"], "unknown experiment 'nope'"),
-    (["--only", ","], "at least one experiment"),
-    (["--only", "lsa-linear", "--set", "train.stepz=3"], "unknown config key"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seeds", "0"], "at least one seed"),
+        (["--seeds", "4-2"], "at least one seed"),
+        (["--seeds", "x"], "a count (e.g. 3) or a range"),
+        (["--seeds", "2", "--seed", "1"], "not both"),
+        (["--only", "lsa-linear,nope", "--seeds", "2"], "unknown experiment 'nope'"),
+        (["--only", ","], "at least one experiment"),
+        (["--only", "lsa-linear", "--set", "train.stepz=3"], "unknown config key"),
+    ],
+)
 def test_bad_reproduce_input_exits_2_writing_nothing(argv, message, tmp_path, capsys):
     assert main(["reproduce", "--out", str(tmp_path / "runs"), *argv]) == 2
     err = capsys.readouterr().err
@@ -90,7 +105,9 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     overrides = [arg for arg in TINY if arg != "--set"]
     config = api._config("lsa-linear", "quick", None, [*overrides, "seed=0"])
     stale = RunFolder.create("lsa-linear", config, out=root / "lsa-linear-seed0-20260101-000000")
-    other = RunFolder.create("lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001")
+    other = RunFolder.create(
+        "lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001"
+    )
     results, index = api.reproduce(root=root, seeds=1, only=["lsa-linear"], overrides=overrides, progress=False)
     assert not stale.path.exists()  # nothing to resume: removed and run again in a new folder
     assert other.path.exists() and not other.finished  # another config: not this reproduction's run

@@ -49,14 +49,18 @@ def test_config_errors_leave_no_trace(overrides, device, message, where, tmp_pat
     assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("experiment, override, message", [
-    ("algorithm-selection", "seeds=2", "one seed per run"),
-    ("gd-mechanism", "depths=[2, 0]", "depths must be"),
-    ("symbols-lm", "variants=[plain]", "variants must hold plain"),
-    ("lsa-linear", "seeds=0", "seeds must be >= 1"),
-])
-def test_values_an_experiment_cannot_run_fail_before_any_folder(experiment, override, message, tmp_path, monkeypatch,
-                                                                capsys):
+@pytest.mark.parametrize(
+    "experiment, override, message",
+    [
+        ("algorithm-selection", "seeds=2", "one seed per run"),
+        ("gd-mechanism", "depths=[2, 0]", "depths must be"),
+        ("symbols-lm", "variants=[plain]", "variants must hold plain"),
+        ("lsa-linear", "seeds=0", "seeds must be >= 1"),
+    ],
+)
+def test_values_an_experiment_cannot_run_fail_before_any_folder(
+    experiment, override, message, tmp_path, monkeypatch, capsys
+):
     def no_run(*args):
         raise AssertionError("the experiment started")
 
@@ -91,10 +95,13 @@ def test_run_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
 
     monkeypatch.setattr(Path, "write_text", torn_text)
     monkeypatch.setattr(pd.DataFrame, "to_parquet", torn_parquet)
-    writes = [lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True)]),
-              lambda: folder.write_config({"experiment": "exp", "changed": True}), lambda: folder.write_info({"a": 1}),
-              lambda: folder.write_metrics([{"model": "other", "metric": "mse", "value": 2.0}]),
-              lambda: RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "other")]
+    writes = [
+        lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True)]),
+        lambda: folder.write_config({"experiment": "exp", "changed": True}),
+        lambda: folder.write_info({"a": 1}),
+        lambda: folder.write_metrics([{"model": "other", "metric": "mse", "value": 2.0}]),
+        lambda: RunFolder.create("exp", {"experiment": "exp"}, out=tmp_path / "other"),
+    ]
     for write in writes:
         with pytest.raises(KeyboardInterrupt):
             write()
@@ -131,10 +138,16 @@ def test_an_out_folder_is_claimed_once(tmp_path):
 
 
 def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_claims(tmp_path):
-    overrides = ["train.steps=300", "train.checkpoint_every=1000", "eval_prompts=2000"]  # one checkpoint per model, at its end
+    overrides = [
+        "train.steps=300",
+        "train.checkpoint_every=1000",
+        "eval_prompts=2000",
+    ]  # one checkpoint per model, at its end
     out = tmp_path / "killed"
     argv = [sys.executable, "-m", "iclab", "run", "lsa-linear", "--seeds", "1", "--out", str(out)]
-    proc = subprocess.Popen([*argv, *(f"--set={o}" for o in overrides)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*argv, *(f"--set={o}" for o in overrides)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 60
     while not (out / "config.yaml").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -194,10 +207,22 @@ def test_a_finite_blow_up_stops_like_a_non_finite_loss_and_stays_resumable(tmp_p
         return prompt
 
     monkeypatch.setattr(FreshPrompts, "batch", batch)
-    argv = ["run", "lsa-linear", *FAST, "--set", "train.steps=20", "--set", "train.checkpoint_every=2", "--out", str(out)]
+    argv = [
+        "run",
+        "lsa-linear",
+        *FAST,
+        "--set",
+        "train.steps=20",
+        "--set",
+        "train.checkpoint_every=2",
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("iclab: error: lsa-linear: training of 'lsa-isotropic' diverged (loss ")
+    assert err.count("\n") == 1 and err.startswith(
+        "iclab: error: lsa-linear: training of 'lsa-isotropic' diverged (loss "
+    )
     assert "times its start, over 10000 times for 10 steps) for seed 1 at step 13" in err and "iclab resume" in err
     with safe_open(checkpoint_folder(out / "checkpoints", "lsa-isotropic", 1) / STATE, "pt") as f:
         assert f.metadata()["step"] == "2"  # the last one before the blow-up: those due after it were skipped

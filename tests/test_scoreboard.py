@@ -20,7 +20,7 @@ from iclab.report.index import seed_table
 from iclab.runs import RunFolder
 
 PAPER = "A. Author (2024)"
-START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def _claim(id: str, holds, measured=1.0, **extra) -> dict:
@@ -28,14 +28,29 @@ def _claim(id: str, holds, measured=1.0, **extra) -> dict:
     return claim.to_dict()
 
 
-def _run(root, name: str, seed: int, claims: list[dict] | None, minute: int, experiment: str = "lsa-linear",
-         scale: str = "quick", seeds: int = 1) -> RunFolder:
+def _run(
+    root,
+    name: str,
+    seed: int,
+    claims: list[dict] | None,
+    minute: int,
+    experiment: str = "lsa-linear",
+    scale: str = "quick",
+    seeds: int = 1,
+) -> RunFolder:
     """A run folder as iclab writes it; ``claims`` None leaves it unfinished (no run.json, no claims.json)."""
-    run = RunFolder.create(experiment, {"experiment": experiment, "scale": scale, "seed": seed, "seeds": seeds},
-                           out=root / name)
+    run = RunFolder.create(
+        experiment, {"experiment": experiment, "scale": scale, "seed": seed, "seeds": seeds}, out=root / name
+    )
     if claims is not None:
-        run.write_info({"started": (START + dt.timedelta(minutes=minute)).isoformat(), "wall_seconds": 30.0,
-                        "cpu_seconds": 50.0, "device": "cpu"})
+        run.write_info(
+            {
+                "started": (START + dt.timedelta(minutes=minute)).isoformat(),
+                "wall_seconds": 30.0,
+                "cpu_seconds": 50.0,
+                "device": "cpu",
+            }
+        )
         run.claims_file.write_text(json.dumps(claims))
     return run
 
@@ -51,12 +66,20 @@ def five_seeds(tmp_path):
     paper scale everywhere, ``mixed`` judged here on seeds 1-4 (all hold) and at paper scale on seed 0.
     Seed 0 also has an older run where everything failed (superseded), and seed 5 an unfinished run."""
     root = tmp_path / "runs"
-    _run(root, "lsa-linear-seed0-old", 0, [_claim("four", False), _claim("three", False), _elsewhere("far"),
-                                            _claim("mixed", False)], minute=0)
+    _run(
+        root,
+        "lsa-linear-seed0-old",
+        0,
+        [_claim("four", False), _claim("three", False), _elsewhere("far"), _claim("mixed", False)],
+        minute=0,
+    )
     for seed in range(5):
-        claims = [_claim("four", seed != 2, measured={"5": [4.6246 + seed, 5.1874], "20": [2.6488, 4.5585]}),
-                  _claim("three", seed < 3, measured=0.1 * (seed + 1)), _elsewhere("far", measured=0.5 + seed),
-                  _elsewhere("mixed") if seed == 0 else _claim("mixed", True)]
+        claims = [
+            _claim("four", seed != 2, measured={"5": [4.6246 + seed, 5.1874], "20": [2.6488, 4.5585]}),
+            _claim("three", seed < 3, measured=0.1 * (seed + 1)),
+            _elsewhere("far", measured=0.5 + seed),
+            _elsewhere("mixed") if seed == 0 else _claim("mixed", True),
+        ]
         _run(root, f"lsa-linear-seed{seed}-new", seed, claims, minute=10 + seed)
     _run(root, "lsa-linear-seed5-unfinished", 5, None, minute=20)
     return root
@@ -74,22 +97,33 @@ def test_measured_values_read_as_labelled_numbers():
     assert measured_text({"5": [4.6246, 5.1874], "20": [2.6488, 4.5585]}) == "5: 4.625, 5.187; 20: 2.649, 4.559"
     assert measured_text(0.123456) == "0.1235" and measured_text(3) == "3" and measured_text("a < b") == "a < b"
     assert measured_text([["ols", 0.1234567], ["ridge", 2]]) == "ols: 0.1235; ridge: 2"  # (label, value) pairs
-    assert measured_text({"a": {"x": [1, 2.5], "y": None}, "b": [[1, 2], [3, 4]]}) == "a: (x: 1, 2.5; y: none); b: (1, 2), (3, 4)"
+    assert (
+        measured_text({"a": {"x": [1, 2.5], "y": None}, "b": [[1, 2], [3, 4]]})
+        == "a: (x: 1, 2.5; y: none); b: (1, 2), (3, 4)"
+    )
     assert measured_text(float("inf")) == "inf" and measured_text([]) == "none" and measured_text(True) == "yes"
 
 
 def test_aggregation_counts_the_newest_finished_run_per_seed(five_seeds):
     board = aggregate(five_seeds)
     status = {r.folder.path.name: r.status for r in board.runs}
-    assert status == {**{f"lsa-linear-seed{s}-new": "counted" for s in range(5)},
-                      "lsa-linear-seed0-old": "superseded", "lsa-linear-seed5-unfinished": "not finished"}
+    assert status == {
+        **{f"lsa-linear-seed{s}-new": "counted" for s in range(5)},
+        "lsa-linear-seed0-old": "superseded",
+        "lsa-linear-seed5-unfinished": "not finished",
+    }
     rows = {row.id: row for row in board.rows}
     assert list(rows) == ["four", "three", "far", "mixed"]
     assert [r.seed for r in rows["four"].runs()] == [0, 1, 2, 3, 4]
     assert (rows["four"].held, rows["four"].judged, rows["four"].holds) == (4, 5, True)
     assert (rows["three"].held, rows["three"].judged, rows["three"].holds) == (3, 5, False)
     assert (rows["far"].judged, len(rows["far"].elsewhere), rows["far"].holds) == (0, 5, None)
-    assert (rows["mixed"].held, rows["mixed"].judged, len(rows["mixed"].elsewhere), rows["mixed"].holds) == (4, 4, 1, True)
+    assert (rows["mixed"].held, rows["mixed"].judged, len(rows["mixed"].elsewhere), rows["mixed"].holds) == (
+        4,
+        4,
+        1,
+        True,
+    )
 
 
 def _text(page: str) -> str:
@@ -100,7 +134,10 @@ def test_scoreboard_page_tallies_over_seeds(five_seeds):
     page = write_index(five_seeds).read_text()
     text = _text(page)
     # four and mixed hold by the rule, three fails, far is counted apart.
-    assert "2 of 3 claims hold over seeds (1 more measured, judged at another scale); seeds 0–4 of 1 experiment in 5 runs" in text
+    assert (
+        "2 of 3 claims hold over seeds (1 more measured, judged at another scale); seeds 0–4 of 1 experiment in 5 runs"
+        in text
+    )
     assert "wall time 2 min 30 s (sum over those runs)" in text
     assert "also 1 superseded, 1 not finished (not counted)" in text
     assert "at least 4 of 5 seeds (80%" in text
@@ -143,8 +180,15 @@ def test_report_seed_table_command(five_seeds, tmp_path, capsys):
 def test_runs_of_several_seeds_count_once_and_show_their_seeds(tmp_path):
     root = tmp_path / "runs"
     for seed in (0, 3):
-        _run(root, f"symbols-lm-seed{seed}", seed, [_claim("gain", seed == 0)], minute=seed,
-             experiment="symbols-lm", seeds=3)
+        _run(
+            root,
+            f"symbols-lm-seed{seed}",
+            seed,
+            [_claim("gain", seed == 0)],
+            minute=seed,
+            experiment="symbols-lm",
+            seeds=3,
+        )
     _run(root, "symbols-lm-paper", 0, [_claim("gain", True)], minute=9, experiment="symbols-lm", scale="paper")
     board = aggregate(root)
     quick, paper = board.rows

@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 import iclab
-
 from iclab.claims import Claim, judged_at
 from iclab.cli import main
 from iclab.config import ConfigError
@@ -18,7 +17,16 @@ from iclab.report import write_sweep_report
 from iclab.runs import RunFolder, SweepFolder
 from iclab.sweeps import _write_tables, expand, parse_grid, point_name
 
-TINY = ["--set", "train.steps=30", "--set", "eval_prompts=1000", "--set", "seeds=1", "--set", "covariances={isotropic: null}"]
+TINY = [
+    "--set",
+    "train.steps=30",
+    "--set",
+    "eval_prompts=1000",
+    "--set",
+    "seeds=1",
+    "--set",
+    "covariances={isotropic: null}",
+]
 
 
 def test_grid_parsing_keeps_bracketed_commas_and_reads_exponents():
@@ -31,20 +39,28 @@ def test_grid_parsing_keeps_bracketed_commas_and_reads_exponents():
 
 def test_expand_and_point_names():
     points = expand({"task.d": [2, 3], "seed": [0, 1]})
-    assert points == [{"task.d": 2, "seed": 0}, {"task.d": 2, "seed": 1}, {"task.d": 3, "seed": 0}, {"task.d": 3, "seed": 1}]
+    assert points == [
+        {"task.d": 2, "seed": 0},
+        {"task.d": 2, "seed": 1},
+        {"task.d": 3, "seed": 0},
+        {"task.d": 3, "seed": 1},
+    ]
     assert point_name(points[1]) == "task.d=2__seed=1"
     assert point_name({"inputs": "gaussian", "scales": [0.5, 1]}) == "inputs=gaussian__scales=[0.5,1]"
     with pytest.raises(ConfigError):
         expand({"task.d": []})
 
 
-@pytest.mark.parametrize("grid, message", [
-    (["--grid", "task.dd=2,3"], "unknown config key 'task.dd'"),
-    (["--grid", "train.steps=2,abc"], "expects int"),
-    ([], "at least one --grid"),
-    (["--grid", "task.d=2,3", "--cpus-per-trial", "1000"], "asks for 1000 CPUs"),
-    (["--grid", "task.d=2,3", "--gpus-per-trial", "-1"], "must be >= 0"),
-])
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        (["--grid", "task.dd=2,3"], "unknown config key 'task.dd'"),
+        (["--grid", "train.steps=2,abc"], "expects int"),
+        ([], "at least one --grid"),
+        (["--grid", "task.d=2,3", "--cpus-per-trial", "1000"], "asks for 1000 CPUs"),
+        (["--grid", "task.d=2,3", "--gpus-per-trial", "-1"], "must be >= 0"),
+    ],
+)
 def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
     out = tmp_path / "sweep"
     assert main(["sweep", "lsa-linear", *grid, "--out", str(out), *TINY]) == 2
@@ -52,13 +68,17 @@ def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("experiment, grid, message", [
-    ("algorithm-selection", "seeds=1,2", "one seed per run"),
-    ("gd-mechanism", "depths=[1],[0]", "depths must be"),
-    ("lsa-linear", "task.d=5,0", "task.d must be a positive integer"),
-])
-def test_a_point_the_experiment_cannot_run_exits_2_before_ray_starts(experiment, grid, message, tmp_path, capsys,
-                                                                    monkeypatch):
+@pytest.mark.parametrize(
+    "experiment, grid, message",
+    [
+        ("algorithm-selection", "seeds=1,2", "one seed per run"),
+        ("gd-mechanism", "depths=[1],[0]", "depths must be"),
+        ("lsa-linear", "task.d=5,0", "task.d must be a positive integer"),
+    ],
+)
+def test_a_point_the_experiment_cannot_run_exits_2_before_ray_starts(
+    experiment, grid, message, tmp_path, capsys, monkeypatch
+):
     import ray
 
     def no_ray(*args, **kwargs):
@@ -97,7 +117,11 @@ def test_a_failing_point_fails_alone_with_its_error(tmp_path, capsys):
     points = pd.read_parquet(out / "points.parquet").set_index("point")
     assert points.loc["train.lr=0.02", "status"] == "finished"
     error = points.loc["train.lr=1000000.0", "error"]
-    assert points.loc["train.lr=1000000.0", "status"] == "failed" and "diverged (loss" in error and "times its start" in error
+    assert (
+        points.loc["train.lr=1000000.0", "status"] == "failed"
+        and "diverged (loss" in error
+        and "times its start" in error
+    )
     assert (out / "train.lr=0.02" / "claims.json").exists() and not (out / "train.lr=1000000.0").exists()
     assert "[failed] train.lr=1000000.0" in capsys.readouterr().out
 
@@ -105,8 +129,22 @@ def test_a_failing_point_fails_alone_with_its_error(tmp_path, capsys):
 def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
     out = tmp_path / "sweep"
     # One point at a time (each reserves every CPU), so the kill lands between or inside points.
-    argv = [sys.executable, "-m", "iclab", "sweep", "lsa-linear", "--grid", "task.d=2,3", "--seeds", "2",
-            "--cpus-per-trial", str(os.cpu_count()), "--out", str(out), *TINY]
+    argv = [
+        sys.executable,
+        "-m",
+        "iclab",
+        "sweep",
+        "lsa-linear",
+        "--grid",
+        "task.d=2,3",
+        "--seeds",
+        "2",
+        "--cpus-per-trial",
+        str(os.cpu_count()),
+        "--out",
+        str(out),
+        *TINY,
+    ]
     proc = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
     while not list(out.glob("*/claims.json")) and time.time() < deadline and proc.poll() is None:
@@ -123,15 +161,29 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
 
 def test_claims_judged_elsewhere_are_neither_passes_nor_failures_in_a_sweep(tmp_path):
     grid = {"task.d": [2, 3]}
-    sweep = SweepFolder.create({"experiment": "lsa-linear", "scale": "quick", "grid": grid, "overrides": {},
-                                "metric": "train_loss", "cpus_per_trial": 1, "gpus_per_trial": 0}, out=tmp_path / "sweep")
+    sweep = SweepFolder.create(
+        {
+            "experiment": "lsa-linear",
+            "scale": "quick",
+            "grid": grid,
+            "overrides": {},
+            "metric": "train_loss",
+            "cpus_per_trial": 1,
+            "gpus_per_trial": 0,
+        },
+        out=tmp_path / "sweep",
+    )
     points = expand(grid)
     for point in points:  # finished point folders written by hand: the tables read only their files
         d = point["task.d"]
-        run = RunFolder.create("lsa-linear", {"experiment": "lsa-linear", "task": {"d": d}}, out=sweep.run(point_name(point)).path)
+        run = RunFolder.create(
+            "lsa-linear", {"experiment": "lsa-linear", "task": {"d": d}}, out=sweep.run(point_name(point)).path
+        )
         run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 1.0 / d}])
         far = Claim("far", "P", "needs the paper's steps", 0.5, "< 0.1", False)
-        run.write_claims([Claim("near", "P", "holds at d = 2", d, "< 3", d < 3), judged_at(far, "paper", "too few steps")])
+        run.write_claims(
+            [Claim("near", "P", "holds at d = 2", d, "< 3", d < 3), judged_at(far, "paper", "too few steps")]
+        )
     _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
     claims = pd.read_parquet(sweep.claims_file)
     assert claims.holds.tolist() == [True, pd.NA, False, pd.NA]

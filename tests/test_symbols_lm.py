@@ -1,4 +1,3 @@
-
 import pytest
 import torch
 from safetensors import safe_open
@@ -14,14 +13,39 @@ from iclab.models import GPTConfig, GPTTransformer
 from iclab.models.attention import SelfAttention
 from iclab.rng import generator
 
-TINY = {"seeds": 2, "tokenizer.vocab_size": 300, "data.fractions": [0.8, 0.1, 0.1], "model.width": 16,
-        "model.n_heads": 2, "model.n_layers": 1, "model.block": 16, "train.steps": 4, "train.warmup": 1,
-        "train.log_every": 2, "train.batch_size": 4, "eval.batch_size": 256, "eval.diagonal_blocks": 4}
+TINY = {
+    "seeds": 2,
+    "tokenizer.vocab_size": 300,
+    "data.fractions": [0.8, 0.1, 0.1],
+    "model.width": 16,
+    "model.n_heads": 2,
+    "model.n_layers": 1,
+    "model.block": 16,
+    "train.steps": 4,
+    "train.warmup": 1,
+    "train.log_every": 2,
+    "train.batch_size": 4,
+    "eval.batch_size": 256,
+    "eval.diagonal_blocks": 4,
+}
 
 
 def _lm(variant="plain", vocab=30, block=12, **kw):
-    return GPTTransformer(GPTConfig(None, 2, 2, 16, max_tokens=block, stride=1, attention="math", vocab_size=vocab,
-                                    tied_output=True, **{**VARIANTS[variant], **kw}), generator(0))
+    return GPTTransformer(
+        GPTConfig(
+            None,
+            2,
+            2,
+            16,
+            max_tokens=block,
+            stride=1,
+            attention="math",
+            vocab_size=vocab,
+            tied_output=True,
+            **{**VARIANTS[variant], **kw},
+        ),
+        generator(0),
+    )
 
 
 @pytest.mark.parametrize("variant", ["kq", "kq-nodiag"])
@@ -44,7 +68,7 @@ def test_masked_diagonal_leaves_each_tokens_own_similarity_out_of_a_xxt(attentio
     q, k, v = (z.unflatten(-1, (heads, head_dim)).transpose(1, 2) for z in attn.qkv(x).split(width, -1))
     gram = x @ x.transpose(1, 2)
     off_diagonal = gram - torch.diag_embed(gram.diagonal(dim1=-2, dim2=-1))
-    logits = q @ k.transpose(-1, -2) / head_dim ** 0.5 + attn.a[:, None, None] * off_diagonal[:, None]
+    logits = q @ k.transpose(-1, -2) / head_dim**0.5 + attn.a[:, None, None] * off_diagonal[:, None]
     weights = logits.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf")).softmax(-1)
     torch.testing.assert_close(attn(x, pattern=True)[1], weights)
     expected = attn.out((weights @ v).transpose(1, 2).reshape(3, 5, width))
@@ -62,8 +86,13 @@ def _corpus(tmp_path):
 
 
 def test_a_run_killed_mid_training_resumes_bit_identically(tmp_path, monkeypatch):
-    overrides = {**TINY, "data.path": _corpus(tmp_path), "variants": ["plain", "kq"], "train.steps": 8,
-                 "train.checkpoint_every": 4}
+    overrides = {
+        **TINY,
+        "data.path": _corpus(tmp_path),
+        "variants": ["plain", "kq"],
+        "train.steps": 8,
+        "train.checkpoint_every": 4,
+    }
     full = iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "full", progress=False)
     calls = []
 
@@ -90,8 +119,11 @@ def test_a_run_killed_mid_training_resumes_bit_identically(tmp_path, monkeypatch
 def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
     overrides = {**TINY, "data.path": _corpus(tmp_path)}
     result = iclab.run("symbols-lm", overrides=overrides, out=tmp_path / "run", progress=False)
-    assert {p.name for p in result.folder.figures()} == {"validation_perplexity.png", "identity_a.png",
-                                                         "diagonal_mass.png"}
+    assert {p.name for p in result.folder.figures()} == {
+        "validation_perplexity.png",
+        "identity_a.png",
+        "diagonal_mass.png",
+    }
     assert (result.folder.path / "tokenizer.json").exists()
     assert {c["id"] for c in result.claims} == {"kq-not-worse", "kq-gain", "kq-nodiag-not-worse", "kq-nodiag-gain"}
     # The gain is measured at every scale and judged only at the long one; not-worse is judged here.
@@ -99,8 +131,9 @@ def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
         gain = claim["id"].endswith("-gain")
         assert (claim["holds"] is None) == gain and claim.get("judged_at") == ("long" if gain else None)
         assert "relative gain" in claim["measured"]
-    judged = iclab.run("symbols-lm", overrides={**overrides, "gain_judged_at": None}, out=tmp_path / "here",
-                       progress=False)
+    judged = iclab.run(
+        "symbols-lm", overrides={**overrides, "gain_judged_at": None}, out=tmp_path / "here", progress=False
+    )
     assert all(isinstance(c["holds"], bool) and "judged_at" not in c for c in judged.claims)
     metrics = result.metrics
     final = metrics[(metrics.metric == "validation_perplexity") & metrics.step.isna()]
@@ -119,8 +152,11 @@ def test_bad_data_paths_exit_2_with_one_line(tmp_path, capsys):
     (tmp_path / "no-train").mkdir()
     (tmp_path / "no-train" / "wiki.valid.raw").write_text("valid\n")
     (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
-    for path, message in ((tmp_path / "absent", "neither"), (tmp_path / "no-train", "wiki.train.raw"),
-                          (tmp_path / "latin1.txt", "cannot read")):
+    for path, message in (
+        (tmp_path / "absent", "neither"),
+        (tmp_path / "no-train", "wiki.train.raw"),
+        (tmp_path / "latin1.txt", "cannot read"),
+    ):
         assert main(["run", "symbols-lm", "--set", f"data.path={path}", "--out", str(tmp_path / "r")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1

@@ -93,13 +93,16 @@ def test_paired_format_rows():
     assert PairedFormat(descriptor="mu").token_dim(e) == 7
 
 
-@pytest.mark.parametrize("cfg", [
-    {"d": 3, "n_context": 4},
-    {"d": 3, "n_context": 4, "cov": [1, 2, 3], "mean": [1, 0, -1], "noise": 0.5, "w_scale": 2.0, "w_sparsity": 2},
-    {"d": 3, "n_context": 4, "mean_scale": 0.7, "n_means": 4},
-    {"d": 3, "n_context": 4, "mean_scale": 0.7},
-    {"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 1.0},
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        {"d": 3, "n_context": 4},
+        {"d": 3, "n_context": 4, "cov": [1, 2, 3], "mean": [1, 0, -1], "noise": 0.5, "w_scale": 2.0, "w_sparsity": 2},
+        {"d": 3, "n_context": 4, "mean_scale": 0.7, "n_means": 4},
+        {"d": 3, "n_context": 4, "mean_scale": 0.7},
+        {"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 1.0},
+    ],
+)
 def test_linear_regression_zero_error_and_function_match_its_samples(cfg):
     task = linear_regression_from_config(cfg)
     episode = task.sample(200000, generator(0), torch.float64)

@@ -15,8 +15,19 @@ from iclab.prompts import PairedFormat, Prompt
 from iclab.rng import generator
 from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.theory import lsa_optimum
-from iclab.train import (BLOWUP_STEPS, STATE, WEIGHTS, FixedTrainingSet, FreshPrompts, TrainConfig, TrainingDiverged,
-                         _SeedGroup, checkpoint_folder, data_source, train)
+from iclab.train import (
+    BLOWUP_STEPS,
+    STATE,
+    WEIGHTS,
+    FixedTrainingSet,
+    FreshPrompts,
+    TrainConfig,
+    TrainingDiverged,
+    _SeedGroup,
+    checkpoint_folder,
+    data_source,
+    train,
+)
 
 TASK = LinearRegression(GaussianInputs(3), n_context=10)
 
@@ -49,8 +60,16 @@ def test_vectorised_seeds_equal_seeds_trained_alone():
 
 
 def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
-    cfg = TrainConfig(steps=100, batch_size=64, lr=0.01, optimizer="adamw", weight_decay=0.01,
-                      log_every=10, checkpoint_every=50, schedule="cosine")
+    cfg = TrainConfig(
+        steps=100,
+        batch_size=64,
+        lr=0.01,
+        optimizer="adamw",
+        weight_decay=0.01,
+        log_every=10,
+        checkpoint_every=50,
+        schedule="cosine",
+    )
     data = data_source(TASK, PairedFormat(), cfg)
     full = train(_make, data, cfg, seeds=[0, 1], progress=False)
 
@@ -61,11 +80,20 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False, callback=interrupt)
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
-        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")
+    ]
 
     seen = []
-    resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
-                    callback=lambda step, models: seen.append(step))
+    resumed = train(
+        _make,
+        data,
+        cfg,
+        seeds=[0, 1],
+        checkpoint_dir=tmp_path,
+        name="lsa",
+        progress=False,
+        callback=lambda step, models: seen.append(step),
+    )
     assert seen[0] == 60  # training restarted after the step-50 checkpoint
     for a, b in zip(_params(full.models), _params(resumed.models)):
         torch.testing.assert_close(a, b)
@@ -76,6 +104,7 @@ def _interrupted_at(step_to_stop):
     def interrupt(step, models):
         if step == step_to_stop:
             raise KeyboardInterrupt
+
     return interrupt
 
 
@@ -88,14 +117,24 @@ def test_kept_steps_survive_an_interruption_and_equal_an_uninterrupted_run(tmp_p
     data = data_source(TASK, PairedFormat(), cfg)
     train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "full", name="lsa", progress=False)
     with pytest.raises(KeyboardInterrupt):
-        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False,
-              callback=_interrupted_at(70))
-    kept = lambda root: sorted(p.name for p in (root / "lsa" / "seed1").glob("step*"))  # noqa: E731
+        train(
+            _make,
+            data,
+            cfg,
+            seeds=[0, 1],
+            checkpoint_dir=tmp_path / "cut",
+            name="lsa",
+            progress=False,
+            callback=_interrupted_at(70),
+        )
+    kept = lambda root: sorted(p.name for p in (root / "lsa" / "seed1").glob("step*"))
     assert kept(tmp_path / "cut") == ["step30.safetensors", "step5.safetensors", "step60.safetensors"]
     train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", name="lsa", progress=False)
     assert kept(tmp_path / "cut") == kept(tmp_path / "full") == [f"step{k}.safetensors" for k in (30, 5, 60, 90)]
     for step in cfg.kept_steps():
-        for a, b in zip(_weights_at(tmp_path / "full" / "lsa", [0, 1], step), _weights_at(tmp_path / "cut" / "lsa", [0, 1], step)):
+        for a, b in zip(
+            _weights_at(tmp_path / "full" / "lsa", [0, 1], step), _weights_at(tmp_path / "cut" / "lsa", [0, 1], step)
+        ):
             assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -126,18 +165,35 @@ def test_a_run_written_in_the_old_one_file_layout_resumes_exactly(tmp_path):
     data = data_source(TASK, PairedFormat(), cfg)
     full = train(_make, data, cfg, seeds=[0, 1], progress=False)
     with pytest.raises(KeyboardInterrupt):
-        train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
-              callback=_interrupted_at(70))
+        train(
+            _make,
+            data,
+            cfg,
+            seeds=[0, 1],
+            checkpoint_dir=tmp_path,
+            name="lsa",
+            progress=False,
+            callback=_interrupted_at(70),
+        )
     _to_legacy(tmp_path, "lsa", [0, 1])
     seen = []
-    resumed = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, name="lsa", progress=False,
-                    callback=lambda step, models: seen.append(step))
+    resumed = train(
+        _make,
+        data,
+        cfg,
+        seeds=[0, 1],
+        checkpoint_dir=tmp_path,
+        name="lsa",
+        progress=False,
+        callback=lambda step, models: seen.append(step),
+    )
     assert seen[0] == 60
     for a, b in zip(_params(full.models), _params(resumed.models)):
         assert torch.equal(a, b)
     assert [r["step"] for r in resumed.history if r["seed"] == 1] == list(range(10, 101, 10))
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.safetensors")) == [
-        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")]  # migrated
+        f"lsa/seed{s}/{f}.safetensors" for s in (0, 1) for f in ("model", "state")
+    ]  # migrated
 
 
 def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, monkeypatch):
@@ -162,8 +218,16 @@ def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, 
     with safe_open(tmp_path / "lsa" / "seed0" / "model.safetensors", "pt") as f:
         assert f.metadata()["step"] == "10"  # the state is at step 20, the weights are not yet
     seen = []
-    resumed = train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False,
-                    callback=lambda step, models: seen.append(step))
+    resumed = train(
+        _make,
+        data,
+        cfg,
+        seeds=[0],
+        checkpoint_dir=tmp_path,
+        name="lsa",
+        progress=False,
+        callback=lambda step, models: seen.append(step),
+    )
     assert seen == [] and not (tmp_path / "lsa" / "seed0" / "model.tmp").exists()  # nothing left to train
     assert torch.equal(_params(full.models)[0], _params(resumed.models)[0])
 
@@ -190,7 +254,6 @@ def test_schedule_and_config_validation():
         TrainConfig(optimizer="lbfgs")
 
 
-
 def test_epochs_derive_the_steps_from_the_training_set_and_batch():
     cfg = TrainConfig(epochs=3, batch_size=8, train_size=20)
     assert cfg.steps == 3 * 3  # ⌈20 / 8⌉ = 3 steps a pass
@@ -201,11 +264,22 @@ def test_epochs_derive_the_steps_from_the_training_set_and_batch():
     with pytest.raises(ConfigError, match="epochs"):
         TrainConfig(epochs=0, train_size=8)
     with pytest.raises(ConfigError, match="needs train.train_size"):
-        train(lambda g: LinearSelfAttention(TASK.d + 1, generator=g), data_source(TASK, PairedFormat(), recipe), recipe,
-              [0], progress=False)
-    result = train(lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
-                   data_source(TASK, PairedFormat(), cfg), cfg, [0], progress=False)
+        train(
+            lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
+            data_source(TASK, PairedFormat(), recipe),
+            recipe,
+            [0],
+            progress=False,
+        )
+    result = train(
+        lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
+        data_source(TASK, PairedFormat(), cfg),
+        cfg,
+        [0],
+        progress=False,
+    )
     assert max(r["step"] for r in result.history) == 9
+
 
 @pytest.mark.slow
 def test_compiled_training_equals_eager():
@@ -214,7 +288,7 @@ def test_compiled_training_equals_eager():
     from iclab.models.transformer import GPTConfig, GPTTransformer
     from iclab.prompts import InterleavedFormat
 
-    make = lambda g: GPTTransformer(GPTConfig(4, 1, 2, 16, max_tokens=20, attention="math"), g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, 1, 2, 16, max_tokens=20, attention="math"), g)
     for seeds in ([0], [0, 1]):
         runs = []
         for compile in (False, True):
@@ -231,7 +305,7 @@ def test_bf16_training_tracks_fp32():
     from iclab.models.transformer import GPTConfig, GPTTransformer
     from iclab.prompts import InterleavedFormat
 
-    make = lambda g: GPTTransformer(GPTConfig(4, 2, 2, 32, max_tokens=20, attention="math"), g)  # noqa: E731
+    make = lambda g: GPTTransformer(GPTConfig(4, 2, 2, 32, max_tokens=20, attention="math"), g)
     for seeds in ([0], [0, 1]):
         losses = {}
         for precision in ("fp32", "tf32", "bf16"):
@@ -253,15 +327,27 @@ def test_tf32_sets_the_switch_this_torch_has_and_restores_it(monkeypatch):
     seen = []
     for precision in ("fp32", "tf32"):
         cfg = TrainConfig(steps=4, batch_size=16, log_every=2, precision=precision)
-        result = train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
-                       callback=lambda step, models: seen.append(old_torch.allow_tf32))
+        result = train(
+            _make,
+            data_source(TASK, PairedFormat(), cfg),
+            cfg,
+            seeds=[0],
+            progress=False,
+            callback=lambda step, models: seen.append(old_torch.allow_tf32),
+        )
         assert result.history[-1]["step"] == 4
     assert seen == [False, False, True, True] and old_torch.allow_tf32 is False
     monkeypatch.undo()
     before = torch.backends.cuda.matmul.fp32_precision
     cfg = TrainConfig(steps=2, batch_size=16, log_every=1, precision="tf32")
-    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False,
-          callback=lambda step, models: seen.append(torch.backends.cuda.matmul.fp32_precision))
+    train(
+        _make,
+        data_source(TASK, PairedFormat(), cfg),
+        cfg,
+        seeds=[0],
+        progress=False,
+        callback=lambda step, models: seen.append(torch.backends.cuda.matmul.fp32_precision),
+    )
     assert seen[-2:] == ["tf32", "tf32"] and torch.backends.cuda.matmul.fp32_precision == before
 
 
@@ -304,8 +390,11 @@ def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(mo
     cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, checkpoint_every=4)
     blown_up_from_step_6 = _SpikyPrompts(cfg, range(5, 30))
     stop = 5 + BLOWUP_STEPS
-    with pytest.raises(TrainingDiverged, match=rf"diverged \(loss .* times its start, over 10000 times for "
-                                               rf"{BLOWUP_STEPS} steps\) for seed 0, 1 at step {stop}"):
+    with pytest.raises(
+        TrainingDiverged,
+        match=rf"diverged \(loss .* times its start, over 10000 times for "
+        rf"{BLOWUP_STEPS} steps\) for seed 0, 1 at step {stop}",
+    ):
         train(_make, blown_up_from_step_6, cfg, seeds=[0, 1], progress=False)
     without_rule = dataclasses.replace(cfg, blowup=None)
     assert train(_make, blown_up_from_step_6, without_rule, seeds=[0], progress=False).history[-1]["step"] == 30
@@ -324,10 +413,13 @@ def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
     cfg = TrainConfig(steps=8, batch_size=64, lr=0.01, log_every=1, checkpoint_every=4)
     data = data_source(TASK, PairedFormat(), cfg)
     first = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
-    resumed = _SeedGroup(_make, data, dataclasses.replace(cfg, steps=12), [0, 1], torch.device("cpu"),
-                         tmp_path, "model")
+    resumed = _SeedGroup(
+        _make, data, dataclasses.replace(cfg, steps=12), [0, 1], torch.device("cpu"), tmp_path, "model"
+    )
     assert resumed.step == 8
-    step_one = torch.tensor([r["value"] for r in first.history if r["step"] == 1])  # seeds 0, 1: initial weights, step 0's batch
+    step_one = torch.tensor(
+        [r["value"] for r in first.history if r["step"] == 1]
+    )  # seeds 0, 1: initial weights, step 0's batch
     torch.testing.assert_close(resumed.start_losses, step_one)
     torch.testing.assert_close(resumed.loss_limits, 1e4 * step_one)
     with pytest.raises(ConfigError, match="blowup"):
@@ -343,8 +435,12 @@ class _TokenIds:
 
 
 def _small_gpt(g):
-    return GPTTransformer(GPTConfig(None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10,
-                                    logit_identity=True, attention="math"), g)
+    return GPTTransformer(
+        GPTConfig(
+            None, n_layers=2, n_heads=2, width=8, max_tokens=10, vocab_size=10, logit_identity=True, attention="math"
+        ),
+        g,
+    )
 
 
 def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalars():
@@ -353,11 +449,29 @@ def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalar
     names = {id(p): n for n, p in group.params.items()}
     decay, no_decay = ({names[id(p)] for p in g["params"]} for g in group.optimizer.param_groups)
     layers = [f"layers.{l}." for l in (0, 1)]
-    assert decay == {"embedding.weight", "read_out.weight",
-                     *(l + w for l in layers for w in ("attn.qkv.weight", "attn.out.weight", "mlp.0.weight", "mlp.2.weight"))}
-    per_layer = ("ln_attn.weight", "ln_attn.bias", "ln_mlp.weight", "ln_mlp.bias", "attn.qkv.bias", "attn.out.bias",
-                 "mlp.0.bias", "mlp.2.bias", "attn.a")
-    assert no_decay == {"positions", "ln_out.weight", "ln_out.bias", "read_out.bias", *(l + w for l in layers for w in per_layer)}
+    assert decay == {
+        "embedding.weight",
+        "read_out.weight",
+        *(l + w for l in layers for w in ("attn.qkv.weight", "attn.out.weight", "mlp.0.weight", "mlp.2.weight")),
+    }
+    per_layer = (
+        "ln_attn.weight",
+        "ln_attn.bias",
+        "ln_mlp.weight",
+        "ln_mlp.bias",
+        "attn.qkv.bias",
+        "attn.out.bias",
+        "mlp.0.bias",
+        "mlp.2.bias",
+        "attn.a",
+    )
+    assert no_decay == {
+        "positions",
+        "ln_out.weight",
+        "ln_out.bias",
+        "read_out.bias",
+        *(l + w for l in layers for w in per_layer),
+    }
     assert [g["weight_decay"] for g in group.optimizer.param_groups] == [0.5, 0.0]
 
     # One AdamW step: a tensor's rows with no gradient (tokens 4-9 never appear, positions 6-9 are never
@@ -372,7 +486,14 @@ def test_weight_decay_spares_biases_layernorms_positions_and_the_identity_scalar
 def test_resume_with_two_parameter_groups_is_exact_and_each_tensor_keeps_its_own_optimizer_state(tmp_path):
     cfg = TrainConfig(steps=8, batch_size=8, lr=0.01, optimizer="adamw", weight_decay=0.1, checkpoint_every=4)
     full = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], progress=False)
-    train(_small_gpt, _TokenIds(), dataclasses.replace(cfg, steps=4), seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
+    train(
+        _small_gpt,
+        _TokenIds(),
+        dataclasses.replace(cfg, steps=4),
+        seeds=[0, 1],
+        checkpoint_dir=tmp_path,
+        progress=False,
+    )
     folder = checkpoint_folder(tmp_path, "model", 0)
     weights, state = load_file(folder / WEIGHTS), load_file(folder / STATE)
     for name, tensor in weights.items():

@@ -6,12 +6,14 @@ from iclab.config import ConfigError
 from iclab.models.attention import SelfAttention
 from iclab.models.transformer import GPTConfig, GPTTransformer
 from iclab.prompts import InterleavedFormat
-from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.rng import generator
+from iclab.tasks import GaussianInputs, LinearRegression
 
 
 def _model(**kw):
-    return GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=16, max_tokens=12, init_scale=0.2, **kw), generator(0))
+    return GPTTransformer(
+        GPTConfig(4, n_layers=2, n_heads=2, width=16, max_tokens=12, init_scale=0.2, **kw), generator(0)
+    )
 
 
 def test_interleaved_layout():
@@ -101,7 +103,7 @@ def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
         attn.qkv.bias[: 2 * width].zero_()
         attn.a.copy_(torch.tensor([0.3, -0.5]))
     x = torch.randn(3, 5, width, generator=generator(1))
-    v = attn.qkv(x)[..., 2 * width:].unflatten(-1, (heads, head_dim)).transpose(1, 2)
+    v = attn.qkv(x)[..., 2 * width :].unflatten(-1, (heads, head_dim)).transpose(1, 2)
     logits = attn.a[:, None, None] * (x @ x.transpose(1, 2))[:, None]
     future = torch.ones(5, 5, dtype=torch.bool).triu(1)
     weights = logits.masked_fill(future, float("-inf")).softmax(-1)
@@ -110,14 +112,28 @@ def test_logit_identity_adds_exactly_a_xxt_to_the_logits(attention):
 
 
 def _symbol_model(**kw):
-    options = dict(vocab_size=20, n_layers=2, n_heads=2, width=16, max_tokens=5, causal=False, cls=True, bias=False,
-                   ln_out_affine=False, init="pytorch", attention="math")
+    options = dict(
+        vocab_size=20,
+        n_layers=2,
+        n_heads=2,
+        width=16,
+        max_tokens=5,
+        causal=False,
+        cls=True,
+        bias=False,
+        ln_out_affine=False,
+        init="pytorch",
+        attention="math",
+    )
     return GPTTransformer(GPTConfig(None, **{**options, **kw}), generator(0))
 
 
 @pytest.mark.parametrize("tied", [False, True])
 def test_token_model_with_identity_terms_at_zero_equals_the_plain_one(tied):
-    plain, extended = _symbol_model(tied_output=tied), _symbol_model(tied_output=tied, logit_identity=True, value_identity=True)
+    plain, extended = (
+        _symbol_model(tied_output=tied),
+        _symbol_model(tied_output=tied, logit_identity=True, value_identity=True),
+    )
     tokens = torch.randint(20, (6, 4), generator=generator(1))
     out = extended(tokens, 4)
     assert out.shape == ((6, 1, 20) if tied else (6, 1))
@@ -165,7 +181,7 @@ def test_pytorch_init_follows_nn_linear_and_nn_embedding():
     assert model.positions.std().item() == pytest.approx(1.0, abs=0.05)
     qkv = model.layers[0].attn.qkv
     assert qkv.bias is None and qkv.weight.abs().max() <= 1 / 8
-    assert qkv.weight.std().item() == pytest.approx(1 / (8 * 3 ** 0.5), rel=0.05)  # uniform on ±1/√64
+    assert qkv.weight.std().item() == pytest.approx(1 / (8 * 3**0.5), rel=0.05)  # uniform on ±1/√64
     assert not model.ln_out.elementwise_affine
     again = _symbol_model(width=64, n_heads=4, max_tokens=64, vocab_size=500)
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
@@ -182,14 +198,22 @@ def test_bad_token_model_options_raise_config_error():
 @pytest.mark.parametrize("causal", [True, False])
 def test_logit_identity_enters_bidirectional_and_causal_logits_exactly(causal):
     width, heads, head_dim = 8, 2, 3
-    attn = SelfAttention(width, heads, head_dim=head_dim, causal=causal, bias=False, logit_identity=True,
-                         value_identity=True, attention="math")
+    attn = SelfAttention(
+        width,
+        heads,
+        head_dim=head_dim,
+        causal=causal,
+        bias=False,
+        logit_identity=True,
+        value_identity=True,
+        attention="math",
+    )
     with torch.no_grad():
         attn.a.copy_(torch.tensor([0.3, -0.5]))
         attn.b.copy_(torch.tensor([0.7, 0.2]))
     x = torch.randn(3, 5, width, generator=generator(4))
     q, k, v = (z.unflatten(-1, (heads, head_dim)).transpose(1, 2) for z in attn.qkv(x).split(heads * head_dim, -1))
-    logits = q @ k.transpose(-1, -2) / head_dim ** 0.5 + attn.a[:, None, None] * (x @ x.transpose(1, 2))[:, None]
+    logits = q @ k.transpose(-1, -2) / head_dim**0.5 + attn.a[:, None, None] * (x @ x.transpose(1, 2))[:, None]
     if causal:
         logits = logits.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
     weights = logits.softmax(-1)  # (B, H, T, T)
@@ -200,8 +224,10 @@ def test_logit_identity_enters_bidirectional_and_causal_logits_exactly(causal):
 
 
 def test_identity_scale_multiplies_both_terms():
-    scaled, plain = (SelfAttention(8, 2, causal=False, logit_identity=True, value_identity=True, attention="math",
-                                   identity_scale=s) for s in (3.0, 1.0))
+    scaled, plain = (
+        SelfAttention(8, 2, causal=False, logit_identity=True, value_identity=True, attention="math", identity_scale=s)
+        for s in (3.0, 1.0)
+    )
     plain.load_state_dict(scaled.state_dict())
     with torch.no_grad():
         scaled.a.copy_(torch.tensor([0.1, -0.2]))
@@ -218,10 +244,30 @@ def test_gpt_config_names_the_model_and_keeps_the_parameter_names():
     assert model.config is config
     with pytest.raises(AttributeError):
         config.width = 16  # frozen: the config a model was built from cannot drift from it
-    block = ["ln_attn.weight", "ln_attn.bias", "attn.qkv.weight", "attn.qkv.bias", "attn.out.weight", "attn.out.bias",
-             "ln_mlp.weight", "ln_mlp.bias", "mlp.0.weight", "mlp.0.bias", "mlp.2.weight", "mlp.2.bias"]
-    assert list(model.state_dict()) == ["positions", "read_in.weight", "read_in.bias", *[f"layers.0.{k}" for k in block],
-                                        "ln_out.weight", "ln_out.bias", "read_out.weight", "read_out.bias"]
+    block = [
+        "ln_attn.weight",
+        "ln_attn.bias",
+        "attn.qkv.weight",
+        "attn.qkv.bias",
+        "attn.out.weight",
+        "attn.out.bias",
+        "ln_mlp.weight",
+        "ln_mlp.bias",
+        "mlp.0.weight",
+        "mlp.0.bias",
+        "mlp.2.weight",
+        "mlp.2.bias",
+    ]
+    assert list(model.state_dict()) == [
+        "positions",
+        "read_in.weight",
+        "read_in.bias",
+        *[f"layers.0.{k}" for k in block],
+        "ln_out.weight",
+        "ln_out.bias",
+        "read_out.weight",
+        "read_out.bias",
+    ]
 
 
 def test_read_last_reads_the_last_input_token_of_the_full_forward():
@@ -246,12 +292,18 @@ def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_
         model.train()
         assert not torch.equal(model(prompt.tokens, 6), model(prompt.tokens, 6))
     task = LinearRegression(GaussianInputs(3), n_context=6)
-    make = lambda g: GPTTransformer(config, g)  # noqa: E731
+    make = lambda g: GPTTransformer(config, g)
     full = TrainConfig(steps=6, batch_size=16, lr=0.01, checkpoint_every=3)
     data = data_source(task, InterleavedFormat(), full)
     whole = train(make, data, full, seeds=[0, 1], checkpoint_dir=tmp_path / "whole", progress=False).models
-    train(make, data, TrainConfig(steps=3, batch_size=16, lr=0.01, checkpoint_every=3), seeds=[0, 1],
-          checkpoint_dir=tmp_path / "cut", progress=False)
+    train(
+        make,
+        data,
+        TrainConfig(steps=3, batch_size=16, lr=0.01, checkpoint_every=3),
+        seeds=[0, 1],
+        checkpoint_dir=tmp_path / "cut",
+        progress=False,
+    )
     resumed = train(make, data, full, seeds=[0, 1], checkpoint_dir=tmp_path / "cut", progress=False).models
     for a, b in zip(whole, resumed):
         for (name, p), q in zip(a.named_parameters(), b.parameters()):
@@ -291,7 +343,7 @@ def test_named_activations_come_from_the_same_pass_as_the_prediction(attention):
     assert all(found[n].shape == (3, 12, 16) for n in names if not n.endswith("hook_pattern"))
     torch.testing.assert_close(found["blocks.0.hook_resid_pre"], found["hook_embed"] + found["hook_pos_embed"])
     for layer, block in enumerate(model.layers):
-        at = lambda name: found[f"blocks.{layer}.{name}"]  # noqa: E731
+        at = lambda name: found[f"blocks.{layer}.{name}"]
         torch.testing.assert_close(at("ln1.hook_normalized"), block.ln_attn(at("hook_resid_pre")))
         # The pattern is the softmax the attention used: A_h X W_V per head, then the output map and b·AX.
         x, pattern = at("ln1.hook_normalized"), at("attn.hook_pattern")

@@ -10,6 +10,16 @@ from .text import WIKITEXT_FILES, TextSplits, load_corpus, pydoc_topics, split_t
 from .tokenizer import TOKENIZERS, BPETokenizer, ByteTokenizer, make_tokenizer, pack_blocks
 
 __all__ = [
-    "WIKITEXT_FILES", "TextSplits", "load_corpus", "pydoc_topics", "split_text", "text_file", "wikitext",
-    "TOKENIZERS", "BPETokenizer", "ByteTokenizer", "make_tokenizer", "pack_blocks",
+    "WIKITEXT_FILES",
+    "TextSplits",
+    "load_corpus",
+    "pydoc_topics",
+    "split_text",
+    "text_file",
+    "wikitext",
+    "TOKENIZERS",
+    "BPETokenizer",
+    "ByteTokenizer",
+    "make_tokenizer",
+    "pack_blocks",
 ]

@@ -12,8 +12,9 @@ Three sources, chosen by ``data.path``:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..config import ConfigError
 

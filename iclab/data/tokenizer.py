@@ -40,7 +40,7 @@ class BPETokenizer:
         self.vocab_size = tokenizer.get_vocab_size()
 
     @classmethod
-    def train(cls, text: str, vocab_size: int) -> "BPETokenizer":
+    def train(cls, text: str, vocab_size: int) -> BPETokenizer:
         """Learn merges on ``text`` until the vocabulary (the 256 byte symbols included) has
         ``vocab_size`` tokens, or no pair is left to merge."""
         from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -50,13 +50,14 @@ class BPETokenizer:
         tokenizer = Tokenizer(models.BPE())
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tokenizer.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                      show_progress=False)
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+        )
         tokenizer.train_from_iterator(text.splitlines(keepends=True), trainer)
         return cls(tokenizer)
 
     @classmethod
-    def load(cls, path: str | Path) -> "BPETokenizer":
+    def load(cls, path: str | Path) -> BPETokenizer:
         """A tokenizer saved by :meth:`save`."""
         from tokenizers import Tokenizer
 

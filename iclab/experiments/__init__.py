@@ -35,15 +35,47 @@ GROUP = "iclab.experiments"
 
 _EXPERIMENTS = {
     # name: (module defining EXPERIMENT, one-line summary), in the order `iclab reproduce` runs them
-    "lsa-linear": ("iclab.experiments.lsa_linear", "One-layer linear self-attention converges to one preconditioned GD step (Γ⁻¹)."),
-    "gpt-linear": ("iclab.experiments.gpt_linear", "A GPT-style transformer on interleaved prompts tracks OLS at every prefix length."),
-    "gd-mechanism": ("iclab.experiments.gd_mechanism", "Trained linear self-attention matches GD (1 layer) and GD++ (deeper) on linear regression."),
-    "task-descriptors": ("iclab.experiments.task_descriptors", "Task descriptors (the inputs' mean) lower the loss of LSA trained in context; exact one-layer optimum."),
-    "mesa-ar": ("iclab.experiments.mesa_ar", "Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian starts)."),
-    "function-classes": ("iclab.experiments.function_classes", "One transformer per Garg et al. function class against their baselines, and the linear one under their shifted prompts."),
-    "algorithm-selection": ("iclab.experiments.algorithm_selection", "Which learner a trained transformer matches (Akyürek et al.): SPD/ILWD, the Bayes ridge under noise, depth, probes."),
-    "abstract-symbols": ("iclab.experiments.abstract_symbols", "Transformers on template tasks over unseen symbols with and without the identity terms, MLP baselines, copying vs width, the template kernel matrix."),
-    "symbols-lm": ("iclab.experiments.symbols_lm", "A causal language model with and without a·XXᵀ (and its diagonal-masked variant): validation perplexity over seeds, learned a, diagonal attention mass."),
+    "lsa-linear": (
+        "iclab.experiments.lsa_linear",
+        "One-layer linear self-attention converges to one preconditioned GD step (Γ⁻¹).",
+    ),
+    "gpt-linear": (
+        "iclab.experiments.gpt_linear",
+        "A GPT-style transformer on interleaved prompts tracks OLS at every prefix length.",
+    ),
+    "gd-mechanism": (
+        "iclab.experiments.gd_mechanism",
+        "Trained linear self-attention matches GD (1 layer) and GD++ (deeper) on linear regression.",
+    ),
+    "task-descriptors": (
+        "iclab.experiments.task_descriptors",
+        "Task descriptors (the inputs' mean) lower the loss of LSA trained in context; exact one-layer optimum.",
+    ),
+    "mesa-ar": (
+        "iclab.experiments.mesa_ar",
+        "Autoregressive linear attention learns one GD step on in-context OLS; ab → ab* (not recovered for Gaussian "
+        "starts).",
+    ),
+    "function-classes": (
+        "iclab.experiments.function_classes",
+        "One transformer per Garg et al. function class against their baselines, and the linear one under their "
+        "shifted prompts.",
+    ),
+    "algorithm-selection": (
+        "iclab.experiments.algorithm_selection",
+        "Which learner a trained transformer matches (Akyürek et al.): SPD/ILWD, the Bayes ridge under noise, depth, "
+        "probes.",
+    ),
+    "abstract-symbols": (
+        "iclab.experiments.abstract_symbols",
+        "Transformers on template tasks over unseen symbols with and without the identity terms, MLP baselines, "
+        "copying vs width, the template kernel matrix.",
+    ),
+    "symbols-lm": (
+        "iclab.experiments.symbols_lm",
+        "A causal language model with and without a·XXᵀ (and its diagonal-masked variant): validation perplexity over "
+        "seeds, learned a, diagonal attention mass.",
+    ),
 }
 
 
@@ -54,8 +86,12 @@ def _registered() -> dict[str, importlib.metadata.EntryPoint]:
     found = {}
     for entry in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda e: e.name):
         if entry.name in _EXPERIMENTS or entry.name in found:
-            log.warning("iclab: experiment %r of %s is skipped: %s already has that name", entry.name,
-                        _distribution(entry), "iclab" if entry.name in _EXPERIMENTS else _distribution(found[entry.name]))
+            log.warning(
+                "iclab: experiment %r of %s is skipped: %s already has that name",
+                entry.name,
+                _distribution(entry),
+                "iclab" if entry.name in _EXPERIMENTS else _distribution(found[entry.name]),
+            )
             continue
         found[entry.name] = entry
     return found
@@ -103,9 +139,15 @@ def get(name: str):
     value = entry.load()
     experiment = getattr(value, "EXPERIMENT", None) if entry.attr is None else value
     if not isinstance(experiment, Experiment) or experiment.name != name:
-        found = f"an Experiment named {experiment.name!r}" if isinstance(experiment, Experiment) else type(experiment).__name__
-        raise ConfigError(f"experiment {name!r} of {_distribution(entry)} ({entry.value}) must be an Experiment named "
-                          f"{name!r}, found {found}")
+        found = (
+            f"an Experiment named {experiment.name!r}"
+            if isinstance(experiment, Experiment)
+            else type(experiment).__name__
+        )
+        raise ConfigError(
+            f"experiment {name!r} of {_distribution(entry)} ({entry.value}) must be an Experiment named "
+            f"{name!r}, found {found}"
+        )
     return experiment
 
 

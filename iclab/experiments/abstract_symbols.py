@@ -50,8 +50,11 @@ PAPER = "Boix-Adserà et al. (ICLR 2024)"
 
 MODELS = ("transformer", "transformer+kq", "transformer+vo", "transformer+kq+vo", "mlp", "mlp+equality")
 """The models of the sweep; ``+kq`` / ``+vo`` switch on the a·XXᵀ / b·AX terms."""
-TERMS = {"transformer+kq": "the trainable a·XXᵀ term", "transformer+vo": "the trainable b·AX term",
-         "transformer+kq+vo": "the trainable a·XXᵀ and b·AX terms"}
+TERMS = {
+    "transformer+kq": "the trainable a·XXᵀ term",
+    "transformer+vo": "the trainable b·AX term",
+    "transformer+kq+vo": "the trainable a·XXᵀ and b·AX terms",
+}
 """The modification of each modified transformer, in words."""
 
 CHANCE = 1.0  # test MSE of predicting 0 on ±1 labels
@@ -62,28 +65,50 @@ DEFAULTS = {
     # modified: the modified transformer each task's claims name, as the paper's figures do: its ABA vs
     # ABB figure has the a·XXᵀ term alone (+KQ), its same/different figure a "modified transformer",
     # which we read as both terms; a task not named here uses transformer+kq.
-    "sweep": {"tasks": ["aba-abb", "same-different"], "n": [16, 64, 256],
-              "models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp", "mlp+equality"],
-              "modified": {"aba-abb": "transformer+kq", "same-different": "transformer+kq+vo"}},
+    "sweep": {
+        "tasks": ["aba-abb", "same-different"],
+        "n": [16, 64, 256],
+        "models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp", "mlp+equality"],
+        "modified": {"aba-abb": "transformer+kq", "same-different": "transformer+kq+vo"},
+    },
     "alphabets": {"validation": 100, "test": 100},
     "eval_samples": 500,  # per split, drawn from the 100-symbol alphabets (the paper used 100)
     # identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms (the authors' code: 1.0 by default).
     # Under Adam a multiplier s acts as an s-fold learning rate for a and b, which must grow before the
     # training set is memorised (in ~100 steps); 10 is a departure from 1.0, chosen by the sweep in
     # docs/experiments/abstract-symbols.md.
-    "transformer": {"n_layers": 2, "n_heads": 4, "width": 256, "head_dim": None, "mlp_ratio": 4.0,
-                    "identity_scale": 10.0},
+    "transformer": {
+        "n_layers": 2,
+        "n_heads": 4,
+        "width": 256,
+        "head_dim": None,
+        "mlp_ratio": 4.0,
+        "identity_scale": 10.0,
+    },
     "mlp": {"hidden": 256, "depth": 3},
     # Quick trains 150 epochs, not the paper's 1000: the training set is memorised within ~100 steps and
     # the test loss moves little after (docs/experiments/abstract-symbols.md).
     "train": {"epochs": 150, "batch_size": 1024, "lr": 0.001, "log_every": 10},
     # readout: "last" reads the last input token (the authors' copying model), "cls" an appended CLS token.
-    "copying": {"widths": [32, 64, 128], "n": [16, 64, 256], "readout": "last",
-                "models": ["transformer", "transformer+kq+vo"], "n_heads": 4, "epochs": 150, "error": 0.05},
+    "copying": {
+        "widths": [32, 64, 128],
+        "n": [16, 64, 256],
+        "readout": "last",
+        "models": ["transformer", "transformer+kq+vo"],
+        "n_heads": 4,
+        "epochs": 150,
+        "error": 0.05,
+    },
     # The kernel of the transformer above at its own width (the theory's is infinite); each draw
     # averages the features of `strings` strings per template (see iclab.theory.kernels).
-    "kernel": {"tasks": ["aba-abb", "same-different"], "width": 64, "draws": 200, "strings": 64,
-               "a": [-0.05, 0.05], "b": [0.5]},
+    "kernel": {
+        "tasks": ["aba-abb", "same-different"],
+        "width": 64,
+        "draws": 200,
+        "strings": 64,
+        "a": [-0.05, 0.05],
+        "b": [0.5],
+    },
     "tolerance": {"kq_loss": 0.1, "plain_chance": 0.8, "plain_learned": 0.2, "mlp_chance": 0.9, "sigmas": 3.0},
 }
 
@@ -100,8 +125,11 @@ SCALES = {
         "sweep": {"n": [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192], "models": list(MODELS)},
         "transformer": {"width": 128, "n_heads": 16, "head_dim": 64},
         "train": {"epochs": 1000, "log_every": 10},
-        "copying": {"widths": [64, 128, 256, 512, 1024, 2048, 4096], "n": [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048],
-                    "epochs": 1000},
+        "copying": {
+            "widths": [64, 128, 256, 512, 1024, 2048, 4096],
+            "n": [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048],
+            "epochs": 1000,
+        },
         "kernel": {"width": 128, "draws": 2000},
     },
 }
@@ -125,7 +153,9 @@ def _validate(config: dict):
         if n < 2:
             raise ConfigError(f"n must be >= 2 (it is also the training alphabet's size), got {n}")
     _task("copy", min(config["copying"]["n"]), config)
-    for spec, n in [(spec, min(sweep["n"])) for spec in sweep["tasks"]] + [(spec, 100) for spec in config["kernel"]["tasks"]]:
+    for spec, n in [(spec, min(sweep["n"])) for spec in sweep["tasks"]] + [
+        (spec, 100) for spec in config["kernel"]["tasks"]
+    ]:
         if _task(spec, n, config).symbolic:  # builds the task: bad templates and small alphabets raise here
             raise ConfigError(f"task {spec!r} has symbolic labels; the sweep and the kernel take real labels")
     if config["train"]["epochs"] < 1 or config["copying"]["epochs"] < 1 or config["eval_samples"] < 1:
@@ -144,8 +174,16 @@ def _task(spec: str, n: int, config: dict):
     return template_task(spec, n, config["alphabets"]["validation"], config["alphabets"]["test"])
 
 
-def _make_model(name: str, task, config: dict, width: int | None = None, n_heads: int | None = None,
-                readout: str = "cls", tied: bool = False, identity_scale: float | None = None):
+def _make_model(
+    name: str,
+    task,
+    config: dict,
+    width: int | None = None,
+    n_heads: int | None = None,
+    readout: str = "cls",
+    tied: bool = False,
+    identity_scale: float | None = None,
+):
     """A factory ``generator -> model`` for one of :data:`MODELS` on ``task``; a transformer reads its
     prediction at an appended CLS token (``readout="cls"``) or at the last input token (``"last"``), and
     multiplies its identity terms by ``identity_scale`` (default: the config's)."""
@@ -154,37 +192,86 @@ def _make_model(name: str, task, config: dict, width: int | None = None, n_heads
         return lambda g: OneHotMLP(task.vocab_size, task.length, m["hidden"], m["depth"], name == "mlp+equality", g)
     t = config["transformer"]
     cls = readout == "cls"
-    return lambda g: GPTTransformer(GPTConfig(
-        None, t["n_layers"], n_heads or t["n_heads"], width or t["width"], t["mlp_ratio"],
-        max_tokens=task.length + cls, logit_identity="+kq" in name, value_identity="+vo" in name, attention="math",
-        vocab_size=task.vocab_size, head_dim=t["head_dim"], causal=False, cls=cls, read_last=not cls,
-        tied_output=tied, bias=False, ln_out_affine=False, init="pytorch",
-        identity_scale=t["identity_scale"] if identity_scale is None else identity_scale,
-    ), g)
+    return lambda g: GPTTransformer(
+        GPTConfig(
+            None,
+            t["n_layers"],
+            n_heads or t["n_heads"],
+            width or t["width"],
+            t["mlp_ratio"],
+            max_tokens=task.length + cls,
+            logit_identity="+kq" in name,
+            value_identity="+vo" in name,
+            attention="math",
+            vocab_size=task.vocab_size,
+            head_dim=t["head_dim"],
+            causal=False,
+            cls=cls,
+            read_last=not cls,
+            tied_output=tied,
+            bias=False,
+            ln_out_affine=False,
+            init="pytorch",
+            identity_scale=t["identity_scale"] if identity_scale is None else identity_scale,
+        ),
+        g,
+    )
 
 
-def _fit(ctx: RunContext, config: dict, task, n: int, model: str, seeds, make_model, name: str, setting: str,
-         loss: str, metric: str, epochs: int) -> dict[int, dict[str, float]]:
+def _fit(
+    ctx: RunContext,
+    config: dict,
+    task,
+    n: int,
+    model: str,
+    seeds,
+    make_model,
+    name: str,
+    setting: str,
+    loss: str,
+    metric: str,
+    epochs: int,
+) -> dict[int, dict[str, float]]:
     """Train ``make_model`` on a fixed set of n samples and return, per seed, the test
     ``metric`` at the logged step with the lowest validation ``metric`` and at the last step."""
     # The run's train block on this fixed set of n samples: epochs passes, one checkpoint at the end.
     train_cfg = TrainConfig.from_config({**config["train"], "epochs": epochs, "train_size": n, "loss": loss})
     train_cfg = dataclasses.replace(train_cfg, checkpoint_every=train_cfg.steps)
-    held_out = {seed: {split: task.sample(config["eval_samples"], generator(seed, split), split).to(ctx.device)
-                       for split in ("validation", "test")} for seed in seeds}
+    held_out = {
+        seed: {
+            split: task.sample(config["eval_samples"], generator(seed, split), split).to(ctx.device)
+            for split in ("validation", "test")
+        }
+        for seed in seeds
+    }
 
     def evaluate(step, models):
         with torch.no_grad():
-            return {split: [prompt_losses(m(held_out[s][split].tokens, task.length), held_out[s][split].targets,
-                                          metric).mean().item() for s, m in zip(seeds, models)]
-                    for split in ("validation", "test")}
+            return {
+                split: [
+                    prompt_losses(m(held_out[s][split].tokens, task.length), held_out[s][split].targets, metric)
+                    .mean()
+                    .item()
+                    for s, m in zip(seeds, models)
+                ]
+                for split in ("validation", "test")
+            }
 
-    result = ctx.model(name, make_model, FixedTrainingSet(task, TokenFormat(), n, train_cfg.batch_size), train_cfg,
-                       seeds=seeds, setting=setting, callback=evaluate)
+    result = ctx.model(
+        name,
+        make_model,
+        FixedTrainingSet(task, TokenFormat(), n, train_cfg.batch_size),
+        train_cfg,
+        seeds=seeds,
+        setting=setting,
+        callback=evaluate,
+    )
     out = {}
     for seed in seeds:
-        rows = {split: {r["step"]: r["value"] for r in result.history if r["seed"] == seed and r["metric"] == split}
-                for split in ("validation", "test")}
+        rows = {
+            split: {r["step"]: r["value"] for r in result.history if r["seed"] == seed and r["metric"] == split}
+            for split in ("validation", "test")
+        }
         best = min(rows["validation"], key=rows["validation"].get)
         out[seed] = {"test": rows["test"][best], "test_last": rows["test"][train_cfg.steps], "best_step": best}
         for key, value in out[seed].items():
@@ -201,8 +288,20 @@ def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
         for n in sweep["n"]:
             task = _task(spec, n, config)
             for model in sweep["models"]:
-                result = _fit(ctx, config, task, n, model, seeds, _make_model(model, task, config),
-                              f"{spec}-{model}-n{n}", spec, "mse", "mse", config["train"]["epochs"])
+                result = _fit(
+                    ctx,
+                    config,
+                    task,
+                    n,
+                    model,
+                    seeds,
+                    _make_model(model, task, config),
+                    f"{spec}-{model}-n{n}",
+                    spec,
+                    "mse",
+                    "mse",
+                    config["train"]["epochs"],
+                )
                 losses[spec][model][n] = [result[s]["test"] for s in seeds]
     return losses
 
@@ -215,9 +314,23 @@ def _copying(ctx: RunContext, config: dict, seeds) -> dict:
         for n in c["n"]:
             task = _task("copy", n, config)
             for model in c["models"]:
-                make = _make_model(model, task, config, width=width, n_heads=c["n_heads"], readout=c["readout"], tied=True)
-                result = _fit(ctx, config, task, n, model, seeds, make, f"copy-{model}-w{width}-n{n}", f"copy-w{width}",
-                              "cross_entropy", "error", c["epochs"])
+                make = _make_model(
+                    model, task, config, width=width, n_heads=c["n_heads"], readout=c["readout"], tied=True
+                )
+                result = _fit(
+                    ctx,
+                    config,
+                    task,
+                    n,
+                    model,
+                    seeds,
+                    make,
+                    f"copy-{model}-w{width}-n{n}",
+                    f"copy-w{width}",
+                    "cross_entropy",
+                    "error",
+                    c["epochs"],
+                )
                 errors[model][width][n] = sum(result[s]["test"] for s in seeds) / len(seeds)
     return errors
 
@@ -233,9 +346,13 @@ def _kernel(config: dict) -> dict:
         # The kernel's a and b are the terms' coefficients themselves: no training multiplier.
         make = _make_model("transformer+kq+vo", task, config, width=k["width"], identity_scale=1.0)
         out[spec] = {}
-        terms = {"transformer": (0.0, 0.0), **{f"a={a:g}": (a, 0.0) for a in k["a"]},
-                 **{f"b={b:g}": (0.0, b) for b in k["b"]}}
+        terms = {
+            "transformer": (0.0, 0.0),
+            **{f"a={a:g}": (a, 0.0) for a in k["a"]},
+            **{f"b={b:g}": (0.0, b) for b in k["b"]},
+        }
         for label, (a, b) in terms.items():
+
             def features(tokens, g, a=a, b=b):
                 model = make(g)
                 for layer in model.layers:
@@ -247,8 +364,9 @@ def _kernel(config: dict) -> dict:
             out[spec][label] = template_matrix(features, task, k["draws"], config["seed"], k["strings"])
         for name in ("mlp", "mlp+equality"):
             mlp = _make_model(name, task, config)
-            out[spec][name] = template_matrix(lambda tokens, g, mlp=mlp: mlp(g).features(tokens), task, k["draws"],
-                                              config["seed"], k["strings"])
+            out[spec][name] = template_matrix(
+                lambda tokens, g, mlp=mlp: mlp(g).features(tokens), task, k["draws"], config["seed"], k["strings"]
+            )
     return out
 
 
@@ -260,9 +378,13 @@ def run(config: dict, ctx: RunContext):
     kernels = _kernel(config)
     for spec, maps in kernels.items():
         for label, result in maps.items():
-            for metric, value in (("condition", result.condition), ("condition_low", result.condition_band[0]),
-                                  ("condition_high", result.condition_band[1]),
-                                  ("smallest_eigenvalue", result.smallest), ("smallest_eigenvalue_se", result.smallest_stderr)):
+            for metric, value in (
+                ("condition", result.condition),
+                ("condition_low", result.condition_band[0]),
+                ("condition_high", result.condition_band[1]),
+                ("smallest_eigenvalue", result.smallest),
+                ("smallest_eigenvalue_se", result.smallest_stderr),
+            ):
                 ctx.log(setting=f"kernel-{spec}", model=label, metric=metric, value=value)
     claims = _sweep_claims(config, losses) + _copying_claims(config, errors) + _kernel_claims(config, kernels)
     _figures(ctx, config, losses, errors, kernels)
@@ -282,41 +404,71 @@ def _sweep_claims(config, losses) -> list:
         tag, terms = modified.removeprefix("transformer+").replace("+", "-"), TERMS[modified]
         if {"transformer", modified} <= set(mean) and 64 in ns:
             ours, plain = mean[modified][64], mean["transformer"][64]
-            claims.append(C.holds_if(
-                f"{spec}-{tag}-by-64", PAPER,
-                f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} by n = 64 while the "
-                f"plain transformer is still ≥ {tol['plain_chance']} there (mean over seeds)",
-                f"{modified} {ours:.3g}, plain {plain:.3g}",
-                f"{modified} ≤ {tol['kq_loss']} and plain ≥ {tol['plain_chance']}",
-                ours <= tol["kq_loss"] and plain >= tol["plain_chance"], figure="sample_complexity"))
+            claims.append(
+                C.holds_if(
+                    f"{spec}-{tag}-by-64",
+                    PAPER,
+                    f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} by n = 64 while the "
+                    f"plain transformer is still ≥ {tol['plain_chance']} there (mean over seeds)",
+                    f"{modified} {ours:.3g}, plain {plain:.3g}",
+                    f"{modified} ≤ {tol['kq_loss']} and plain ≥ {tol['plain_chance']}",
+                    ours <= tol["kq_loss"] and plain >= tol["plain_chance"],
+                    figure="sample_complexity",
+                )
+            )
         if {"transformer", modified} <= set(mean):
-            first = {m: min((n for n in ns if mean[m][n] <= tol["kq_loss"]), default=math.inf)
-                     for m in ("transformer", modified)}
-            claims.append(C.holds_if(
-                f"{spec}-{tag}-more-data-efficient", PAPER,
-                f"{spec}: {terms} make(s) the transformer more data-efficient: the first n of the grid with "
-                f"test loss ≤ {tol['kq_loss']} is smaller with it than without it (mean over seeds)",
-                f"first n: {modified} {first[modified]}, plain {first['transformer']}", f"{modified}'s first n < plain's",
-                first[modified] < first["transformer"], figure="sample_complexity"))
+            first = {
+                m: min((n for n in ns if mean[m][n] <= tol["kq_loss"]), default=math.inf)
+                for m in ("transformer", modified)
+            }
+            claims.append(
+                C.holds_if(
+                    f"{spec}-{tag}-more-data-efficient",
+                    PAPER,
+                    f"{spec}: {terms} make(s) the transformer more data-efficient: the first n of the grid with "
+                    f"test loss ≤ {tol['kq_loss']} is smaller with it than without it (mean over seeds)",
+                    f"first n: {modified} {first[modified]}, plain {first['transformer']}",
+                    f"{modified}'s first n < plain's",
+                    first[modified] < first["transformer"],
+                    figure="sample_complexity",
+                )
+            )
         if "transformer" in mean:
             below = [n for n in ns if n < 1024]
             worst = min(mean["transformer"][n] for n in below) if below else math.nan
-            claims.append(C.holds_if(
-                f"{spec}-plain-needs-1024", PAPER,
-                f"{spec}: the plain transformer's test loss stays ≥ {tol['plain_learned']} at every n < 1024 of "
-                f"the grid {below}" + (f" and falls below it at some n ≥ 1024 of {[n for n in ns if n >= 1024]}"
-                                       if max(ns) >= 1024 else " (the grid stops below 1024: the second half, "
-                                       "learning at n ≥ 1024, is checked at paper scale)"),
-                {str(n): round(mean["transformer"][n], 4) for n in ns},
-                f"≥ {tol['plain_learned']} below 1024" + (", < at some n ≥ 1024" if max(ns) >= 1024 else ""),
-                worst >= tol["plain_learned"] and (max(ns) < 1024 or any(
-                    mean["transformer"][n] < tol["plain_learned"] for n in ns if n >= 1024)), figure="sample_complexity"))
+            claims.append(
+                C.holds_if(
+                    f"{spec}-plain-needs-1024",
+                    PAPER,
+                    f"{spec}: the plain transformer's test loss stays ≥ {tol['plain_learned']} at every n < 1024 of "
+                    f"the grid {below}"
+                    + (
+                        f" and falls below it at some n ≥ 1024 of {[n for n in ns if n >= 1024]}"
+                        if max(ns) >= 1024
+                        else " (the grid stops below 1024: the second half, "
+                        "learning at n ≥ 1024, is checked at paper scale)"
+                    ),
+                    {str(n): round(mean["transformer"][n], 4) for n in ns},
+                    f"≥ {tol['plain_learned']} below 1024" + (", < at some n ≥ 1024" if max(ns) >= 1024 else ""),
+                    worst >= tol["plain_learned"]
+                    and (max(ns) < 1024 or any(mean["transformer"][n] < tol["plain_learned"] for n in ns if n >= 1024)),
+                    figure="sample_complexity",
+                )
+            )
         if "mlp" in mean:
             lowest = min(mean["mlp"].values())
-            claims.append(C.at_least(
-                f"{spec}-mlp-at-chance", PAPER,
-                f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: test loss ≥ {tol['mlp_chance']} "
-                f"at every n of the grid (lowest mean over seeds)", lowest, tol["mlp_chance"], figure="sample_complexity"))
+            claims.append(
+                C.at_least(
+                    f"{spec}-mlp-at-chance",
+                    PAPER,
+                    f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: test loss ≥ "
+                    f"{tol['mlp_chance']} "
+                    f"at every n of the grid (lowest mean over seeds)",
+                    lowest,
+                    tol["mlp_chance"],
+                    figure="sample_complexity",
+                )
+            )
     return claims
 
 
@@ -329,22 +481,32 @@ def _copying_claims(config, errors) -> list:
     if len(c["widths"]) < 2 or not {"transformer", "transformer+kq+vo"} <= set(errors):
         return []
     first = {m: {w: _first_n(errors[m][w], c["error"]) for w in c["widths"]} for m in errors}
-    plain, modified = [first["transformer"][w] for w in c["widths"]], [first["transformer+kq+vo"][w] for w in c["widths"]]
+    plain, modified = (
+        [first["transformer"][w] for w in c["widths"]],
+        [first["transformer+kq+vo"][w] for w in c["widths"]],
+    )
     return [
         C.holds_if(
-            "copy-plain-inverse-scaling", PAPER,
+            "copy-plain-inverse-scaling",
+            PAPER,
             f"copying: the n the plain transformer needs to reach test error ≤ {c['error']} grows with the embedding "
             f"width (never smaller at a larger width, larger at the largest width {c['widths'][-1]} than at the "
             f"smallest {c['widths'][0]})",
-            {str(w): f for w, f in zip(c["widths"], plain)}, "non-decreasing in width, first < last",
-            all(a <= b for a, b in zip(plain, plain[1:])) and plain[0] < plain[-1], figure="copying"),
+            {str(w): f for w, f in zip(c["widths"], plain)},
+            "non-decreasing in width, first < last",
+            all(a <= b for a, b in zip(plain, plain[1:])) and plain[0] < plain[-1],
+            figure="copying",
+        ),
         C.holds_if(
-            "copy-modified-width-free", PAPER,
+            "copy-modified-width-free",
+            PAPER,
             f"copying: with the a·XXᵀ and b·AX terms the n needed for test error ≤ {c['error']} does not grow with "
             "the width (reached within the grid at every width, and never at a larger n for a larger width)",
-            {str(w): f for w, f in zip(c["widths"], modified)}, "finite and non-increasing in width",
+            {str(w): f for w, f in zip(c["widths"], modified)},
+            "finite and non-increasing in width",
             all(map(math.isfinite, modified)) and all(a >= b for a, b in zip(modified, modified[1:])),
-            figure="copying"),
+            figure="copying",
+        ),
     ]
 
 
@@ -357,23 +519,39 @@ def _kernel_claims(config, kernels) -> list:
         # Better conditioned beyond Monte Carlo error: the modified N's whole bootstrap band lies
         # below the plain N's (whose smallest eigenvalue is often within its error of 0 at this width).
         better = {label: r.condition_band[1] < base.condition_band[0] for label, r in modified.items()}
-        claims.append(C.holds_if(
-            f"{spec}-kernel-identity-conditions", PAPER,
-            f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) or to W_V W_Oᵀ (b·AX) improves the conditioning "
-            f"of the template matrix N of the transformer's random-feature kernel at initialisation: for some tested "
-            f"a and for every tested b the 5–95% bootstrap band of N's condition number lies wholly below the plain "
-            f"N's band (bands over {base.draws} initialisations)",
-            {label: f"{r.condition:.3g} [{r.condition_band[0]:.3g}, {r.condition_band[1]:.3g}]"
-             for label, r in {"none": base, **modified}.items()},
-            "a band below none's for some a and every b",
-            any(v for k, v in better.items() if k.startswith("a=")) and all(v for k, v in better.items() if k.startswith("b=")),
-            figure="kernel_template_matrix"))
+        claims.append(
+            C.holds_if(
+                f"{spec}-kernel-identity-conditions",
+                PAPER,
+                f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) or to W_V W_Oᵀ (b·AX) improves the conditioning "
+                "of the template matrix N of the transformer's random-feature kernel at initialisation: for some "
+                "tested "
+                "a and for every tested b the 5–95% bootstrap band of N's condition number lies wholly below the "
+                "plain "
+                f"N's band (bands over {base.draws} initialisations)",
+                {
+                    label: f"{r.condition:.3g} [{r.condition_band[0]:.3g}, {r.condition_band[1]:.3g}]"
+                    for label, r in {"none": base, **modified}.items()
+                },
+                "a band below none's for some a and every b",
+                any(v for k, v in better.items() if k.startswith("a="))
+                and all(v for k, v in better.items() if k.startswith("b=")),
+                figure="kernel_template_matrix",
+            )
+        )
         mlp = maps["mlp"]
-        claims.append(C.at_most(
-            f"{spec}-kernel-mlp-singular", PAPER,
-            f"{spec}: N is singular for the MLP on one-hot tokens: its smallest eigenvalue is within {sigmas:g} Monte "
-            f"Carlo standard errors of 0 (measured: |λ_min| / standard error, {mlp.draws} draws)",
-            abs(mlp.smallest) / mlp.smallest_stderr, sigmas, figure="kernel_template_matrix"))
+        claims.append(
+            C.at_most(
+                f"{spec}-kernel-mlp-singular",
+                PAPER,
+                f"{spec}: N is singular for the MLP on one-hot tokens: its smallest eigenvalue is within {sigmas:g} "
+                "Monte "
+                f"Carlo standard errors of 0 (measured: |λ_min| / standard error, {mlp.draws} draws)",
+                abs(mlp.smallest) / mlp.smallest_stderr,
+                sigmas,
+                figure="kernel_template_matrix",
+            )
+        )
     return claims
 
 
@@ -395,7 +573,9 @@ def _figure_sweep(ctx: RunContext, losses: dict):
             ns = sorted(by_n)
             mean = [_mean(by_n[n]) for n in ns]
             line = ax.plot(ns, mean, marker="o", ms=3, label=model)[0]
-            ax.fill_between(ns, [min(by_n[n]) for n in ns], [max(by_n[n]) for n in ns], color=line.get_color(), alpha=0.2)
+            ax.fill_between(
+                ns, [min(by_n[n]) for n in ns], [max(by_n[n]) for n in ns], color=line.get_color(), alpha=0.2
+            )
         ax.axhline(CHANCE, color="k", ls=":", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("n = training samples = training alphabet size")
@@ -436,10 +616,12 @@ def _figure_kernels(ctx: RunContext, kernels: dict):
         for col, label in enumerate(labels):
             result = maps[label]
             # N minus its mean entry: the template structure on top of the part common to all templates.
-            heatmap(axes[row * len(labels) + col], result.matrix - result.matrix.mean(),
-                    f"{spec}: {label}\nN − mean, cond {result.condition:.3g}")
+            heatmap(
+                axes[row * len(labels) + col],
+                result.matrix - result.matrix.mean(),
+                f"{spec}: {label}\nN − mean, cond {result.condition:.3g}",
+            )
     save(fig, ctx.folder.figure("kernel_template_matrix"))
-
 
 
 EXPERIMENT = Experiment(

@@ -1,7 +1,7 @@
 """``algorithm-selection``: which learning algorithm a trained transformer implements.
 
 Akyürek, Schuurmans, Andreas, Ma & Zhou, "What learning algorithm is in-context learning?
-Investigations with linear models" (ICLR 2023); PAPERS.md §3. GPT-style transformers read
+Investigations with linear models" (ICLR 2023); docs/papers.md §3. GPT-style transformers read
 interleaved prompts x_1, y_1, …, x_N, y_N (:class:`iclab.prompts.InterleavedFormat`) of linear
 functions y = wᵀx + ε, x ~ N(0, I), w ~ N(0, τ²I), ε ~ N(0, σ²), and predict every y_{k+1} from
 the first k examples. Their predictions are compared, on shared prompts, with reference
@@ -16,12 +16,16 @@ weighted by 1/distance². Four parts, each its own ``setting`` in ``metrics.parq
     ridges λ = σ²/τ² of every noise level, as a heat map (their Fig 2); claim: in every column
     the closest of them is the Bayes predictor (ridge with λ = σ²/τ², OLS for σ = 0);
 (c) ``depth``: noiseless models of several depths; which learner is closest (mean SPD over
-    1 ≤ k < N) at each depth (their Fig 3); the paper's 1 layer ≈ GD, 2–4 ≈ ridge, ≥ 8 ≈ OLS
-    are three claims;
+    1 ≤ k < N) at each depth (their Fig 3); claims: one layer is closer to one-step GD than to
+    ridge or OLS, 2–4 layers are closest to ridge, ≥ 8 layers to OLS;
 (d) ``probes``: per hidden state of a deep noiseless model, a linear and an MLP probe
     (attention-pooled, :mod:`iclab.probes`) decode Xᵀy and w_OLS after n examples; held-out
-    R²; claims: the MLP probe beats the linear one at the last layer, decodability rises from
-    the first block to the last.
+    R²; claims: the MLP probe beats the linear one at the last layer, Xᵀy becomes decodable
+    no later than w_OLS, and w_OLS's decodability rises from the first block to the last.
+
+Claims whose required accuracy a scale's models cannot reach are listed in ``judged_at_paper``:
+their values are measured and reported, their verdict is left to the paper's scale. How the
+quick recipe was chosen and what it measured: docs/experiments/algorithm-selection.md.
 
 A model serves every part whose task and depth it has (the σ = 0, τ = 1 model of the default
 depth is (a)'s model, (b)'s first column and one of (c)'s depths; (d) probes (c)'s deepest
@@ -57,23 +61,21 @@ PAPER = "Akyürek et al. (ICLR 2023)"
 DEFAULTS = {
     "seed": 0,
     "seeds": 1,  # one seed per run (rerun with --set seed=S); every part's models train once
-    # Quick sizes: d = 4, N = 8 (the paper's probe d; its SPD, noise and depth figures use d = 8,
-    # N = 40), width 32, 2 heads. Compute decides this scale: 8 models (4 noiseless depths, 4 noisy
-    # warm starts), ~510 s of single-thread CPU in all, measured under a load of ~9 on 2 shared cores.
-    # Recipe (CPU runs at d = 4, N = 8, 4 layers, seed 1, mse/d at k = 7): batches of 64 stayed on
-    # the loss plateau at 3000 steps for lr 1e-3 to 3e-3 (0.6–0.8; seed 0 reached 0.20), and seed 1
-    # stayed there with the d curriculum too (0.74); batches of 128 with the curriculum reached 0.054.
-    # Even so the models end far from OLS (SPD/d ≈ 0.09–0.10): the claims test the paper's
-    # statements on models that are still shrinking their predictions, and several do not hold.
-    # Seed 0 (merged code): (a) fails (SPD/d, ILWD to OLS 0.103, 0.091; closest: ridge(0.1)), (b) fails
-    # (every column's closest is a ridge with a larger λ than the Bayes one), (c) 1 layer → sgd (fails),
-    # 2–4 layers → ridge (holds), 8 layers → ridge(0.1) (fails), (d) MLP beats linear (holds, +0.32),
-    # decodability rise from block 1 to 8 fails (−0.009: Xᵀy is decodable after the first block).
+    # Quick sizes: d = 4, N = 8 (the paper's probe d; its SPD, noise and depth figures use d = 8, N = 40),
+    # width 32, 2 heads; the recipe and its measurements: docs/experiments/algorithm-selection.md.
     "task": {"d": 4, "n_context": 8},
     "model": {"n_layers": 4, "n_heads": 2, "width": 32, "mlp_ratio": 4.0, "attention": "math"},
     "train": {
-        "steps": 3000, "batch_size": 128, "lr": 0.001, "optimizer": "adam", "schedule": "cosine",
-        "warmup": 300, "clip": None, "log_every": 50, "checkpoint_every": 500, "precision": "fp32",
+        "steps": 3000,
+        "batch_size": 128,
+        "lr": 0.001,
+        "optimizer": "adam",
+        "schedule": "cosine",
+        "warmup": 300,
+        "clip": None,
+        "log_every": 50,
+        "checkpoint_every": 500,
+        "precision": "fp32",
     },
     # d (and N, from n_start if given) grow every `every` steps up to the model's own d and N.
     "curriculum": {"d_start": 1, "d_step": 1, "every": 400},
@@ -86,11 +88,21 @@ DEFAULTS = {
     "eval_prompts": 4000,
     "ilwd": {"contexts": 256, "probes": 32},  # P probe inputs per context (≥ d + 1; the paper does not say)
     "probe": {
-        "d": 4, "n_layers": 8, "hidden_units": 32,  # the paper: 16 layers, MLP head of 512
-        "train_prompts": 4096, "test_prompts": 1024,
+        "d": 4,
+        "n_layers": 8,
+        "hidden_units": 32,  # the paper: 16 layers, MLP head of 512
+        "train_prompts": 4096,
+        "test_prompts": 1024,
         # lr 0.01 (the paper: 0.001) brings these small probes to their plateau in 800 steps.
-        "train": {"steps": 800, "batch_size": 128, "lr": 0.01, "optimizer": "adam", "schedule": "constant",
-                  "log_every": 50, "checkpoint_every": 800},
+        "train": {
+            "steps": 800,
+            "batch_size": 128,
+            "lr": 0.01,
+            "optimizer": "adam",
+            "schedule": "constant",
+            "log_every": 50,
+            "checkpoint_every": 800,
+        },
     },
     "bootstrap": 1000,
     # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0); a target counts as
@@ -100,32 +112,43 @@ DEFAULTS = {
     # Claims whose required accuracy this scale's models cannot reach (measured: see
     # docs/experiments/algorithm-selection.md): their values are reported and judged at the paper's scale.
     "judged_at_paper": ["a-matches-ols", "b-bayes-ridge-closest"],
-    "tolerance": {"ols_match": 0.01, "ols_match_share": 0.8, "probe_margin": 0.0, "probe_decodable": 0.8,
-                  "probe_rise": 0.1},
+    "tolerance": {
+        "ols_match": 0.01,
+        "ols_match_share": 0.8,
+        "probe_margin": 0.0,
+        "probe_decodable": 0.8,
+        "probe_rise": 0.1,
+    },
 }
 
-# Paper scale: the paper's sizes, each model from scratch. A 16-layer, width-512 step (batch 64,
-# 80 tokens, 50.5M parameters, ≈ 1.6 TFLOP) took 23.5 s of single-thread CPU here (68 GFLOP/s), so
-# 500k steps are ~136 CPU-days per model. On a GPU, an estimate (not measured: no GPU was available):
-# at 30 TFLOP/s sustained in float32 (about half an H100's 67 TFLOP/s non-tensor-core peak),
-# 53 ms/step, ~7.4 h per 16-layer model; the 11 models (5 noise levels at 16 layers, depths 1, 2,
-# 4, 8, 12 and the d = 4 probe model) are ~7.7 sixteen-layer equivalents: ~57 GPU-hours, several
-# times less with TF32 or bfloat16 matmuls.
+# Paper scale: the paper's sizes, each model from scratch (its cost: docs/experiments/algorithm-selection.md).
 SCALES = {
     "quick": {},
     "paper": {
         "judged_at_paper": [],
         "task": {"d": 8, "n_context": 40},
         "model": {"n_layers": 16, "n_heads": 4, "width": 512},
-        "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "warmup": 100000,
-                  "log_every": 500, "checkpoint_every": 10000},
+        "train": {
+            "steps": 500000,
+            "batch_size": 64,
+            "lr": 0.0001,
+            "warmup": 100000,
+            "log_every": 500,
+            "checkpoint_every": 10000,
+        },
         "curriculum": None,
         "noise_finetune": None,
         "depths": [1, 2, 4, 8, 12, 16],
         "learners": {"gd_alpha": [0.01, 0.02], "sgd_alpha": [0.01, 0.03]},
         "eval_prompts": 10000,
-        "probe": {"d": 4, "n_layers": 16, "hidden_units": 512, "train_prompts": 16384, "test_prompts": 4096,
-                  "train": {"steps": 20000, "batch_size": 256, "lr": 0.001, "checkpoint_every": 5000}},
+        "probe": {
+            "d": 4,
+            "n_layers": 16,
+            "hidden_units": 512,
+            "train_prompts": 16384,
+            "test_prompts": 4096,
+            "train": {"steps": 20000, "batch_size": 256, "lr": 0.001, "checkpoint_every": 5000},
+        },
     },
 }
 
@@ -193,8 +216,13 @@ def _model(config: dict, ctx: RunContext, d: int, n_layers: int, sigma: float = 
     rest, as the paper does).
     """
     m, n = config["model"], config["task"]["n_context"]
-    make = lambda g: GPTTransformer(GPTConfig(  # noqa: E731
-        d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n, attention=m["attention"]), g)
+    gpt = GPTConfig(
+        d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n, attention=m["attention"]
+    )
+
+    def make(g):
+        return GPTTransformer(gpt, g)
+
     name = _name(d, n_layers, sigma, tau)
     if sigma > 0 and config["noise_finetune"] is not None:
         base = _model(config, ctx, d, n_layers)
@@ -214,8 +242,9 @@ def _data(config: dict, d: int, sigma: float, tau: float, cfg: TrainConfig):
     """Fresh prompts of the task, or the curriculum towards it when one is configured."""
     if config["curriculum"] is None:
         return data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
-    make_task = lambda d_now, n_now: linear_regression_from_config(  # noqa: E731
-        {**config["task"], "d": d_now, "n_context": n_now, "noise": sigma, "w_scale": tau})
+    make_task = lambda d_now, n_now: linear_regression_from_config(
+        {**config["task"], "d": d_now, "n_context": n_now, "noise": sigma, "w_scale": tau}
+    )
     curriculum = Curriculum.towards(config["curriculum"], d, config["task"]["n_context"])
     return CurriculumPrompts(make_task, InterleavedFormat(), cfg.batch_size, curriculum)
 
@@ -226,6 +255,7 @@ def run(config: dict, ctx: RunContext):
 
 
 # (a) noiseless: SPD and ILWD against every learner at every prefix length.
+
 
 def _noiseless(config, ctx):
     d, n_layers = config["task"]["d"], config["model"]["n_layers"]
@@ -239,8 +269,13 @@ def _noiseless(config, ctx):
     spds = {label: spd(gpt, prefix_predictions(l, episode), d, **boot) for label, l in learners.items()}
 
     contexts = episode[: config["ilwd"]["contexts"]]
-    probes = torch.randn(len(contexts.xs), config["ilwd"]["probes"], d, generator=generator(config["seed"], "ilwd-probes"),
-                         dtype=torch.float64)
+    probes = torch.randn(
+        len(contexts.xs),
+        config["ilwd"]["probes"],
+        d,
+        generator=generator(config["seed"], "ilwd-probes"),
+        dtype=torch.float64,
+    )
     w_gpt, r2_gpt = prefix_weights(model, contexts, probes)
     weights = {label: prefix_weights(l, contexts, probes) for label, l in learners.items()}
     ilwds = {label: ilwd(w_gpt, w, **boot) for label, (w, _) in weights.items()}
@@ -260,22 +295,37 @@ def _noiseless(config, ctx):
     below = (spds["ols"]["mean"][1:] < bound) & (ilwds["ols"]["mean"][1:] < bound)  # (N − 1,) k = 1…N − 1
     share_below = below.double().mean().item()
     claim = C.holds_if(
-        "a-matches-ols", PAPER,
+        "a-matches-ols",
+        PAPER,
         f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width "
         f"512): against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; tolerance: "
         f"both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N (measured: that share, the "
         "mean SPD/d and ILWD to OLS over k, the closest learner by each, the mean R² of the transformer's "
         "linear fit)",
-        {"share_below": share_below, "spd_ols": mean_spd["ols"], "ilwd_ols": mean_ilwd["ols"],
-         "closest_spd": min(mean_spd, key=mean_spd.get), "closest_ilwd": min(mean_ilwd, key=mean_ilwd.get),
-         "mean_r2_gpt": r2_gpt[:, 1:].mean().item()},
-        f"share_below ≥ {share:g}", share_below >= share, figure="noiseless_spd_ilwd",
+        {
+            "share_below": share_below,
+            "spd_ols": mean_spd["ols"],
+            "ilwd_ols": mean_ilwd["ols"],
+            "closest_spd": min(mean_spd, key=mean_spd.get),
+            "closest_ilwd": min(mean_ilwd, key=mean_ilwd.get),
+            "mean_r2_gpt": r2_gpt[:, 1:].mean().item(),
+        },
+        f"share_below ≥ {share:g}",
+        share_below >= share,
+        figure="noiseless_spd_ilwd",
     )
-    return [C.judged_at_paper_if(claim, config["judged_at_paper"], f"both SPD/d and ILWD to OLS must be below {bound:g}; this scale's "
-                             f"model is at {mean_spd['ols']:.2g} and {mean_ilwd['ols']:.2g} (mean over k)")]
+    return [
+        C.judged_at_paper_if(
+            claim,
+            config["judged_at_paper"],
+            f"both SPD/d and ILWD to OLS must be below {bound:g}; this scale's "
+            f"model is at {mean_spd['ols']:.2g} and {mean_ilwd['ols']:.2g} (mean over k)",
+        )
+    ]
 
 
 # (b) noise: the MSPD table, learner × noise level.
+
 
 def _noise(config, ctx):
     d = config["task"]["d"]
@@ -295,13 +345,23 @@ def _noise(config, ctx):
             band = spd(gpt, reference, d, config["bootstrap"], config["seed"])
             ctx.log_band("noise", name, f"spd_{label}", band, seed=config["seed"])
             table[label, column] = mspd(band["mean"], d)
-            ctx.log(setting="noise", model=name, seed=config["seed"], metric=f"mspd_{label}", value=table[label, column])
+            ctx.log(
+                setting="noise", model=name, seed=config["seed"], metric=f"mspd_{label}", value=table[label, column]
+            )
         # How close a model must come to tell the Bayes learner from its nearest row at all.
         bayes = references[_bayes_label(ratio)]
-        resolution[column] = min(mspd(spd(bayes, other, d, config["bootstrap"], config["seed"])["mean"], d)
-                                 for label, other in references.items() if label != _bayes_label(ratio))
-        ctx.log(setting="noise", model=name, seed=config["seed"], metric="mspd_bayes_to_nearest_learner",
-                value=resolution[column])
+        resolution[column] = min(
+            mspd(spd(bayes, other, d, config["bootstrap"], config["seed"])["mean"], d)
+            for label, other in references.items()
+            if label != _bayes_label(ratio)
+        )
+        ctx.log(
+            setting="noise",
+            model=name,
+            seed=config["seed"],
+            metric="mspd_bayes_to_nearest_learner",
+            value=resolution[column],
+        )
     _figure_noise(ctx, table, list(rows), ratios)
 
     verdicts = {}
@@ -310,26 +370,41 @@ def _noise(config, ctx):
         best = min(values, key=values.get)
         bayes = values[_bayes_label(ratio)]
         runner_up = min(v for label, v in values.items() if label != _bayes_label(ratio))
-        verdicts[f"σ²/τ²={_fraction(ratio)}"] = {"closest": best, "Bayes MSPD / best other": bayes / runner_up,
-                                                 "Bayes MSPD": bayes, "Bayes to nearest learner": resolution[column]}
+        verdicts[f"σ²/τ²={_fraction(ratio)}"] = {
+            "closest": best,
+            "Bayes MSPD / best other": bayes / runner_up,
+            "Bayes MSPD": bayes,
+            "Bayes to nearest learner": resolution[column],
+        }
     ok = all(v["closest"] == _bayes_label(r) for v, r in zip(verdicts.values(), ratios))
     claim = C.holds_if(
-        "b-bayes-ridge-closest", PAPER,
+        "b-bayes-ridge-closest",
+        PAPER,
         f"(b) in every noise column (σ²/τ² = {', '.join(_fraction(r) for r in ratios)}) the reference learner "
         "with the smallest MSPD (SPD/d averaged over 1 ≤ k < d) to the trained transformer is the Bayes "
         "predictor, ridge with λ = σ²/τ² (OLS at σ = 0); no tolerance: it must be the strict minimum "
         "(measured per column: the closest learner, Bayes MSPD / best other MSPD, the model's MSPD to the Bayes "
         "learner, and the MSPD between the Bayes learner and its nearest other learner, which the model's must be "
         "well below for the ordering to mean anything)",
-        verdicts, "the Bayes learner in every column (ratio < 1)", ok, figure="noise_mspd",
+        verdicts,
+        "the Bayes learner in every column (ratio < 1)",
+        ok,
+        figure="noise_mspd",
     )
     gap, needed = max(table[_bayes_label(r), c] for c, r in enumerate(ratios)), min(resolution.values())
-    return [C.judged_at_paper_if(claim, config["judged_at_paper"], f"telling the Bayes ridge from its nearest learner needs a model whose "
-                             f"MSPD to it is well below {needed:.2g} (the smallest MSPD between the Bayes learner and "
-                             f"its nearest other learner); this scale's models are up to {gap:.2g} from it")]
+    return [
+        C.judged_at_paper_if(
+            claim,
+            config["judged_at_paper"],
+            f"telling the Bayes ridge from its nearest learner needs a model whose "
+            f"MSPD to it is well below {needed:.2g} (the smallest MSPD between the Bayes learner and "
+            f"its nearest other learner); this scale's models are up to {gap:.2g} from it",
+        )
+    ]
 
 
 # (c) depth: the closest learner at each depth.
+
 
 def _depth(config, ctx):
     d = config["task"]["d"]
@@ -345,8 +420,9 @@ def _depth(config, ctx):
             ctx.log_band("depth", name, f"spd_{label}", band, seed=config["seed"])
             curves[depth, label] = band["mean"]
             table[depth, label] = band["mean"][1:].mean().item()
-            ctx.log(setting="depth", model=name, seed=config["seed"], metric=f"mean_spd_{label}",
-                    value=table[depth, label])
+            ctx.log(
+                setting="depth", model=name, seed=config["seed"], metric=f"mean_spd_{label}", value=table[depth, label]
+            )
     _figure_depth(ctx, table, curves, config["depths"], list(references), d)
     return _depth_claims(table, config["depths"], {label: family for label, (family, _) in references.items()})
 
@@ -358,35 +434,54 @@ def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> l
     if 1 in depths:
         # The paper's one layer is "closest to one-step GD" among its learners, not a close fit: we compare the
         # GD family (one-step GD at the paper's step sizes) with the exact solvers, ridge and OLS.
-        best = {group: min((label for label, f in families.items() if f in members), key=lambda l: table[1, l])
-                for group, members in (("gd", ("gd",)), ("ridge or ols", ("ridge", "ols")))}
-        claims.append(C.holds_if(
-            "c-one-layer-gd", PAPER,
-            "(c) a one-layer transformer is closer to one-step GD (the best of its step sizes) than to ridge or OLS, "
-            "by mean SPD/d over 1 ≤ k < N (the paper's Fig 3: closest to GD, not a good fit in absolute terms; one-pass "
-            "SGD and kNN are not in this comparison, the closest learner of all is reported)",
-            {"closest GD": f"{best['gd']}: {table[1, best['gd']]:.4g}",
-             "closest ridge or OLS": f"{best['ridge or ols']}: {table[1, best['ridge or ols']]:.4g}",
-             "closest of all": closest[1]},
-            "GD's mean SPD/d < ridge's and OLS's", table[1, best["gd"]] < table[1, best["ridge or ols"]],
-            figure="depth_table"))
+        best = {
+            group: min((label for label, f in families.items() if f in members), key=lambda l: table[1, l])
+            for group, members in (("gd", ("gd",)), ("ridge or ols", ("ridge", "ols")))
+        }
+        claims.append(
+            C.holds_if(
+                "c-one-layer-gd",
+                PAPER,
+                "(c) a one-layer transformer is closer to one-step GD (the best of its step sizes) than to ridge or "
+                "OLS, "
+                "by mean SPD/d over 1 ≤ k < N (the paper's Fig 3: closest to GD, not a good fit in absolute terms; "
+                "one-pass "
+                "SGD and kNN are not in this comparison, the closest learner of all is reported)",
+                {
+                    "closest GD": f"{best['gd']}: {table[1, best['gd']]:.4g}",
+                    "closest ridge or OLS": f"{best['ridge or ols']}: {table[1, best['ridge or ols']]:.4g}",
+                    "closest of all": closest[1],
+                },
+                "GD's mean SPD/d < ridge's and OLS's",
+                table[1, best["gd"]] < table[1, best["ridge or ols"]],
+                figure="depth_table",
+            )
+        )
     # The paper's other two statements, each checked on the depths it covers (depths 5–7 are in neither).
     for id, text, family, covered in (
         ("c-two-to-four-layers-ridge", "ridge at 2–4 layers", "ridge", [x for x in depths if 2 <= x <= 4]),
         ("c-eight-plus-layers-ols", "OLS at ≥ 8 layers", "ols", [x for x in depths if x >= 8]),
     ):
         if covered:
-            claims.append(C.holds_if(
-                id, PAPER,
-                f"(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N, among {', '.join(families)}) "
-                f"is {text}; no tolerance: the closest learner's family must be {family} at every such depth "
-                "(measured: depth → closest learner)",
-                {f"L={depth}": closest[depth] for depth in covered}, f"{family} at L = {covered}",
-                all(families[closest[depth]] == family for depth in covered), figure="depth_table"))
+            claims.append(
+                C.holds_if(
+                    id,
+                    PAPER,
+                    "(c) the learner closest to the transformer (mean SPD/d over 1 ≤ k < N, among "
+                    f"{', '.join(families)}) "
+                    f"is {text}; no tolerance: the closest learner's family must be {family} at every such depth "
+                    "(measured: depth → closest learner)",
+                    {f"L={depth}": closest[depth] for depth in covered},
+                    f"{family} at L = {covered}",
+                    all(families[closest[depth]] == family for depth in covered),
+                    figure="depth_table",
+                )
+            )
     return claims
 
 
 # (d) probes: what each layer's hidden states encode.
+
 
 def _probes(config, ctx):
     p = config["probe"]
@@ -403,15 +498,20 @@ def _probes(config, ctx):
     n = config["task"]["n_context"]
     scores = {}
     for head, units in (("linear", None), ("mlp", p["hidden_units"])):
-        make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, d, units, generator=g)  # noqa: E731
+        make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, d, units, generator=g)
         data = ProbeData(hidden["train"], targets["train"].float(), cfg.batch_size)
         probes = ctx.model(f"probe-{head}", make, data, cfg, setting="probes").models[0]
         scores[head] = score(probes, hidden["test"], targets["test"], std)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):
                 for metric in ("r2", "mse"):
-                    ctx.log(setting="probes", model=f"probe-{head}", layer=layer, metric=f"{metric}_{target}",
-                            value=scores[head][metric][layer, k].item())
+                    ctx.log(
+                        setting="probes",
+                        model=f"probe-{head}",
+                        layer=layer,
+                        metric=f"{metric}_{target}",
+                        value=scores[head][metric][layer, k].item(),
+                    )
     _figure_probes(ctx, scores, n_states)
     return _probe_claims({head: s["r2"] for head, s in scores.items()}, p["n_layers"], d, config["tolerance"])
 
@@ -423,39 +523,53 @@ def _probe_claims(r2: dict[str, torch.Tensor], n_layers: int, d: int, tol: dict)
     last = {f"{head}_{t}": round(r2[head][-1, k].item(), 4) for head in r2 for k, t in enumerate(TARGETS)}
     threshold = tol["probe_decodable"]
     # The first hidden state at which the MLP probe decodes each target (None: at none of them).
-    first = {t: next((layer for layer in range(n_layers + 1) if r2["mlp"][layer, k] >= threshold), None)
-             for k, t in enumerate(TARGETS)}
+    first = {
+        t: next((layer for layer in range(n_layers + 1) if r2["mlp"][layer, k] >= threshold), None)
+        for k, t in enumerate(TARGETS)
+    }
     order_ok = first["xty"] is not None and (first["w_ols"] is None or first["xty"] <= first["w_ols"])
     w = TARGETS.index("w_ols")
     rise = (r2["mlp"][-1, w] - r2["mlp"][1, w]).item()
     curve = {t: [round(v, 3) for v in r2["mlp"][:, k].tolist()] for k, t in enumerate(TARGETS)}
     return [
         C.at_least(
-            "d-mlp-beats-linear", PAPER,
+            "d-mlp-beats-linear",
+            PAPER,
             f"(d) at the last layer of a {n_layers}-layer model (d = {d}), the MLP probe's held-out R² exceeds "
             f"the linear probe's for both targets (Xᵀy, w_OLS) by at least {tol['probe_margin']} "
             f"(measured: the smaller margin; last-layer R²: {last})",
-            margin, tol["probe_margin"], figure="probes_r2",
+            margin,
+            tol["probe_margin"],
+            figure="probes_r2",
         ),
         C.holds_if(
-            "d-xty-decodable-before-w-ols", PAPER,
+            "d-xty-decodable-before-w-ols",
+            PAPER,
             f"(d) Xᵀy becomes decodable no later than w_OLS (the paper: Xᵀy around layer 7–8 of 16, w_OLS around "
             f"layer 12): the first hidden state whose MLP-probe R² reaches {threshold:g} comes for Xᵀy at or before "
             "w_OLS's (w_OLS never reaching it counts as later; Xᵀy must reach it)",
-            {f"first state with R² ≥ {threshold:g}": {t: ("never" if v is None else v) for t, v in first.items()},
-             "MLP-probe R² by state (0 = read-in)": curve},
-            "layer(Xᵀy) ≤ layer(w_OLS)", order_ok, figure="probes_r2",
+            {
+                f"first state with R² ≥ {threshold:g}": {t: ("never" if v is None else v) for t, v in first.items()},
+                "MLP-probe R² by state (0 = read-in)": curve,
+            },
+            "layer(Xᵀy) ≤ layer(w_OLS)",
+            order_ok,
+            figure="probes_r2",
         ),
         C.at_least(
-            "d-w-ols-decodability-rises", PAPER,
+            "d-w-ols-decodability-rises",
+            PAPER,
             f"(d) w_OLS becomes more decodable with depth: the MLP probe's held-out R² for w_OLS after the last block "
             f"exceeds its R² after the first block by at least {tol['probe_rise']} (measured: the rise)",
-            rise, tol["probe_rise"], figure="probes_r2",
+            rise,
+            tol["probe_rise"],
+            figure="probes_r2",
         ),
     ]
 
 
 # Figures.
+
 
 def _figure_noiseless(ctx, spds, ilwds, r2, d):
     fig, axes = new_figure(3, width=4.6, height=3.8)
@@ -486,8 +600,16 @@ def _figure_noise(ctx, table, rows, ratios):
     image = ax.imshow(matrix, cmap="viridis_r", norm=mcolors.LogNorm())
     for (i, j), value in zip(((i, j) for i in range(len(rows)) for j in range(len(ratios))), matrix.flatten()):
         bold = rows[i] == _bayes_label(ratios[j])
-        ax.text(j, i, f"{value:.2g}", ha="center", va="center", fontsize=7, color="w" if bold else "k",
-                fontweight="bold" if bold else "normal")
+        ax.text(
+            j,
+            i,
+            f"{value:.2g}",
+            ha="center",
+            va="center",
+            fontsize=7,
+            color="w" if bold else "k",
+            fontweight="bold" if bold else "normal",
+        )
     ax.set_xticks(range(len(ratios)), [_fraction(r) for r in ratios])
     ax.set_yticks(range(len(rows)), rows)
     ax.set_xlabel("σ²/τ² the transformer was trained on")

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Mapping
+from typing import Any
 
 import torch
 
@@ -81,8 +82,9 @@ class RunContext:
         for metric, value in metrics.items():
             self.log(**keys, metric=metric, value=value)
 
-    def log_band(self, setting: str | None, model: str, metric: str, band: Mapping[str, torch.Tensor],
-                 seed: int | None = None) -> None:
+    def log_band(
+        self, setting: str | None, model: str, metric: str, band: Mapping[str, torch.Tensor], seed: int | None = None
+    ) -> None:
         """Record a by-prefix curve with its bootstrap band (``{"mean", "low", "high"}``, each ``(N,)``,
         as :func:`iclab.metrics.loss_by_prefix` returns): rows ``metric``, ``metric_p05`` and
         ``metric_p95`` at every prefix length ``n`` (see :func:`iclab.metrics.band_rows`)."""
@@ -95,8 +97,14 @@ class RunContext:
         seed, step, metric, value`` (what :func:`iclab.report.figures.training_curve` draws)."""
         import pandas as pd
 
-        rows = [r for r in self.rows if r.get("step") is not None and r.get("metric") == metric
-                and (setting is None or r.get("setting") == setting) and (model is None or r.get("model") == model)]
+        rows = [
+            r
+            for r in self.rows
+            if r.get("step") is not None
+            and r.get("metric") == metric
+            and (setting is None or r.get("setting") == setting)
+            and (model is None or r.get("model") == model)
+        ]
         return pd.DataFrame(rows, columns=["setting", "model", "seed", "step", "metric", "value"])
 
     def eval_episode(self, task, n_prompts: int, *stream: int | str, dtype: torch.dtype = torch.float64) -> Episode:
@@ -105,8 +113,15 @@ class RunContext:
         float32 (the training precision) and converted to ``dtype``, so every dtype holds the same prompts."""
         return task.sample(n_prompts, generator(self.config["seed"], "eval", *stream)).to(dtype=dtype)
 
-    def evaluate(self, predictors: Mapping[Key, Any], task, n_prompts: int, loss: str = "mse",
-                 setting: str | None = None, prompt_format=PairedFormat()) -> dict[Key, float]:
+    def evaluate(
+        self,
+        predictors: Mapping[Key, Any],
+        task,
+        n_prompts: int,
+        loss: str = "mse",
+        setting: str | None = None,
+        prompt_format=PairedFormat(),
+    ) -> dict[Key, float]:
         """Every predictor's mean loss on the run's ``n_prompts`` evaluation prompts
         (:func:`iclab.metrics.evaluate`: a predictor is a model reading ``prompt_format``, a learner or
         an episode → predictions function), logged as metrics ``loss`` and ``<loss>_stderr``.
@@ -119,8 +134,17 @@ class RunContext:
             self.log_metrics({loss: mean, f"{loss}_stderr": stderr}, setting=setting, model=model, seed=seed)
         return {key: mean for key, (mean, _) in losses.items()}
 
-    def model(self, name: str, make_model, data, config: TrainConfig | Mapping[str, Any], *,
-              seeds: Iterable[int] | None = None, setting: str | None = None, **kwargs) -> TrainResult:
+    def model(
+        self,
+        name: str,
+        make_model,
+        data,
+        config: TrainConfig | Mapping[str, Any],
+        *,
+        seeds: Iterable[int] | None = None,
+        setting: str | None = None,
+        **kwargs,
+    ) -> TrainResult:
         """Train model ``name`` once per run: one model per seed (default :attr:`seeds`) with
         :func:`iclab.train.train`, this run's checkpoints, device and progress bar; the training
         history is logged as rows of model ``name`` and ``setting``. ``config`` is a
@@ -139,34 +163,54 @@ class RunContext:
         """
         config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
         seeds = self.seeds if seeds is None else list(seeds)
-        recipe = {"train": dataclasses.asdict(config), "seeds": seeds, "vectorize": kwargs.get("vectorize", True),
-                  **_data_recipe(data)}
+        recipe = {
+            "train": dataclasses.asdict(config),
+            "seeds": seeds,
+            "vectorize": kwargs.get("vectorize", True),
+            **_data_recipe(data),
+        }
         if name in self._trained:
             known, result = self._trained[name]
             recipe["model"] = describe(make_model(generator(seeds[0], "init")))
             differ = sorted(k for k in recipe if recipe[k] != known[k])
             if differ:
-                raise ValueError(f"model {name!r} was already trained in this run with another recipe "
-                                 f"({', '.join(differ)} differ): give the new one its own name")
+                raise ValueError(
+                    f"model {name!r} was already trained in this run with another recipe "
+                    f"({', '.join(differ)} differ): give the new one its own name"
+                )
             return result
 
         def facts(model) -> dict:
             task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
-            return {**describe(model), "experiment": self.experiment, "setting": setting,
-                    "prompt_format": None if prompt_format is None else describe_format(prompt_format),
-                    "task": None if task is None else describe_task(task), "iclab": iclab_version()}
+            return {
+                **describe(model),
+                "experiment": self.experiment,
+                "setting": setting,
+                "prompt_format": None if prompt_format is None else describe_format(prompt_format),
+                "task": None if task is None else describe_task(task),
+                "iclab": iclab_version(),
+            }
 
         result = train(
-            make_model, data, config, seeds, device=self.device, checkpoint_dir=self.folder.checkpoints,
-            name=name, progress=self.progress, describe=facts, **kwargs,
+            make_model,
+            data,
+            config,
+            seeds,
+            device=self.device,
+            checkpoint_dir=self.folder.checkpoints,
+            name=name,
+            progress=self.progress,
+            describe=facts,
+            **kwargs,
         )
         for row in result.history:
             self.log(setting=setting, model=name, **row)
         self._trained[name] = ({**recipe, "model": describe(result.models[0])}, result)
         return result
 
-    def train(self, name: str, make_model, data, config: TrainConfig, seeds, setting: str | None = None,
-              **kwargs) -> TrainResult:
+    def train(
+        self, name: str, make_model, data, config: TrainConfig, seeds, setting: str | None = None, **kwargs
+    ) -> TrainResult:
         """:meth:`model` with the seeds given first (the older call; prefer :meth:`model`)."""
         return self.model(name, make_model, data, config, seeds=seeds, setting=setting, **kwargs)
 
@@ -176,9 +220,11 @@ def _data_recipe(data) -> dict:
     format's descriptions (the task object itself when it has none, the data source when it has no task)."""
     task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
     described = None if task is None else describe_task(task)
-    return {"data": type(data).__name__,
-            "task": described if described is not None else id(task if task is not None else data),
-            "format": None if prompt_format is None else describe_format(prompt_format)}
+    return {
+        "data": type(data).__name__,
+        "task": described if described is not None else id(task if task is not None else data),
+        "format": None if prompt_format is None else describe_format(prompt_format),
+    }
 
 
 def _block(config: dict, path: str) -> dict | None:

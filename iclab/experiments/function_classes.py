@@ -27,7 +27,14 @@ from .. import claims as C
 from ..config import ConfigError
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import (
-    Averaging, BoostedTrees, GreedyTree, Lasso, LeastSquares, NearestNeighbours, OnFeatures, Ridge,
+    Averaging,
+    BoostedTrees,
+    GreedyTree,
+    Lasso,
+    LeastSquares,
+    NearestNeighbours,
+    OnFeatures,
+    Ridge,
     TwoLayerNetGD,
 )
 from ..metrics import error_metric, normalised_errors, prefix_query_predictions
@@ -42,8 +49,18 @@ from .base import Experiment, RunContext
 
 PAPER = "Garg et al. (NeurIPS 2022)"
 
-ROBUST_SHIFTS = ("skewed", "subspace", "noisy", "random-orthants", "orthogonal", "overlapping",
-                 "scale-x=0.5", "scale-x=2", "scale-y=0.5", "scale-y=2")
+ROBUST_SHIFTS = (
+    "skewed",
+    "subspace",
+    "noisy",
+    "random-orthants",
+    "orthogonal",
+    "overlapping",
+    "scale-x=0.5",
+    "scale-x=2",
+    "scale-y=0.5",
+    "scale-y=2",
+)
 """Shifts under which the paper found the linear model's errors close to least squares'."""
 FAILING_SHIFTS = ("scale-x=3",)
 """Shifts under which the paper found it failing."""
@@ -62,12 +79,29 @@ DEFAULTS = {
     # it: docs/experiments/function-classes.md.
     "functions": {
         "linear": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {"steps": 8000}},
-        "sparse-linear": {"n_context": 11, "n_start": 5, "n_step": 2, "sparsity": 2, "init_from": "linear",
-                          "train": {"steps": 1000, "warmup": 100, "lr": 0.0005}},
-        "linear-classification": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": "linear",
-                                  "train": {"steps": 1000, "warmup": 100, "lr": 0.0005}},
-        "noisy-linear": {"n_context": 11, "n_start": 5, "n_step": 2, "noise": 1.0, "init_from": "linear",
-                         "train": {"steps": 1000, "warmup": 100, "lr": 0.0005}},
+        "sparse-linear": {
+            "n_context": 11,
+            "n_start": 5,
+            "n_step": 2,
+            "sparsity": 2,
+            "init_from": "linear",
+            "train": {"steps": 1000, "warmup": 100, "lr": 0.0005},
+        },
+        "linear-classification": {
+            "n_context": 11,
+            "n_start": 5,
+            "n_step": 2,
+            "init_from": "linear",
+            "train": {"steps": 1000, "warmup": 100, "lr": 0.0005},
+        },
+        "noisy-linear": {
+            "n_context": 11,
+            "n_start": 5,
+            "n_step": 2,
+            "noise": 1.0,
+            "init_from": "linear",
+            "train": {"steps": 1000, "warmup": 100, "lr": 0.0005},
+        },
         "quadratic": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {}},
         "relu-net": {"n_context": 21, "n_start": 11, "n_step": 5, "hidden": 100, "init_from": None, "train": {}},
         "decision-tree": {"n_context": 21, "n_start": 11, "n_step": 5, "depth": 4, "init_from": None, "train": {}},
@@ -79,18 +113,46 @@ DEFAULTS = {
     # 64 prompts per class unless its own block says otherwise (theirs 500k, each class from scratch).
     "model": {"n_layers": 3, "n_heads": 2, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
     "train": {
-        "steps": 2000, "batch_size": 64, "lr": 0.001, "optimizer": "adam",
-        "schedule": "cosine", "warmup": 400, "clip": None, "log_every": 50, "checkpoint_every": 500,
-        "compile": False, "precision": "fp32",
+        "steps": 2000,
+        "batch_size": 64,
+        "lr": 0.001,
+        "optimizer": "adam",
+        "schedule": "cosine",
+        "warmup": 400,
+        "clip": None,
+        "log_every": 50,
+        "checkpoint_every": 500,
+        "compile": False,
+        "precision": "fp32",
     },
-    "shifts": ["standard", "skewed", "subspace", "noisy", "scale-x=0.333", "scale-x=0.5", "scale-x=2", "scale-x=3",
-               "scale-y=0.333", "scale-y=0.5", "scale-y=2", "scale-y=3", "random-orthants", "orthogonal",
-               "overlapping", "duplicated"],
+    "shifts": [
+        "standard",
+        "skewed",
+        "subspace",
+        "noisy",
+        "scale-x=0.333",
+        "scale-x=0.5",
+        "scale-x=2",
+        "scale-x=3",
+        "scale-y=0.333",
+        "scale-y=0.5",
+        "scale-y=2",
+        "scale-y=3",
+        "random-orthants",
+        "orthogonal",
+        "overlapping",
+        "duplicated",
+    ],
     "eval_prompts": 1000,
     "slow_prompts": 64,
     "bootstrap": 1000,
-    "baselines": {"lasso_alphas": [1.0, 0.1, 0.01, 0.001, 0.0001], "net_hidden": 100, "net_steps": 100,
-                  "net_lr": 0.005, "boosting_rounds": 100},
+    "baselines": {
+        "lasso_alphas": [1.0, 0.1, 0.01, 0.001, 0.0001],
+        "net_hidden": 100,
+        "net_steps": 100,
+        "net_lr": 0.005,
+        "boosting_rounds": 100,
+    },
     # In units of the zero predictor's error: "nearly matches" and "close to" read as within a tenth of it.
     "tolerance": {"lasso_gap": 0.1, "net_gap": 0.1, "robust": 0.1},
     # Claims whose required accuracy this scale's models cannot reach (the reason, in the run's numbers,
@@ -118,8 +180,15 @@ SCALES = {
         },
         "curriculum": {"d_start": 5, "d_step": 1, "every": 2000},
         "model": {"n_layers": 12, "n_heads": 8, "width": 256, "attention": "sdpa"},
-        "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "schedule": "constant", "warmup": 0,
-                  "log_every": 500, "checkpoint_every": 10000},
+        "train": {
+            "steps": 500000,
+            "batch_size": 64,
+            "lr": 0.0001,
+            "schedule": "constant",
+            "warmup": 0,
+            "log_every": 500,
+            "checkpoint_every": 10000,
+        },
         "eval_prompts": 1280,
         "slow_prompts": 1280,
     },
@@ -137,10 +206,14 @@ def _classes(config: dict) -> list[str]:
         _task(config, name)
         _train_config(config, name)
         source = config["functions"][name]["init_from"]
-        if source is not None and (source not in names[: names.index(name)]
-                                   or config["functions"][source]["n_context"] != config["functions"][name]["n_context"]):
-            raise ConfigError(f"functions.{name}.init_from must name a class trained before it with the same "
-                              f"n_context, got {source!r} (set it to null to train {name} from scratch)")
+        if source is not None and (
+            source not in names[: names.index(name)]
+            or config["functions"][source]["n_context"] != config["functions"][name]["n_context"]
+        ):
+            raise ConfigError(
+                f"functions.{name}.init_from must name a class trained before it with the same "
+                f"n_context, got {source!r} (set it to null to train {name} from scratch)"
+            )
     for name in config["shifts"]:
         make_shift(name)
     return names
@@ -213,10 +286,21 @@ def run(config: dict, ctx: RunContext):
         source = config["functions"][name]["init_from"]
         result = ctx.model(
             name,
-            lambda g, n=task.n_context: GPTTransformer(GPTConfig(
-                config["d"] + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n,
-                attention=m["attention"]), g),
-            _data(config, name, task, train_cfg, fmt), train_cfg, setting=name,
+            lambda g, n=task.n_context: GPTTransformer(
+                GPTConfig(
+                    config["d"] + 1,
+                    m["n_layers"],
+                    m["n_heads"],
+                    m["width"],
+                    m["mlp_ratio"],
+                    max_tokens=2 * n,
+                    attention=m["attention"],
+                ),
+                g,
+            ),
+            _data(config, name, task, train_cfg, fmt),
+            train_cfg,
+            setting=name,
             init=models[source] if source else None,
         )
         models[name] = result.models
@@ -244,10 +328,15 @@ def run(config: dict, ctx: RunContext):
         for shift_name in config["shifts"]:
             shift = make_shift(shift_name)
             shifted = shift(episode, task, generator(config["seed"], "shift", shift_name))
-            predictions = {("linear", s): prefix_query_predictions(model, shifted, fmt) for s, model in zip(seeds, models["linear"])}
+            predictions = {
+                ("linear", s): prefix_query_predictions(model, shifted, fmt)
+                for s, model in zip(seeds, models["linear"])
+            }
             predictions.update({l.name: prefix_query_predictions(l, shifted) for l in learners})
-            ood[shift_name] = {model: _errors(task, pred, shifted.y_query, config, shift.error_scale)
-                               for model, pred in predictions.items()}
+            ood[shift_name] = {
+                model: _errors(task, pred, shifted.y_query, config, shift.error_scale)
+                for model, pred in predictions.items()
+            }
             _log(ctx, f"shift/{shift_name}", ood[shift_name], "normalised_mse")
 
     claims = _claims(config, names, seeds, curves, slow_errors, ood)
@@ -265,39 +354,64 @@ def _log(ctx: RunContext, setting: str, curves: dict, metric: str):
 def _claims(config, names, seeds, curves, slow_errors, ood):
     out = []
     tol = config["tolerance"]
-    gpt = lambda table, name, s: table[name, s]["mean"]  # noqa: E731
+    gpt = lambda table, name, s: table[name, s]["mean"]
     if "sparse-linear" in names:
         c, task = curves["sparse-linear"], _task(config, "sparse-linear")
         ks = range(task.sparsity + 1, min(task.d, task.n_context))
-        margin = min(((c["ols"]["mean"][k] - gpt(c, "sparse-linear", s)[k]).item() for s in seeds for k in ks),
-                     default=float("nan"))
+        margin = min(
+            ((c["ols"]["mean"][k] - gpt(c, "sparse-linear", s)[k]).item() for s in seeds for k in ks),
+            default=float("nan"),
+        )
         lasso = torch.stack([v["mean"] for n, v in c.items() if isinstance(n, str) and n.startswith("lasso")]).amin(0)
         gap = max((gpt(c, "sparse-linear", s)[1:] - lasso[1:]).max().item() for s in seeds)
         # What these claims need: the margin by which sparsity can beat least squares at all (the Lasso's, at
         # the same k), against how far this scale's model is from least squares where that one is exact (k ≥ d).
         advantage = min((c["ols"]["mean"][k] - lasso[k]).item() for k in ks) if len(ks) else float("nan")
-        excess = max((gpt(c, "sparse-linear", s)[task.d:] - c["ols"]["mean"][task.d:]).mean().item() for s in seeds)
-        reason = (f"sparsity can beat least squares here by at most the Lasso's margin ({advantage:.2g} at "
-                  f"{ks.start} ≤ k < {ks.stop}), while this scale's sparse model is still {excess:.2g} above least "
-                  f"squares where least squares is exact (k ≥ d, mean over k, worst seed)")
+        excess = max((gpt(c, "sparse-linear", s)[task.d :] - c["ols"]["mean"][task.d :]).mean().item() for s in seeds)
+        reason = (
+            f"sparsity can beat least squares here by at most the Lasso's margin ({advantage:.2g} at "
+            f"{ks.start} ≤ k < {ks.stop}), while this scale's sparse model is still {excess:.2g} above least "
+            f"squares where least squares is exact (k ≥ d, mean over k, worst seed)"
+        )
         listed = config["judged_at_paper"]
         out += [
-            C.judged_at_paper_if(C.holds_if(
-                "sparse-beats-ols", PAPER,
-                f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
-                f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
-                f"smallest margin (OLS − transformer) {margin:.4g}", "> 0", margin > 0, figure="classes"), listed, reason),
-            C.judged_at_paper_if(C.at_most(
-                "sparse-approaches-lasso", PAPER,
-                f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
-                f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
-                "(largest gap over k and seeds)", gap, tol["lasso_gap"], figure="classes"), listed, reason),
+            C.judged_at_paper_if(
+                C.holds_if(
+                    "sparse-beats-ols",
+                    PAPER,
+                    f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
+                    f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
+                    f"smallest margin (OLS − transformer) {margin:.4g}",
+                    "> 0",
+                    margin > 0,
+                    figure="classes",
+                ),
+                listed,
+                reason,
+            ),
+            C.judged_at_paper_if(
+                C.at_most(
+                    "sparse-approaches-lasso",
+                    PAPER,
+                    f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
+                    f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
+                    "(largest gap over k and seeds)",
+                    gap,
+                    tol["lasso_gap"],
+                    figure="classes",
+                ),
+                listed,
+                reason,
+            ),
         ]
     if "decision-tree" in names:
         c, task = curves["decision-tree"], _task(config, "decision-tree")
         small = slice(1, task.n_context // 2 + 1)
-        rivals = {"tree(depth 4)": c["tree(depth 4)"]["mean"], "tree": c["tree"]["mean"],
-                  "xgboost": slow_errors["decision-tree", "xgboost"]}
+        rivals = {
+            "tree(depth 4)": c["tree(depth 4)"]["mean"],
+            "tree": c["tree"]["mean"],
+            "xgboost": slow_errors["decision-tree", "xgboost"],
+        }
         margins = {}
         for s in seeds:
             own = {"xgboost": slow_errors["decision-tree", ("decision-tree", s)]}
@@ -305,20 +419,36 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
                 mine = own.get(rival, gpt(c, "decision-tree", s))
                 margins[rival, s] = (err[small] - mine[small]).mean().item()
         worst = min(margins.values())
-        out.append(C.holds_if(
-            "tree-beats-greedy-and-boosted", PAPER,
-            f"on depth-4 decision trees the transformer's mean error over 1 ≤ k ≤ {small.stop - 1} is below the greedy "
-            f"tree's (depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for XGBoost)",
-            ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()), "> 0 each", worst > 0,
-            figure="classes"))
+        out.append(
+            C.holds_if(
+                "tree-beats-greedy-and-boosted",
+                PAPER,
+                f"on depth-4 decision trees the transformer's mean error over 1 ≤ k ≤ {small.stop - 1} is below the "
+                "greedy "
+                f"tree's (depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for "
+                "XGBoost)",
+                ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()),
+                "> 0 each",
+                worst > 0,
+                figure="classes",
+            )
+        )
     if "relu-net" in names:
         reference = next(v for (c, key), v in slow_errors.items() if c == "relu-net" and not isinstance(key, tuple))
         gap = max((slow_errors["relu-net", ("relu-net", s)][1:] - reference[1:]).mean().item() for s in seeds)
-        out.append(C.at_most(
-            "relu-matches-net-gd", PAPER,
-            f"on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: its mean "
-            f"normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} (same "
-            f"{config['slow_prompts']} prompts, worst seed)", gap, tol["net_gap"], figure="classes"))
+        out.append(
+            C.at_most(
+                "relu-matches-net-gd",
+                PAPER,
+                "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: its "
+                "mean "
+                f"normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} (same "
+                f"{config['slow_prompts']} prompts, worst seed)",
+                gap,
+                tol["net_gap"],
+                figure="classes",
+            )
+        )
     out += _beats_knn_claims(names, seeds, curves)
     if ood:
         out += _shift_claims(config, seeds, ood)
@@ -333,15 +463,25 @@ def _beats_knn_claims(names, seeds, curves) -> list[C.Claim]:
         c = curves[name]
         rival = torch.minimum(c["3-nn"]["mean"][-1], c["averaging"]["mean"][-1]).item()
         margins = {s: rival - c[name, s]["mean"][-1].item() for s in seeds}
-        scope = ("as in the paper" if name in COMPARED_WITH_KNN else
-                 "iclab's extension: the paper compares 3-NN and averaging on linear and sparse linear functions only")
-        out.append(C.holds_if(
-            f"beats-knn-and-averaging-{name}", PAPER,
-            f"on {name} functions the transformer's error at the longest prefix (k = {len(c['3-nn']['mean']) - 1}) is "
-            f"below both 3-NN's and averaging's, every seed ({scope})",
-            {f"margin, seed {s}": m for s, m in margins.items()} | {"error of the better of 3-NN and averaging": rival},
-            "margin (better of 3-NN and averaging − transformer) > 0, every seed", min(margins.values()) > 0,
-            figure="classes"))
+        scope = (
+            "as in the paper"
+            if name in COMPARED_WITH_KNN
+            else "iclab's extension: the paper compares 3-NN and averaging on linear and sparse linear functions only"
+        )
+        out.append(
+            C.holds_if(
+                f"beats-knn-and-averaging-{name}",
+                PAPER,
+                f"on {name} functions the transformer's error at the longest prefix (k = {len(c['3-nn']['mean']) - 1}) "
+                "is "
+                f"below both 3-NN's and averaging's, every seed ({scope})",
+                {f"margin, seed {s}": m for s, m in margins.items()}
+                | {"error of the better of 3-NN and averaging": rival},
+                "margin (better of 3-NN and averaging − transformer) > 0, every seed",
+                min(margins.values()) > 0,
+                figure="classes",
+            )
+        )
     return out
 
 
@@ -362,16 +502,28 @@ def _shift_claims(config, seeds, ood):
             continue
         rise = max(_excess(ood[name], s) - base[s] for s in seeds)
         fails = name in FAILING_SHIFTS
-        statement = (f"under the {name} prompts the linear transformer's mean excess over least squares (normalised "
-                     f"error above OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} from its "
-                     f"excess on standard prompts ({', '.join(f'{v:.3g}' for v in base.values())}; worst seed)")
+        statement = (
+            f"under the {name} prompts the linear transformer's mean excess over least squares (normalised "
+            f"error above OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} from its "
+            f"excess on standard prompts ({', '.join(f'{v:.3g}' for v in base.values())}; worst seed)"
+        )
         if fails:
             rise = min(_excess(ood[name], s) - base[s] for s in seeds)
-            out.append(C.holds_if(f"ood-fails-{name}", PAPER, "a failure the paper found: " + statement,
-                                  rise, f"> {tol}", rise > tol, figure="shifts"))
+            out.append(
+                C.holds_if(
+                    f"ood-fails-{name}",
+                    PAPER,
+                    "a failure the paper found: " + statement,
+                    rise,
+                    f"> {tol}",
+                    rise > tol,
+                    figure="shifts",
+                )
+            )
         else:
-            out.append(C.at_most(f"ood-robust-{name}", PAPER, "robust in the paper: " + statement, rise, tol,
-                                 figure="shifts"))
+            out.append(
+                C.at_most(f"ood-robust-{name}", PAPER, "robust in the paper: " + statement, rise, tol, figure="shifts")
+            )
     return out
 
 
@@ -418,8 +570,14 @@ def _figures(ctx: RunContext, config, names, seeds, curves, ood):
         fig, axes = _grid(len(ood))
         for index, (ax, (shift_name, table)) in enumerate(zip(axes, ood.items())):
             scale = make_shift(shift_name).error_scale
-            _plot_curves(ax, table, seeds, f"linear, {shift_name}", f"squared error / ({config['d']}·{scale:g})",
-                         legend=index == 0)
+            _plot_curves(
+                ax,
+                table,
+                seeds,
+                f"linear, {shift_name}",
+                f"squared error / ({config['d']}·{scale:g})",
+                legend=index == 0,
+            )
         save(fig, ctx.folder.figure("shifts"))
     fig, axes = _grid(len(names))
     for ax, name in zip(axes, names):

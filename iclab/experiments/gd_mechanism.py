@@ -52,30 +52,63 @@ DEFAULTS = {
     "task": {"d": 10, "n_context": 10, "inputs": "uniform", "low": -0.5, "high": 0.5},
     "model": {"init_scale": 0.1},  # divided by the number of layers, as in the paper's code (0.002 / L)
     "train": {
-        "steps": 1500, "batch_size": 512, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-        "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000,
+        "steps": 1500,
+        "batch_size": 512,
+        "lr": 0.003,
+        "optimizer": "adam",
+        "schedule": "cosine",
+        "warmup": 50,
+        "clip": 1.0,
+        "loss": "half_mse",
+        "log_every": 50,
+        "checkpoint_every": 1000,
     },
     "depths": [2, 4],  # per-layer models of part (c)
-    "depth_lr": 0.006,  # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
+    # (c)'s peak learning rate (train.lr is too small for deep stacks: docs/experiments/gd-mechanism.md)
+    "depth_lr": 0.006,
     "activation_clip": {"value": 10.0, "from_depth": 4},  # (c): the paper's code clips models deeper than 3
     "fit_prompts": 4096,  # fixed sample the GD / GD++ step sizes are fitted on
     "eval_prompts": 20000,
     "compare_prompts": 1000,  # prompts for prediction / sensitivity comparisons
     "sine": {
-        "n_context": 10, "width": 64, "features": 16,
+        "n_context": 10,
+        "width": 64,
+        "features": 16,
         "init_scale": 0.001,  # of the LSA; with batch 1024, keeps seeds out of a rank-1 solution (module docstring)
-        "train": {"steps": 1500, "batch_size": 1024, "lr": 0.003, "optimizer": "adam", "schedule": "cosine",
-                  "warmup": 50, "clip": 1.0, "loss": "half_mse", "log_every": 50, "checkpoint_every": 1000},
+        "train": {
+            "steps": 1500,
+            "batch_size": 1024,
+            "lr": 0.003,
+            "optimizer": "adam",
+            "schedule": "cosine",
+            "warmup": 50,
+            "clip": 1.0,
+            "loss": "half_mse",
+            "log_every": 50,
+            "checkpoint_every": 1000,
+        },
     },
-    "tolerance": {"loss_rel": 0.03, "cosine": 0.99, "pred_diff_rel": 0.05, "interp_rel": 0.02,
-                  "gd_plus_plus_rel": 0.05, "depth_rel": 0.10, "sine_rel": 0.10, "sine_below_zero": 0.25},
+    "tolerance": {
+        "loss_rel": 0.03,
+        "cosine": 0.99,
+        "pred_diff_rel": 0.05,
+        "interp_rel": 0.02,
+        "gd_plus_plus_rel": 0.05,
+        "depth_rel": 0.10,
+        "sine_rel": 0.10,
+        "sine_below_zero": 0.25,
+    },
 }
 
 SCALES = {
     "quick": {},
     "paper": {
-        "seeds": 5, "train": {"steps": 20000, "batch_size": 2048, "lr": 0.001}, "depths": [2, 3, 4, 5], "depth_lr": 0.002,
-        "eval_prompts": 100000, "fit_prompts": 32768,
+        "seeds": 5,
+        "train": {"steps": 20000, "batch_size": 2048, "lr": 0.001},
+        "depths": [2, 3, 4, 5],
+        "depth_lr": 0.002,
+        "eval_prompts": 100000,
+        "fit_prompts": 32768,
         "sine": {"train": {"steps": 20000, "batch_size": 2048}},
     },
 }
@@ -84,8 +117,17 @@ SCALES = {
 def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: float | None = None):
     """make_model for the paper's LSA: separate Q, K, V, P, no 1/N, prediction −y_q; with
     ``clip``, every layer's output tokens are clipped to [−clip, clip]."""
-    return lambda g: LinearSelfAttention(dim, n_layers, "separate", normalize=False, shared=shared,
-                                         readout_sign=-1.0, clip=clip, init_scale=scale, generator=g)
+    return lambda g: LinearSelfAttention(
+        dim,
+        n_layers,
+        "separate",
+        normalize=False,
+        shared=shared,
+        readout_sign=-1.0,
+        clip=clip,
+        init_scale=scale,
+        generator=g,
+    )
 
 
 @dataclass
@@ -125,21 +167,38 @@ class _Linear:
         self.compare_sample = self.task.sample(config["compare_prompts"], generator(config["seed"], "compare"))
         self.gd1 = gd_step_optimum(self.task)
 
-    def train(self, setting: str, n_layers: int, shared: bool, learners, reference=None, lr: float | None = None,
-              clip: float | None = None) -> Part:
+    def train(
+        self,
+        setting: str,
+        n_layers: int,
+        shared: bool,
+        learners,
+        reference=None,
+        lr: float | None = None,
+        clip: float | None = None,
+    ) -> Part:
         """Train ``lsa-<setting>``, one per seed, from model.init_scale / n_layers (peak ``lr`` and token
         ``clip`` if given), and evaluate it with ``learners``; with ``reference``, log the sensitivity
         cosine to it over training."""
+
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models]}
 
         train = TrainConfig.from_config({**self.config["train"], **({} if lr is None else {"lr": lr})})
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)
         model = f"lsa-{setting}"
-        result = self.ctx.model(model, make, data_source(self.task, PairedFormat(), train), train, setting=setting,
-                                callback=cosine_to_reference if reference else None)
-        predictors = {**{learner.name: learner for learner in learners},
-                      **{(model, seed): m for seed, m in result.by_seed.items()}}
+        result = self.ctx.model(
+            model,
+            make,
+            data_source(self.task, PairedFormat(), train),
+            train,
+            setting=setting,
+            callback=cosine_to_reference if reference else None,
+        )
+        predictors = {
+            **{learner.name: learner for learner in learners},
+            **{(model, seed): m for seed, m in result.by_seed.items()},
+        }
         losses = self.ctx.evaluate(predictors, self.task, self.config["eval_prompts"], "half_mse", setting)
         return Part(setting, model, result.by_seed, losses)
 
@@ -177,23 +236,44 @@ def _one_layer(s: _Linear) -> Part:
     label_rms = s.compare_sample.y_query.pow(2).mean().sqrt().item()
     gd_loss, trained = part.losses[gd.name], part.trained_losses
     worst = max(trained, key=lambda v: abs(v - gd_loss))
-    interp_gap = max(max(abs(interpolated[seed][0] - t), abs(interpolated[seed][0] - gd_loss)) / t
-                     for seed, t in zip(part.trained, trained))
+    interp_gap = max(
+        max(abs(interpolated[seed][0] - t), abs(interpolated[seed][0] - gd_loss)) / t
+        for seed, t in zip(part.trained, trained)
+    )
     part.claims = [
-        C.within("a-loss-equals-gd", PAPER,
-                 f"(a) a trained 1-layer LSA's half-MSE is within {tol['loss_rel']:.0%} of the best single GD step "
-                 f"(η* = {s.gd1.lr:.3g}, exact half-MSE {s.gd1.loss / 2:.4f}; worst seed, shared eval prompts)",
-                 worst, gd_loss, tol["loss_rel"], figure="training_curves"),
-        C.at_least("a-sensitivity-cosine", PAPER,
-                   "(a) cosine of ∂ŷ/∂x_q between trained LSA and GD, mean over queries (worst seed)",
-                   min(r["sens_cosine"] for r in found.values()), tol["cosine"], figure="sensitivity_cosine"),
-        C.at_most("a-prediction-difference", PAPER,
-                  f"(a) mean |ŷ_LSA − ŷ_GD| relative to the labels' rms {label_rms:.3f} (worst seed)",
-                  max(r["pred_diff"] for r in found.values()) / label_rms, tol["pred_diff_rel"]),
-        C.at_most("a-interpolation", PAPER,
-                  "(a) averaging the rescaled trained weights with the GD construction keeps the loss: "
-                  "largest relative gap to the trained and GD losses (worst seed)",
-                  interp_gap, tol["interp_rel"]),
+        C.within(
+            "a-loss-equals-gd",
+            PAPER,
+            f"(a) a trained 1-layer LSA's half-MSE is within {tol['loss_rel']:.0%} of the best single GD step "
+            f"(η* = {s.gd1.lr:.3g}, exact half-MSE {s.gd1.loss / 2:.4f}; worst seed, shared eval prompts)",
+            worst,
+            gd_loss,
+            tol["loss_rel"],
+            figure="training_curves",
+        ),
+        C.at_least(
+            "a-sensitivity-cosine",
+            PAPER,
+            "(a) cosine of ∂ŷ/∂x_q between trained LSA and GD, mean over queries (worst seed)",
+            min(r["sens_cosine"] for r in found.values()),
+            tol["cosine"],
+            figure="sensitivity_cosine",
+        ),
+        C.at_most(
+            "a-prediction-difference",
+            PAPER,
+            f"(a) mean |ŷ_LSA − ŷ_GD| relative to the labels' rms {label_rms:.3f} (worst seed)",
+            max(r["pred_diff"] for r in found.values()) / label_rms,
+            tol["pred_diff_rel"],
+        ),
+        C.at_most(
+            "a-interpolation",
+            PAPER,
+            "(a) averaging the rescaled trained weights with the GD construction keeps the loss: "
+            "largest relative gap to the trained and GD losses (worst seed)",
+            interp_gap,
+            tol["interp_rel"],
+        ),
     ]
     return part
 
@@ -211,12 +291,24 @@ def _recurrent(s: _Linear) -> Part:
     losses, trained = part.losses, part.trained_losses
     worst = max(trained, key=lambda v: abs(v - losses[gdpp.name]))
     part.claims = [
-        C.at_most("b-beats-2-step-gd", PAPER,
-                  f"(b) a trained 2-layer recurrent LSA beats 2-step GD ({gd2.name}, half-MSE "
-                  f"{losses[gd2.name]:.4f}; worst seed)", max(trained), losses[gd2.name], figure="training_curves"),
-        C.within("b-matches-gd-plus-plus", PAPER,
-                 f"(b) …and is within {tol['gd_plus_plus_rel']:.0%} of 2-step GD++ ({gdpp.name}; worst seed)",
-                 worst, losses[gdpp.name], tol["gd_plus_plus_rel"], figure="training_curves"),
+        C.at_most(
+            "b-beats-2-step-gd",
+            PAPER,
+            f"(b) a trained 2-layer recurrent LSA beats 2-step GD ({gd2.name}, half-MSE "
+            f"{losses[gd2.name]:.4f}; worst seed)",
+            max(trained),
+            losses[gd2.name],
+            figure="training_curves",
+        ),
+        C.within(
+            "b-matches-gd-plus-plus",
+            PAPER,
+            f"(b) …and is within {tol['gd_plus_plus_rel']:.0%} of 2-step GD++ ({gdpp.name}; worst seed)",
+            worst,
+            losses[gdpp.name],
+            tol["gd_plus_plus_rel"],
+            figure="training_curves",
+        ),
     ]
     return part
 
@@ -236,17 +328,32 @@ def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
         part = s.train(name, depth, False, [gdpp], lr=s.config["depth_lr"], clip=clip["value"] if clipped else None)
         part.references = {"per-step GD++": gdpp.name}
         gdpp_loss = part.losses[gdpp.name]
-        part.claims = [C.at_most(
-            f"c-depth-{depth}-near-gd-plus-plus", PAPER,
-            f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} above per-step GD++ "
-            f"of the same depth ({gdpp.name}, half-MSE {gdpp_loss:.4f}; worst seed)",
-            max(part.trained_losses), gdpp_loss * (1 + tol["depth_rel"]), figure="training_curves")]
+        part.claims = [
+            C.at_most(
+                f"c-depth-{depth}-near-gd-plus-plus",
+                PAPER,
+                f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} above per-step "
+                "GD++ "
+                f"of the same depth ({gdpp.name}, half-MSE {gdpp_loss:.4f}; worst seed)",
+                max(part.trained_losses),
+                gdpp_loss * (1 + tol["depth_rel"]),
+                figure="training_curves",
+            )
+        ]
         parts.append(part)
     means = [one_layer.mean] + [part.mean for part in parts]
-    parts[0].claims.insert(0, C.holds_if(
-        "c-loss-falls-with-depth", PAPER, "(c) the trained loss (mean over seeds) falls with every added layer",
-        " > ".join(f"{m:.4f}" for m in means), "strictly decreasing from 1 layer on",
-        all(a > b for a, b in zip(means, means[1:])), figure="training_curves"))
+    parts[0].claims.insert(
+        0,
+        C.holds_if(
+            "c-loss-falls-with-depth",
+            PAPER,
+            "(c) the trained loss (mean over seeds) falls with every added layer",
+            " > ".join(f"{m:.4f}" for m in means),
+            "strictly decreasing from 1 layer on",
+            all(a > b for a, b in zip(means, means[1:])),
+            figure="training_curves",
+        ),
+    )
     return parts
 
 
@@ -262,11 +369,13 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
         def build(g):
             # Merged W_KQ, W_PV: the separate factors start at a saddle (small × small) that
             # holds the trained attention back for most of a short run.
-            lsa = LinearSelfAttention(k + 1, 1, "merged", normalize=False, readout_sign=-1.0,
-                                      init_scale=cfg["init_scale"], generator=g)
+            lsa = LinearSelfAttention(
+                k + 1, 1, "merged", normalize=False, readout_sign=-1.0, init_scale=cfg["init_scale"], generator=g
+            )
             if not train_attention:  # η = 1 loses nothing: the features' scale is learned
                 gd_construction(lsa, task.n_context, 1.0)
             return FeatureLSA(MLP(1, width, k, generator=g), lsa, train_attention)
+
         return build
 
     predictors = {"zero": ZeroPredictor()}
@@ -277,13 +386,24 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
     losses = {model: sum(found[model, seed] for seed in ctx.seeds) / len(ctx.seeds) for model in ("mlp+lsa", "mlp+gd")}
     zero = found["zero"]
     claims = [
-        C.within("d-trained-matches-gd-features", PAPER,
-                 f"(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention within "
-                 f"{tol['sine_rel']:.0%} (means over seeds; measured: trained, expected: GD construction)",
-                 losses["mlp+lsa"], losses["mlp+gd"], tol["sine_rel"], figure="sine"),
-        C.at_most("d-far-below-zero", PAPER,
-                  f"(d) both are far below the zero predictor (half-MSE {zero:.3f}): worse one / zero",
-                  max(losses.values()) / zero, tol["sine_below_zero"], figure="sine"),
+        C.within(
+            "d-trained-matches-gd-features",
+            PAPER,
+            f"(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention within "
+            f"{tol['sine_rel']:.0%} (means over seeds; measured: trained, expected: GD construction)",
+            losses["mlp+lsa"],
+            losses["mlp+gd"],
+            tol["sine_rel"],
+            figure="sine",
+        ),
+        C.at_most(
+            "d-far-below-zero",
+            PAPER,
+            f"(d) both are far below the zero predictor (half-MSE {zero:.3f}): worse one / zero",
+            max(losses.values()) / zero,
+            tol["sine_below_zero"],
+            figure="sine",
+        ),
     ]
     return claims, zero
 
@@ -331,18 +451,25 @@ def _figures(ctx: RunContext, one_layer: Part, recurrent: Part, deeper: list[Par
     fig, axes = new_figure(4, width=3.2, height=3.0, rows=2)
     for row, (title, part) in enumerate((("(a) vs GD", one_layer), ("(b) vs GD++", recurrent))):
         trained = next(iter(part.trained.values()))
-        (kq, pv), (t_kq, t_pv) = (tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, part.construction))
+        (kq, pv), (t_kq, t_pv) = (
+            tuple(w.detach().cpu() for w in m.layers[0].merged()) for m in (trained, part.construction)
+        )
         kq, pv = match_scale(kq, pv, t_kq)  # the rescaling the interpolation uses
-        panels = [(kq, "trained W_KQ (rescaled)"), (pv, "trained W_PV (rescaled)"),
-                  (t_kq, "construction W_KQ"), (t_pv, "construction W_PV")]
-        for ax, (matrix, name) in zip(axes[4 * row: 4 * row + 4], panels):
+        panels = [
+            (kq, "trained W_KQ (rescaled)"),
+            (pv, "trained W_PV (rescaled)"),
+            (t_kq, "construction W_KQ"),
+            (t_pv, "construction W_PV"),
+        ]
+        for ax, (matrix, name) in zip(axes[4 * row : 4 * row + 4], panels):
             heatmap(ax, matrix, f"{title}: {name}")
     save(fig, ctx.folder.figure("weights"))
 
     fig, axes = new_figure(2)
     for ax, (part, ref) in zip(axes, ((one_layer, "best 1-step GD"), (recurrent, "2-step GD++"))):
-        training_curve(ax, ctx.history("sens_cosine", setting=part.setting), "trained LSA (mean, min–max)",
-                       metric="sens_cosine")
+        training_curve(
+            ax, ctx.history("sens_cosine", setting=part.setting), "trained LSA (mean, min–max)", metric="sens_cosine"
+        )
         ax.set(ylabel=f"cosine of ∂ŷ/∂x_q with {ref}", title=part.setting)
         ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("sensitivity_cosine"))

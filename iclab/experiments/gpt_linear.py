@@ -15,7 +15,8 @@ import torch
 from .. import claims as C
 from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
-from ..metrics import loss_by_prefix, prefix_predictions, spd as squared_prediction_distance
+from ..metrics import loss_by_prefix, prefix_predictions
+from ..metrics import spd as squared_prediction_distance
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
 from ..report.figures import new_figure, save, training_curve
@@ -35,9 +36,17 @@ DEFAULTS = {
     # The quick recipe, and the GPU and CPU sweeps that chose it: docs/experiments/gpt-linear.md.
     # compile: torch.compile the loss, 1.7x the steps/s of this model on 2 CPU cores.
     "train": {
-        "steps": 15000, "batch_size": 128, "lr": 0.001, "optimizer": "adam",
-        "schedule": "cosine", "warmup": 1000, "clip": None, "log_every": 50, "checkpoint_every": 500,
-        "compile": True, "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
+        "steps": 15000,
+        "batch_size": 128,
+        "lr": 0.001,
+        "optimizer": "adam",
+        "schedule": "cosine",
+        "warmup": 1000,
+        "clip": None,
+        "log_every": 50,
+        "checkpoint_every": 500,
+        "compile": True,
+        "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
     },
     "curriculum": None,
     "ridge_lam": 0.1,
@@ -52,8 +61,16 @@ SCALES = {
         "seeds": 1,
         "task": {"d": 20, "n_context": 41},
         "model": {"n_layers": 12, "n_heads": 8, "width": 256},
-        "train": {"steps": 500000, "batch_size": 64, "lr": 0.0001, "schedule": "constant", "warmup": 0,
-                  "log_every": 500, "checkpoint_every": 10000, "compile": False},
+        "train": {
+            "steps": 500000,
+            "batch_size": 64,
+            "lr": 0.0001,
+            "schedule": "constant",
+            "warmup": 0,
+            "log_every": 500,
+            "checkpoint_every": 10000,
+            "compile": False,
+        },
         "curriculum": {"d_start": 5, "d_end": 20, "d_step": 1, "n_start": 11, "n_end": 41, "n_step": 2, "every": 2000},
         "eval_prompts": 12800,
     },
@@ -64,15 +81,19 @@ def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
     """Fresh prompts of the full task, or the d/N curriculum towards it when one is configured."""
     if config["curriculum"] is None:
         return data_source(task, prompt_format, train_cfg)
-    make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})  # noqa: E731
+    make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})
     curriculum = Curriculum.towards(config["curriculum"], task.d, task.n_context)
     return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
 
 
 def _validate(config: dict):
     """The task, the training settings and the curriculum must build before anything trains."""
-    _data(config, linear_regression_from_config(config["task"]), TrainConfig.from_config(config["train"]),
-          InterleavedFormat())
+    _data(
+        config,
+        linear_regression_from_config(config["task"]),
+        TrainConfig.from_config(config["train"]),
+        InterleavedFormat(),
+    )
 
 
 def run(config: dict, ctx: RunContext):
@@ -84,14 +105,32 @@ def run(config: dict, ctx: RunContext):
     m = config["model"]
     result = ctx.model(
         "gpt",
-        lambda g: GPTTransformer(GPTConfig(d + 1, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"],
-                                           max_tokens=2 * n, attention=m["attention"]), g),
-        _data(config, task, train_cfg, fmt), train_cfg, setting="linear",
+        lambda g: GPTTransformer(
+            GPTConfig(
+                d + 1,
+                m["n_layers"],
+                m["n_heads"],
+                m["width"],
+                m["mlp_ratio"],
+                max_tokens=2 * n,
+                attention=m["attention"],
+            ),
+            g,
+        ),
+        _data(config, task, train_cfg, fmt),
+        train_cfg,
+        setting="linear",
     )
 
     episode = ctx.eval_episode(task, config["eval_prompts"])
     gd_lr = gd_step_optimum(task).lr
-    learners = [LeastSquares(), Ridge(config["ridge_lam"]), NearestNeighbours(3), Averaging(), GradientDescent(1, gd_lr)]
+    learners = [
+        LeastSquares(),
+        Ridge(config["ridge_lam"]),
+        NearestNeighbours(3),
+        Averaging(),
+        GradientDescent(1, gd_lr),
+    ]
     predictions = {l.name: prefix_predictions(l, episode) for l in learners}
     predictions |= {("gpt", seed): prefix_predictions(model, episode) for seed, model in result.by_seed.items()}
 
@@ -106,9 +145,12 @@ def run(config: dict, ctx: RunContext):
     for seed in result.seeds:
         for ref in ("ols", "3-nn"):
             spd[seed, ref] = squared_prediction_distance(
-                predictions["gpt", seed], predictions[ref], d, config["bootstrap"], config["seed"])["mean"]
+                predictions["gpt", seed], predictions[ref], d, config["bootstrap"], config["seed"]
+            )["mean"]
             for k in range(n):
-                ctx.log(setting="linear", model="gpt", seed=seed, n=k, metric=f"spd_{ref}", value=spd[seed, ref][k].item())
+                ctx.log(
+                    setting="linear", model="gpt", seed=seed, n=k, metric=f"spd_{ref}", value=spd[seed, ref][k].item()
+                )
 
     claims = _claims(config, result.seeds, curves, spd, d, n)
     _figures(ctx, curves, result.seeds, d, gd_lr)
@@ -118,7 +160,7 @@ def run(config: dict, ctx: RunContext):
 def _claims(config, seeds, curves, spd, d, n):
     mean = {key: c["mean"] for key, c in curves.items()}
     gpt = [mean["gpt", s] for s in seeds]
-    gap = max((g[d + 2:] - mean["ols"][d + 2:]).max().item() for g in gpt) if n > d + 2 else float("nan")
+    gap = max((g[d + 2 :] - mean["ols"][d + 2 :]).max().item() for g in gpt) if n > d + 2 else float("nan")
     late = range(2, n)
     beaten = [(k, s) for s, g in zip(seeds, gpt) for k in late if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
     worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in late)
@@ -128,22 +170,31 @@ def _claims(config, seeds, curves, spd, d, n):
     tol = config["tolerance"]["ols_gap"]
     return [
         C.at_most(
-            "tracks-ols", PAPER,
+            "tracks-ols",
+            PAPER,
             f"for k ≥ d + 2 = {d + 2} examples the transformer's mse/d is within {tol} of OLS "
             f"(largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
-            gap, tol, figure="loss_by_prefix",
+            gap,
+            tol,
+            figure="loss_by_prefix",
         ),
         C.holds_if(
-            "beats-averaging-and-3nn", PAPER,
+            "beats-averaging-and-3nn",
+            PAPER,
             "the transformer's mse/d is below both averaging's and 3-NN's at every k ≥ 2 (every seed)",
             f"smallest margin {worst_margin:.4g}; failures (k, seed): {beaten or 'none'}",
-            "margin > 0 at every k ≥ 2", not beaten, figure="loss_by_prefix",
+            "margin > 0 at every k ≥ 2",
+            not beaten,
+            figure="loss_by_prefix",
         ),
         C.holds_if(
-            "min-norm-below-d", PAPER,
-            f"for 1 ≤ k < d the transformer's predictions are closer (SPD) to min-norm OLS than to 3-NN "
+            "min-norm-below-d",
+            PAPER,
+            "for 1 ≤ k < d the transformer's predictions are closer (SPD) to min-norm OLS than to 3-NN "
             "(every k and seed)",
-            f"largest SPD(gpt, ols)/SPD(gpt, 3-nn) = {ratio:.3g}", "< 1 at every k < d", all(closer),
+            f"largest SPD(gpt, ols)/SPD(gpt, 3-nn) = {ratio:.3g}",
+            "< 1 at every k < d",
+            all(closer),
         ),
     ]
 

@@ -33,8 +33,14 @@ DEFAULTS = {
     "covariances": {"isotropic": None, "anisotropic": [0.4, 0.7, 1.0, 1.3, 1.6]},
     "model": {"init": "small", "init_scale": 0.1},
     "train": {
-        "steps": 2000, "batch_size": 1024, "lr": 0.003, "optimizer": "adam",
-        "schedule": "cosine", "warmup": 100, "log_every": 50, "checkpoint_every": 1000,
+        "steps": 2000,
+        "batch_size": 1024,
+        "lr": 0.003,
+        "optimizer": "adam",
+        "schedule": "cosine",
+        "warmup": 100,
+        "log_every": 50,
+        "checkpoint_every": 1000,
     },
     "eval_prompts": 50000,
     "tolerance": {"loss_rel": 0.03, "cosine": 0.99},
@@ -65,29 +71,39 @@ class Setting:
 def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
     """Train one LSA per seed on one covariance and compare it with the theory and the learners."""
     optimum, gd = lsa_optimum(task), gd_step_optimum(task)
-    ctx.log_metrics({"optimal_loss": optimum.loss, "gd_step_lr": gd.lr, "gd_step_loss": gd.loss}, setting=name,
-                    model="theory")
+    ctx.log_metrics(
+        {"optimal_loss": optimum.loss, "gd_step_lr": gd.lr, "gd_step_loss": gd.loss}, setting=name, model="theory"
+    )
 
     train = TrainConfig.from_config(config["train"])
     init = config["model"]
     model = f"lsa-{name}"
-    result = ctx.model(model, lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"],
-                                                            generator=g),
-                       data_source(task, PairedFormat(), train), train, setting=name)
+    result = ctx.model(
+        model,
+        lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"], generator=g),
+        data_source(task, PairedFormat(), train),
+        train,
+        setting=name,
+    )
     trained = result.by_seed
 
     learners = [LeastSquares(), Averaging(), GradientDescent(1, gd.lr), NearestNeighbours(3), ZeroPredictor()]
     predictors = {learner.name: learner for learner in learners}
     predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner)
-    losses = ctx.evaluate({**predictors, **{(model, seed): m for seed, m in trained.items()}}, task,
-                          config["eval_prompts"], setting=name)
+    losses = ctx.evaluate(
+        {**predictors, **{(model, seed): m for seed, m in trained.items()}}, task, config["eval_prompts"], setting=name
+    )
 
     target, cosines = lsa_weights(optimum.preconditioner, task.d + 1), []
     for seed, m in trained.items():
         w_kq, w_pv = (w.detach().cpu() for w in m.layers[0].merged())
         cosines.append(cosine(w_pv[-1, -1] * w_kq[: task.d, : task.d], optimum.preconditioner))
-        ctx.log_metrics({"preconditioner_cosine": cosines[-1], "product_alignment": lsa_alignment(w_kq, w_pv, *target)},
-                        setting=name, model=model, seed=seed)
+        ctx.log_metrics(
+            {"preconditioner_cosine": cosines[-1], "product_alignment": lsa_alignment(w_kq, w_pv, *target)},
+            setting=name,
+            model=model,
+            seed=seed,
+        )
     return Setting(name, model, optimum.loss, gd.loss, losses, trained, cosines, target)
 
 
@@ -98,29 +114,41 @@ def _claims(s: Setting, config: dict) -> list:
     ols, averaging = s.losses["ols"], s.losses["averaging"]
     return [
         C.within(
-            f"loss-at-optimum-{name}", PAPER,
+            f"loss-at-optimum-{name}",
+            PAPER,
             f"{name} Λ: the trained LSA's loss is within {tol['loss_rel']:.0%} of tr Λ − tr(ΛΓ⁻¹Λ) "
             f"(worst of {len(model_losses)} seeds, {config['eval_prompts']} fresh prompts)",
-            worst, s.optimal_loss, tol["loss_rel"], figure="learners",
+            worst,
+            s.optimal_loss,
+            tol["loss_rel"],
+            figure="learners",
         ),
         C.at_least(
-            f"preconditioner-{name}", PAPER,
+            f"preconditioner-{name}",
+            PAPER,
             f"{name} Λ: W_PV[y,y]·W_KQ[x,x] matches Γ⁻¹ in direction (cosine, worst seed)",
-            min(s.cosines), tol["cosine"], figure="weights",
+            min(s.cosines),
+            tol["cosine"],
+            figure="weights",
         ),
         C.holds_if(
-            f"between-ols-and-averaging-{name}", PAPER,
+            f"between-ols-and-averaging-{name}",
+            PAPER,
             f"{name} Λ: the LSA beats averaging and loses to OLS (every seed)",
             f"ols {ols:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} < averaging {averaging:.4g}",
-            "ols < lsa < averaging", all(ols < v < averaging for v in model_losses), figure="learners",
+            "ols < lsa < averaging",
+            all(ols < v < averaging for v in model_losses),
+            figure="learners",
         ),
     ]
 
 
 def _tasks(config: dict) -> dict:
     """The task of every covariance setting."""
-    return {name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
-            for name, eigenvalues in config["covariances"].items()}
+    return {
+        name: linear_regression_from_config({**config["task"], "cov": eigenvalues})
+        for name, eigenvalues in config["covariances"].items()
+    }
 
 
 def run(config: dict, ctx: RunContext):
@@ -159,9 +187,13 @@ def _figures(ctx: RunContext, settings: list[Setting]):
         w_kq, w_pv = next(iter(s.trained.values())).layers[0].merged()
         # Rescale so that W_PV[y, y] = 1: the product W_PV·W_KQ, which fixes ŷ, is unchanged.
         scale = w_pv[-1, -1].item()
-        panels = [(w_kq * scale, "trained W_KQ·W_PV[y,y]"), (w_pv / scale, "trained W_PV/W_PV[y,y]"),
-                  (s.target[0], "theory W_KQ (Γ⁻¹ block)"), (s.target[1], "theory W_PV")]
-        for ax, (matrix, title) in zip(axes[4 * row: 4 * row + 4], panels):
+        panels = [
+            (w_kq * scale, "trained W_KQ·W_PV[y,y]"),
+            (w_pv / scale, "trained W_PV/W_PV[y,y]"),
+            (s.target[0], "theory W_KQ (Γ⁻¹ block)"),
+            (s.target[1], "theory W_PV"),
+        ]
+        for ax, (matrix, title) in zip(axes[4 * row : 4 * row + 4], panels):
             heatmap(ax, matrix.detach().cpu(), f"{s.name}: {title}")
     save(fig, ctx.folder.figure("weights"))
 

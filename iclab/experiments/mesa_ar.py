@@ -43,8 +43,14 @@ from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
 from ..tasks import AutoregressiveSequences, StartDistribution
 from ..theory import (
-    ExpectedGradient, ProductOptimum, best_diagonal, best_product, diagonal_learning_rate, expected_gradient,
-    product_optimum, product_scatter,
+    ExpectedGradient,
+    ProductOptimum,
+    best_diagonal,
+    best_product,
+    diagonal_learning_rate,
+    expected_gradient,
+    product_optimum,
+    product_scatter,
 )
 from ..train import FixedTrainingSet, TrainConfig
 from .base import Experiment, RunContext
@@ -68,19 +74,34 @@ DEFAULTS = {
     "lr_scale": 0.7,  # largest step × curvature ≈ 1 at the optimum (docs/experiments/mesa-ar.md)
     # Full batch: batch_size is set to train_size; lr and warm-up follow from lr_scale
     # (iclab.theory.diagonal_learning_rate).
-    "train": {"steps": 200, "optimizer": "sgd", "loss": "half_sse", "train_size": 1000,
-              "log_every": 10, "checkpoint_every": 1000},
+    "train": {
+        "steps": 200,
+        "optimizer": "sgd",
+        "loss": "half_sse",
+        "train_size": 1000,
+        "log_every": 10,
+        "checkpoint_every": 1000,
+    },
     "test_size": 2000,
     "scatter_draws": 20000,
-    "tolerance": {"offdiag": 0.01, "fit": 0.01, "population": 0.03, "sigmas": 3.0, "recovered": 1e-3,
-                  "gradient_z": 3.0},
+    "tolerance": {
+        "offdiag": 0.01,
+        "fit": 0.01,
+        "population": 0.03,
+        "sigmas": 3.0,
+        "recovered": 1e-3,
+        "gradient_z": 3.0,
+    },
 }
 
 SCALES = {
     # Quick stops at 150 steps, where what the claims read has settled (docs/experiments/mesa-ar.md).
     "quick": {"train": {"steps": 150}},
-    "paper": {"train": {"steps": 3000, "train_size": 10000}, "test_size": 10000,
-              "size_sweep": {"sizes": [1000, 4000, 16000, 64000]}},
+    "paper": {
+        "train": {"steps": 3000, "train_size": 10000},
+        "test_size": 10000,
+        "size_sweep": {"sizes": [1000, 4000, 16000, 64000]},
+    },
 }
 
 VARIANTS = {True: "diagonal", False: "full"}  # diagonal_only → the variant's name
@@ -130,8 +151,9 @@ def _ratio_over_time(prediction: torch.Tensor, target: torch.Tensor) -> torch.Te
     return ratio.sum((0, 2)) / seen.sum((0, 2))
 
 
-def _train_runs(s: Setting, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext,
-                setting: str) -> list[Run]:
+def _train_runs(
+    s: Setting, size: int, diagonal_only: bool, inits, config: dict, ctx: RunContext, setting: str
+) -> list[Run]:
     """Train one variant from every init on a fixed training set of ``size`` sequences (full batch)
     and evaluate it on the test sequences; one run per (init, seed), logged under ``setting``."""
     fmt = AutoregressiveFormat()
@@ -147,15 +169,18 @@ def _train_runs(s: Setting, size: int, diagonal_only: bool, inits, config: dict,
     for a0, b0 in inits:
         model = f"{setting}-{variant}-a{a0:g}-b{b0:g}"
         lr, warmup = diagonal_learning_rate(s.optimum, a0, b0, config["lr_scale"])
-        train = TrainConfig.from_config({**config["train"], "train_size": size, "batch_size": size, "lr": lr,
-                                         "warmup": warmup})
+        train = TrainConfig.from_config(
+            {**config["train"], "train_size": size, "batch_size": size, "lr": lr, "warmup": warmup}
+        )
 
         def make(g, a0=a0, b0=b0):
             return CausalLinearAttention(s.task.d, a0=a0, b0=b0, diagonal_only=diagonal_only, generator=g)
 
         def track(step, models):
-            return {"ab": [m.diagonal_product().mean().real.item() for m in models],
-                    "offdiag_ratio": [m.off_diagonal_ratio() for m in models]}
+            return {
+                "ab": [m.diagonal_product().mean().real.item() for m in models],
+                "offdiag_ratio": [m.off_diagonal_ratio() for m in models],
+            }
 
         # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
         result = ctx.model(model, make, data, train, setting=setting, callback=track, vectorize=False)
@@ -166,13 +191,34 @@ def _train_runs(s: Setting, size: int, diagonal_only: bool, inits, config: dict,
             ab, fit = products.mean().item(), fitted[seed].mean().item()
             loss = prompt_losses(prediction, test.targets, "half_sse").mean().item()
             gap = ((products - fitted[seed]).abs() / fitted[seed].abs()).max().item()
-            run = Run(model, variant, (a0, b0), seed, ab, fit, coordinate_gap=gap, offdiag=trained.off_diagonal_ratio(),
-                      relative_loss=loss / zero_loss, ratio=_ratio_over_time(prediction.cpu(), test.targets.cpu()),
-                      trained=trained)
-            ctx.log_metrics({"ab_final": ab.real, "ab_final_imag": ab.imag, "ab_best": fit.real,
-                             "ab_best_scalar": scalar[seed], "coordinate_gap": gap, "offdiag_ratio_final": run.offdiag,
-                             "test_half_sse": loss, "test_relative_loss": run.relative_loss},
-                            setting=setting, model=model, seed=seed)
+            run = Run(
+                model,
+                variant,
+                (a0, b0),
+                seed,
+                ab,
+                fit,
+                coordinate_gap=gap,
+                offdiag=trained.off_diagonal_ratio(),
+                relative_loss=loss / zero_loss,
+                ratio=_ratio_over_time(prediction.cpu(), test.targets.cpu()),
+                trained=trained,
+            )
+            ctx.log_metrics(
+                {
+                    "ab_final": ab.real,
+                    "ab_final_imag": ab.imag,
+                    "ab_best": fit.real,
+                    "ab_best_scalar": scalar[seed],
+                    "coordinate_gap": gap,
+                    "offdiag_ratio_final": run.offdiag,
+                    "test_half_sse": loss,
+                    "test_relative_loss": run.relative_loss,
+                },
+                setting=setting,
+                model=model,
+                seed=seed,
+            )
             for t, value in enumerate(run.ratio.tolist(), start=2):
                 ctx.log(setting=setting, model=model, seed=seed, n=t, metric="prediction_truth_ratio", value=value)
             runs.append(run)
@@ -192,10 +238,18 @@ def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext)
     if full:
         s.full = _train_runs(s, size, False, config["inits"], config, ctx, name)
         for a0, b0 in config["inits"]:
-            estimate = expected_gradient(task, a0, b0, config["gradient"]["draws"], config["gradient"]["batches"],
-                                         config["seed"])
-            ctx.log_metrics({"expected_gradient_z": estimate.z, "expected_gradient_off": estimate.off,
-                             "expected_gradient_on": estimate.on}, setting=name, model=f"init-a{a0:g}-b{b0:g}")
+            estimate = expected_gradient(
+                task, a0, b0, config["gradient"]["draws"], config["gradient"]["batches"], config["seed"]
+            )
+            ctx.log_metrics(
+                {
+                    "expected_gradient_z": estimate.z,
+                    "expected_gradient_off": estimate.off,
+                    "expected_gradient_on": estimate.on,
+                },
+                setting=name,
+                model=f"init-a{a0:g}-b{b0:g}",
+            )
             s.gradients.append(estimate)
     return s
 
@@ -204,9 +258,12 @@ def _size_sweep(s: Setting, config: dict, ctx: RunContext) -> dict[int, list[Run
     """The full model from the sweep's init at every training-set size (Gaussian σ = 1); the size of
     ``train.train_size`` reuses the setting's own runs."""
     init = tuple(config["size_sweep"]["init"])
-    return {size: [r for r in s.full if r.init == init] if size == config["train"]["train_size"] else
-            _train_runs(s, size, False, [init], config, ctx, f"{s.name}-m{size}")
-            for size in config["size_sweep"]["sizes"]}
+    return {
+        size: [r for r in s.full if r.init == init]
+        if size == config["train"]["train_size"]
+        else _train_runs(s, size, False, [init], config, ctx, f"{s.name}-m{size}")
+        for size in config["size_sweep"]["sizes"]
+    }
 
 
 def _population_tolerance(s: Setting, tol: dict) -> float:
@@ -222,55 +279,98 @@ def _claims(s: Setting, config: dict, contrast: ExpectedGradient | None) -> list
     worst_pop = max(diagonal, key=lambda r: abs(r.ab - p))
     full_ab = ", ".join(f"{r.ab.real:.4g}" for r in full)
     beside = f"; the full model's ab on the same sets: {full_ab}" if full else ""
-    law = {"gaussian": f"ab*·σ² = {p * s.scale ** 2:.4g}", "sparse": f"ab*·c² = {p * s.scale ** 2:.4g}"}
+    law = {"gaussian": f"ab*·σ² = {p * s.scale**2:.4g}", "sparse": f"ab*·c² = {p * s.scale**2:.4g}"}
     out = [
-        C.at_most(f"ab-fits-training-set-{name}", PAPER,
-                  f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's "
-                  f"support) drives ab = mean_j a_j b_j to its training set's optimum (the diagonal model's exact "
-                  f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
-                  f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
-                  f"{max(r.coordinate_gap for r in diagonal):.2%}){beside}",
-                  max(fit_gaps), tol["fit"], figure="ab_training"),
-        C.within(f"ab-star-{name}", PAPER,
-                 f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s.kind, 'all-ones')}; "
-                 f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s.scatter:.2%}), "
-                 f"the scatter of a training set of m = {m} sequences; worst run)",
-                 p + abs(worst_pop.ab - p), p, population_tol, figure="ab_training"),
+        C.at_most(
+            f"ab-fits-training-set-{name}",
+            PAPER,
+            f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's "
+            f"support) drives ab = mean_j a_j b_j to its training set's optimum (the diagonal model's exact "
+            f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
+            f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
+            f"{max(r.coordinate_gap for r in diagonal):.2%}){beside}",
+            max(fit_gaps),
+            tol["fit"],
+            figure="ab_training",
+        ),
+        C.within(
+            f"ab-star-{name}",
+            PAPER,
+            f"{name}: the diagonal model's trained ab converges to the population ab* ({law.get(s.kind, 'all-ones')}; "
+            f"tolerance max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s.scatter:.2%}), "
+            f"the scatter of a training set of m = {m} sequences; worst run)",
+            p + abs(worst_pop.ab - p),
+            p,
+            population_tol,
+            figure="ab_training",
+        ),
     ]
     if s.gradients and s.kind in ("gaussian", "sparse"):
         worst = max(s.gradients, key=lambda g: g.z)
         draws = config["gradient"]["draws"]
         power = f"; all-ones starts, outside the theorem: z = {contrast.z:.3g}" if contrast else ""
-        out.append(C.at_most(
-            f"offdiag-gradient-vanishes-{name}", PAPER,
-            f"{name}: at the diagonal initialisation the population gradient on the off-diagonal weights is zero: "
-            f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors of "
-            f"0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s.gradients)} inits; "
-            f"‖ĝ_off‖/‖ĝ_on‖ = {worst.off / worst.on:.2g}{power})",
-            worst.z, tol["gradient_z"]))
+        out.append(
+            C.at_most(
+                f"offdiag-gradient-vanishes-{name}",
+                PAPER,
+                f"{name}: at the diagonal initialisation the population gradient on the off-diagonal weights is zero: "
+                f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors "
+                "of "
+                f"0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s.gradients)} inits; "
+                f"‖ĝ_off‖/‖ĝ_on‖ = {worst.off / worst.on:.2g}{power})",
+                worst.z,
+                tol["gradient_z"],
+            )
+        )
     if full and s.kind == "sparse":
-        out.append(C.at_most(
-            f"stays-diagonal-{name}", PAPER,
-            f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
-            f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
-            f"sequences)",
-            max(r.offdiag for r in full), tol["offdiag"], figure="weights"))
-        out.append(C.at_most(
-            f"recovered-{name}", PAPER,
-            f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst run)",
-            max(r.relative_loss for r in full), tol["recovered"], figure="prediction_truth_ratio"))
+        out.append(
+            C.at_most(
+                f"stays-diagonal-{name}",
+                PAPER,
+                f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
+                f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
+                f"sequences)",
+                max(r.offdiag for r in full),
+                tol["offdiag"],
+                figure="weights",
+            )
+        )
+        out.append(
+            C.at_most(
+                f"recovered-{name}",
+                PAPER,
+                f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst "
+                "run)",
+                max(r.relative_loss for r in full),
+                tol["recovered"],
+                figure="prediction_truth_ratio",
+            )
+        )
     if full and s.kind == "gaussian":
         expected = p * s.second_moment
         last = [r.ratio[-1].item() for r in full]
-        out.append(C.within(
-            f"ratio-last-step-{name}", PAPER,
-            f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so "
-            f"the sequence is not recovered (worst run; same tolerance as ab*)",
-            max(last, key=lambda v: abs(v - expected)), expected, population_tol, figure="prediction_truth_ratio"))
-        out.append(C.at_least(
-            f"not-recovered-{name}", PAPER,
-            f"{name}: the full model's test loss relative to predicting 0 stays large (best run)",
-            min(r.relative_loss for r in full), 0.1, figure="prediction_truth_ratio"))
+        out.append(
+            C.within(
+                f"ratio-last-step-{name}",
+                PAPER,
+                f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (paper: ≈ 0.2, 1/5 as T → ∞), so "
+                f"the sequence is not recovered (worst run; same tolerance as ab*)",
+                max(last, key=lambda v: abs(v - expected)),
+                expected,
+                population_tol,
+                figure="prediction_truth_ratio",
+            )
+        )
+        out.append(
+            C.at_least(
+                f"not-recovered-{name}",
+                PAPER,
+                f"{name}: the full model's test loss relative to predicting 0 stays large (best run)",
+                min(r.relative_loss for r in full),
+                0.1,
+                figure="prediction_truth_ratio",
+            )
+        )
     return out
 
 
@@ -279,12 +379,15 @@ def _sweep_claim(name: str, sweep: dict[int, list[Run]], config: dict):
     ratio = {m: sum(r.offdiag for r in runs) / len(runs) for m, runs in sweep.items()}
     slope = (math.log(ratio[sizes[-1]]) - math.log(ratio[sizes[0]])) / (math.log(sizes[-1]) - math.log(sizes[0]))
     return C.holds_if(
-        f"offdiag-shrinks-with-m-{name}", PAPER,
+        f"offdiag-shrinks-with-m-{name}",
+        PAPER,
         f"{name}: on a finite training set the full model's off-diagonal weights fit the sample's O(1/√m) "
         f"off-diagonal gradient, and that effect shrinks as the set grows: the trained off/on ratio "
         f"(init {tuple(config['size_sweep']['init'])}, seed mean) falls with m (log-log slope {slope:.2f})",
-        {m: round(v, 4) for m, v in ratio.items()}, f"decreasing over m = {sizes}",
-        len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])), figure="offdiag_vs_m",
+        {m: round(v, 4) for m, v in ratio.items()},
+        f"decreasing over m = {sizes}",
+        len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])),
+        figure="offdiag_vs_m",
     )
 
 
@@ -303,7 +406,8 @@ def run(config: dict, ctx: RunContext):
     """Train every start × variant × initialisation, the size sweep, check the claims, draw the figures."""
     settings = [
         _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
-        for kind, scales in config["starts"].items() for scale in scales
+        for kind, scales in config["starts"].items()
+        for scale in scales
     ]
     ones = next((s for s in settings if s.kind == "ones" and s.gradients), None)
     contrast = max(ones.gradients, key=lambda g: g.z) if ones else None
@@ -354,8 +458,11 @@ def _figures(ctx: RunContext, settings: list[Setting], sweep: dict[int, list[Run
         ratio = [sum(r.offdiag for r in sweep[m]) / len(sweep[m]) for m in sizes]
         ax.loglog(sizes, ratio, marker="o", label="trained full model")
         ax.loglog(sizes, [ratio[0] * (sizes[0] / m) ** 0.5 for m in sizes], ls=":", color="k", label="∝ 1/√m")
-        ax.set(xlabel="training sequences m", ylabel="‖off‖_F / ‖on‖_F after training",
-               title="gaussian-1: off-diagonal fit of a finite set")
+        ax.set(
+            xlabel="training sequences m",
+            ylabel="‖off‖_F / ‖on‖_F after training",
+            title="gaussian-1: off-diagonal fit of a finite set",
+        )
         ax.legend(fontsize=8)
         save(fig, ctx.folder.figure("offdiag_vs_m"))
 

@@ -28,8 +28,8 @@ The paper reports a small perplexity gain and no numbers; the claims check that 
 models are not worse beyond the seed spread, and report whether, and by how much, they are better.
 
 Scales: quick (a 2-layer, width-64 model that under-fits in 600 steps: the ``-gain`` claims are
-measured there and judged at ``long``), long (a 4-layer, width-128 model with dropout for about 20
-passes over the corpus, on a CPU in about two hours) and paper (GPT-2 small on Wikitext-2). How the
+measured there and judged at ``long``), long (a 3-layer, width-128 model with dropout for about 14
+passes over the corpus, on one CPU core in about an hour) and paper (GPT-2 small on Wikitext-2). How the
 scales were chosen and what they measured: docs/experiments/symbols-lm.md.
 """
 
@@ -68,11 +68,29 @@ DEFAULTS = {
     # block: the context length (tokens per training sequence); attention "math": seeds train
     # together under vmap, which has no batching rule for SDPA on CPU.
     # dropout: GPT-2's (read-in, attention weights, residual branches), in training only.
-    "model": {"n_layers": 2, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "block": 64, "identity_scale": 1.0,
-              "attention": "math", "dropout": 0.0},
+    "model": {
+        "n_layers": 2,
+        "n_heads": 4,
+        "width": 64,
+        "mlp_ratio": 4.0,
+        "block": 64,
+        "identity_scale": 1.0,
+        "attention": "math",
+        "dropout": 0.0,
+    },
     # log_every: the validation perplexity is evaluated every log_every steps.
-    "train": {"steps": 600, "batch_size": 16, "lr": 0.002, "optimizer": "adamw", "weight_decay": 0.01,
-              "schedule": "cosine", "warmup": 60, "clip": 1.0, "log_every": 50, "checkpoint_every": 200},
+    "train": {
+        "steps": 600,
+        "batch_size": 16,
+        "lr": 0.002,
+        "optimizer": "adamw",
+        "weight_decay": 0.01,
+        "schedule": "cosine",
+        "warmup": 60,
+        "clip": 1.0,
+        "log_every": 50,
+        "checkpoint_every": 200,
+    },
     "eval": {"batch_size": 64, "diagonal_blocks": 32},
     # sigmas: "beyond the seed spread" = more than this many standard errors of the difference of
     # the two variants' mean final validation perplexities (from the seeds' standard deviations).
@@ -96,8 +114,15 @@ SCALES = {
     # reference's training tokens, where the quick model under-fits. The -gain claims are judged here.
     "long": {
         "model": {"n_layers": 3, "n_heads": 4, "width": 128, "block": 128, "dropout": 0.1},
-        "train": {"steps": 1000, "batch_size": 16, "lr": 0.001, "weight_decay": 0.1, "warmup": 100,
-                  "log_every": 100, "checkpoint_every": 100},
+        "train": {
+            "steps": 1000,
+            "batch_size": 16,
+            "lr": 0.001,
+            "weight_decay": 0.1,
+            "warmup": 100,
+            "log_every": 100,
+            "checkpoint_every": 100,
+        },
         "gain_judged_at": None,
     },
     "paper": {
@@ -105,8 +130,15 @@ SCALES = {
         "data": {"path": "wikitext-2-raw"},
         "tokenizer": {"vocab_size": 50257},
         "model": {"n_layers": 12, "n_heads": 12, "width": 768, "block": 1024, "dropout": 0.1},
-        "train": {"steps": 6000, "batch_size": 8, "lr": 0.0003, "weight_decay": 0.1, "warmup": 300,
-                  "log_every": 200, "checkpoint_every": 1000},
+        "train": {
+            "steps": 6000,
+            "batch_size": 8,
+            "lr": 0.0003,
+            "weight_decay": 0.1,
+            "warmup": 300,
+            "log_every": 200,
+            "checkpoint_every": 1000,
+        },
         "eval": {"batch_size": 8},
     },
 }
@@ -131,7 +163,9 @@ def _blocks(ctx: RunContext, config: dict) -> tuple[int, dict[str, torch.Tensor]
     corpus = load_corpus(d["path"], d["fractions"])
     t = config["tokenizer"]
     tokenizer = make_tokenizer(t["kind"], corpus.train, t["vocab_size"], ctx.folder.path / "tokenizer.json")
-    blocks = {split: pack_blocks(tokenizer.encode(text), config["model"]["block"]) for split, text in corpus._asdict().items()}
+    blocks = {
+        split: pack_blocks(tokenizer.encode(text), config["model"]["block"]) for split, text in corpus._asdict().items()
+    }
     for split, rows in blocks.items():
         ctx.log(setting="data", model=t["kind"], metric=f"{split}_tokens", value=rows.numel() - len(rows) + 1)
     return tokenizer.vocab_size, blocks
@@ -140,10 +174,24 @@ def _blocks(ctx: RunContext, config: dict) -> tuple[int, dict[str, torch.Tensor]
 def _make_model(variant: str, vocab_size: int, config: dict):
     """A factory ``generator -> model`` for one of :data:`VARIANTS`."""
     m = config["model"]
-    return lambda g: GPTTransformer(GPTConfig(
-        None, m["n_layers"], m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=m["block"], stride=1,
-        attention=m["attention"], vocab_size=vocab_size, tied_output=True,
-        identity_scale=m["identity_scale"], dropout=m["dropout"], **VARIANTS[variant]), g)
+    return lambda g: GPTTransformer(
+        GPTConfig(
+            None,
+            m["n_layers"],
+            m["n_heads"],
+            m["width"],
+            m["mlp_ratio"],
+            max_tokens=m["block"],
+            stride=1,
+            attention=m["attention"],
+            vocab_size=vocab_size,
+            tied_output=True,
+            identity_scale=m["identity_scale"],
+            dropout=m["dropout"],
+            **VARIANTS[variant],
+        ),
+        g,
+    )
 
 
 def run(config: dict, ctx: RunContext):
@@ -157,26 +205,51 @@ def run(config: dict, ctx: RunContext):
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
-        result = ctx.model(variant, _make_model(variant, vocab_size, config), TokenBlocks(blocks["train"], train_cfg.batch_size),
-                           train_cfg, setting="lm", callback=evaluate)
+        result = ctx.model(
+            variant,
+            _make_model(variant, vocab_size, config),
+            TokenBlocks(blocks["train"], train_cfg.batch_size),
+            train_cfg,
+            setting="lm",
+            callback=evaluate,
+        )
         histories[variant] = ctx.history("val_perplexity", model=variant)
-        final[variant] = {split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
-                          for split in ("validation", "test")}
-        masses[variant] = torch.stack([diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]])
-                                       for m in result.models])  # (S, L, H)
+        final[variant] = {
+            split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
+            for split in ("validation", "test")
+        }
+        masses[variant] = torch.stack(
+            [diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]]) for m in result.models]
+        )  # (S, L, H)
         if VARIANTS[variant]:
-            a_values[variant] = torch.stack([torch.stack([layer.attn.a.detach().cpu() for layer in m.layers])
-                                             for m in result.models])  # (S, L, H)
+            a_values[variant] = torch.stack(
+                [torch.stack([layer.attn.a.detach().cpu() for layer in m.layers]) for m in result.models]
+            )  # (S, L, H)
         for k, seed in enumerate(result.seeds):
-            ctx.log_metrics({f"{split}_perplexity": values[k] for split, values in final[variant].items()},
-                            setting="lm", model=variant, seed=seed)
-            ctx.log_metrics({f"mass_layer{layer}_head{head}": mass for (layer, head), mass in _by_head(masses[variant][k])},
-                            setting="diagonal", model=variant, seed=seed)
+            ctx.log_metrics(
+                {f"{split}_perplexity": values[k] for split, values in final[variant].items()},
+                setting="lm",
+                model=variant,
+                seed=seed,
+            )
+            ctx.log_metrics(
+                {f"mass_layer{layer}_head{head}": mass for (layer, head), mass in _by_head(masses[variant][k])},
+                setting="diagonal",
+                model=variant,
+                seed=seed,
+            )
             if variant in a_values:
-                ctx.log_metrics({f"a_layer{layer}_head{head}": a for (layer, head), a in _by_head(a_values[variant][k])},
-                                setting="identity", model=variant, seed=seed)
-        ctx.log_metrics({f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
-                        setting="lm", model=variant)
+                ctx.log_metrics(
+                    {f"a_layer{layer}_head{head}": a for (layer, head), a in _by_head(a_values[variant][k])},
+                    setting="identity",
+                    model=variant,
+                    seed=seed,
+                )
+        ctx.log_metrics(
+            {f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
+            setting="lm",
+            model=variant,
+        )
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)
     return claims
@@ -209,27 +282,47 @@ def _claims(config: dict, final: dict) -> list:
         # The standard error of the difference of two means over independent seeds.
         stderr = math.sqrt(_sd(modified) ** 2 / len(modified) + _sd(plain) ** 2 / len(plain))
         what = "a·XXᵀ" if variant == "kq" else "a·XXᵀ with XXᵀ's diagonal masked"
-        summary = (f"{variant} {_mean(modified):.4g} ± {_sd(modified):.2g}, plain {_mean(plain):.4g} ± {_sd(plain):.2g} "
-                   f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}; "
-                   f"relative gain {-difference / _mean(plain):+.2%}")
-        claims.append(C.holds_if(
-            f"{variant}-not-worse", PAPER,
-            f"The language model with {what} is not worse than the plain one beyond the seed spread: its mean "
-            f"final validation perplexity exceeds the plain model's by at most {sigmas:g} standard errors of the "
-            "difference", summary, f"difference ≤ {sigmas:g} × standard error", difference <= sigmas * stderr,
-            figure="validation_perplexity"))
+        summary = (
+            f"{variant} {_mean(modified):.4g} ± {_sd(modified):.2g}, plain {_mean(plain):.4g} ± {_sd(plain):.2g} "
+            f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}; "
+            f"relative gain {-difference / _mean(plain):+.2%}"
+        )
+        claims.append(
+            C.holds_if(
+                f"{variant}-not-worse",
+                PAPER,
+                f"The language model with {what} is not worse than the plain one beyond the seed spread: its mean "
+                f"final validation perplexity exceeds the plain model's by at most {sigmas:g} standard errors of the "
+                "difference",
+                summary,
+                f"difference ≤ {sigmas:g} × standard error",
+                difference <= sigmas * stderr,
+                figure="validation_perplexity",
+            )
+        )
         gain = C.holds_if(
-            f"{variant}-gain", PAPER,
+            f"{variant}-gain",
+            PAPER,
             f"The paper reports a small perplexity gain (no numbers): with {what} the mean final validation "
             f"perplexity is lower than the plain model's by more than {sigmas:g} standard errors of the difference",
             summary,
-            f"difference < −{sigmas:g} × standard error", difference < -sigmas * stderr, figure="validation_perplexity")
+            f"difference < −{sigmas:g} × standard error",
+            difference < -sigmas * stderr,
+            figure="validation_perplexity",
+        )
         judged_at = config["gain_judged_at"]
-        claims.append(gain if judged_at is None else C.judged_at(
-            gain, judged_at,
-            f"the paper's gain comes from a regime that over-fits (GPT-2 small, many epochs on Wikitext-2, dropout); "
-            f"this scale's small model under-fits in {config['train']['steps']} steps, so it is judged at the "
-            f"{judged_at!r} scale (docs/experiments/symbols-lm.md)"))
+        claims.append(
+            gain
+            if judged_at is None
+            else C.judged_at(
+                gain,
+                judged_at,
+                "the paper's gain comes from a regime that over-fits (GPT-2 small, many epochs on Wikitext-2, "
+                "dropout); "
+                f"this scale's small model under-fits in {config['train']['steps']} steps, so it is judged at the "
+                f"{judged_at!r} scale (docs/experiments/symbols-lm.md)",
+            )
+        )
     return claims
 
 
@@ -261,10 +354,14 @@ def _figures(ctx: RunContext, config: dict, histories: dict, final: dict, a_valu
     width = 0.8 / len(masses)
     for k, (variant, mass) in enumerate(masses.items()):
         axes[0].bar([p + k * width for p in positions], mass.mean(0).flatten().tolist(), width, label=variant)
-    axes[0].axhline(uniform_diagonal_mass(config["model"]["block"]), color="k", ls=":", lw=0.8,
-                    label="uniform causal attention")
-    axes[0].set_xticks([p + 0.4 - width / 2 for p in positions], [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
-                       fontsize=7)
+    axes[0].axhline(
+        uniform_diagonal_mass(config["model"]["block"]), color="k", ls=":", lw=0.8, label="uniform causal attention"
+    )
+    axes[0].set_xticks(
+        [p + 0.4 - width / 2 for p in positions],
+        [f"L{l}H{h}" for l in range(n_layers) for h in range(n_heads)],
+        fontsize=7,
+    )
     axes[0].set_ylabel("attention to itself, mean A_ii (i ≥ 1)")
     axes[0].set_title("diagonal mass per layer and head (mean over seeds, validation blocks)", fontsize=9)
     axes[0].legend(fontsize=7)

@@ -55,8 +55,15 @@ DEFAULTS = {
     # norms are typically 2–10: the clip cuts the batches a far-out μ dominates (clipping every
     # step, at 1, left some 3-layer seeds at 2–3× the loss of others).
     "train": {
-        "steps": 2500, "batch_size": 512, "lr": 0.03, "optimizer": "adam", "clip": 10.0,
-        "schedule": "cosine", "warmup": 100, "log_every": 50, "checkpoint_every": 1000,
+        "steps": 2500,
+        "batch_size": 512,
+        "lr": 0.03,
+        "optimizer": "adam",
+        "clip": 10.0,
+        "schedule": "cosine",
+        "warmup": 100,
+        "log_every": 50,
+        "checkpoint_every": 1000,
     },
     # Overrides for 2–3 layers, which train worse at the one-layer step: at lr 0.01 some pairs of seeds
     # ended with descriptors worse at 3 layers (docs/experiments/task-descriptors.md).
@@ -70,9 +77,12 @@ DEFAULTS = {
 SCALES = {
     "quick": {},
     "paper": {
-        "seeds": 3, "n_contexts": [5, 10, 20, 40], "d_sweep": [5, 10, 20],
+        "seeds": 3,
+        "n_contexts": [5, 10, 20, 40],
+        "d_sweep": [5, 10, 20],
         "train": {"steps": 5000, "batch_size": 4096, "warmup": 200},
-        "theory": {"mean_draws": 200000, "flow_steps": 60000}, "eval_prompts": 409600,
+        "theory": {"mean_draws": 200000, "flow_steps": 60000},
+        "eval_prompts": 409600,
     },
 }
 
@@ -117,28 +127,42 @@ def _name(config: dict, layers: int, descriptor: str | None, n: int, d: int | No
     return f"lsa{layers}-{descriptor or 'none'}-n{n}" + ("" if d in (None, config["task"]["d"]) else f"-d{d}")
 
 
-def _lsa(name: str, task, descriptor, layers: int, config: dict, ctx: RunContext, setting: str,
-         reference=None) -> Trained:
+def _lsa(
+    name: str, task, descriptor, layers: int, config: dict, ctx: RunContext, setting: str, reference=None
+) -> Trained:
     """Train an LSA (all seeds at once, once per run) and evaluate it, paired against the ``reference``
     model when one is given; the losses are logged under ``setting``."""
     train = TrainConfig.from_config({**config["train"], **(config["deep_train"] if layers > 1 else {})})
     fmt = PairedFormat(descriptor)
     dim = fmt.token_dim(task.sample(1, torch.Generator().manual_seed(0)))
     init = config["model"]
-    result = ctx.model(name, lambda g: LinearSelfAttention(dim, n_layers=layers, init=init["init"],
-                                                           init_scale=init["init_scale"], generator=g),
-                       data_source(task, fmt, train), train, setting=setting)
+    result = ctx.model(
+        name,
+        lambda g: LinearSelfAttention(
+            dim, n_layers=layers, init=init["init"], init_scale=init["init_scale"], generator=g
+        ),
+        data_source(task, fmt, train),
+        train,
+        setting=setting,
+    )
     # The batches of the typical loss: eval_prompts in whole batches of eval_batch, each one chunk.
     batch = min(config["eval_batch"], config["eval_prompts"])
     batches = max(1, config["eval_prompts"] // batch)
     models = {**result.by_seed, **({} if reference is None else {"reference": reference})}
-    errors = {key: e.view(batches, batch) for key, e in  # (batches, batch) each
-              prompt_errors(models, task, batches * batch, config["seed"], chunk=batch, prompt_format=fmt).items()}
+    errors = {
+        key: e.view(batches, batch)
+        for key, e in prompt_errors(  # (batches, batch) each
+            models, task, batches * batch, config["seed"], chunk=batch, prompt_format=fmt
+        ).items()
+    }
     out = Trained(name, result.by_seed, [], [], None if reference is None else [])
     for seed in result.seeds:
         e = errors[seed]
-        values = {"mse": e.mean().item(), "mse_stderr": (e.std() / e.numel() ** 0.5).item(),
-                  "typical_mse": e.mean(1).median().item()}
+        values = {
+            "mse": e.mean().item(),
+            "mse_stderr": (e.std() / e.numel() ** 0.5).item(),
+            "typical_mse": e.mean(1).median().item(),
+        }
         if reference is not None:
             values["excess_mse"] = (e - errors["reference"]).mean().item()
             out.excess.append(values["excess_mse"])
@@ -161,8 +185,16 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
             opt = descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"])
             theory[n][descriptor] = opt.loss
             ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=opt.loss)
-            trained = one_layer[n][descriptor] = _lsa(_name(config, 1, descriptor, n), task, descriptor, 1, config, ctx,
-                                                      f"N={n}", reference=merged_lsa(*opt.weights()))
+            trained = one_layer[n][descriptor] = _lsa(
+                _name(config, 1, descriptor, n),
+                task,
+                descriptor,
+                1,
+                config,
+                ctx,
+                f"N={n}",
+                reference=merged_lsa(*opt.weights()),
+            )
             if descriptor == "mu":
                 optima[n] = opt
                 loss_gaps += [abs(v) / opt.loss for v in trained.excess]
@@ -179,29 +211,39 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
     ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=by_n.limit)
     by_n.claims = [
         C.at_most(
-            "one-layer-reaches-optimum", PAPER,
+            "one-layer-reaches-optimum",
+            PAPER,
             f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact "
             f"finite-N optimum ({first.method}); worst over N={ns} and seeds of |excess loss| / optimal "
             f"loss, the excess paired against an LSA set to the optimum on the same {config['eval_prompts']} prompts",
-            max(loss_gaps), tol["loss_rel"], figure="loss_vs_n",
+            max(loss_gaps),
+            tol["loss_rel"],
+            figure="loss_vs_n",
         ),
         C.at_least(
-            "one-layer-matches-optimum-weights", PAPER,
+            "one-layer-matches-optimum-weights",
+            PAPER,
             "trained W_PV[label row] ⊗ W_KQ matches the optimum's (lsa_alignment: cosine of the "
             "rescaling-invariant product), worst over N and seeds",
-            min(cosines), tol["cosine"],
+            min(cosines),
+            tol["cosine"],
         ),
         C.holds_if(
-            "theory-descriptors-help", PAPER,
+            "theory-descriptors-help",
+            PAPER,
             "the exact one-layer optimum with descriptors has lower loss than without, at every N",
             {n: [round(theory[n]["mu"], 4), round(theory[n][None], 4)] for n in ns},
-            "with < without", all(theory[n]["mu"] < theory[n][None] for n in ns), figure="loss_vs_n",
+            "with < without",
+            all(theory[n]["mu"] < theory[n][None] for n in ns),
+            figure="loss_vs_n",
         ),
         C.holds_if(
-            "query-descriptor-blocks-shrink", PAPER,
+            "query-descriptor-blocks-shrink",
+            PAPER,
             "in the finite-N optimum the query-side descriptor columns M*[:, d:] are non-zero and their "
             "share ‖M*[:, d:]‖/‖M*‖ shrinks as N grows",
-            dict(zip(ns, [round(v, 4) for v in descriptor_norms])), "> 0.01 and decreasing in N",
+            dict(zip(ns, [round(v, 4) for v in descriptor_norms])),
+            "> 0.01 and decreasing in N",
             min(descriptor_norms) > 0.01 and all(a > b for a, b in zip(descriptor_norms, descriptor_norms[1:])),
             figure="optimum_blocks",
         ),
@@ -217,26 +259,37 @@ def _depth(config: dict, ctx: RunContext) -> list:
     task = _task(config, n_context=n_deep)
     gaps, abs_gaps = {}, {}
     for layers in [1, *config["deep_layers"]]:
-        typical = {descriptor: _mean(_lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config,
-                                          ctx, "depth").typical) for descriptor in DESCRIPTORS}
+        typical = {
+            descriptor: _mean(
+                _lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config, ctx, "depth").typical
+            )
+            for descriptor in DESCRIPTORS
+        }
         abs_gaps[layers] = typical[None] - typical["mu"]
         gaps[layers] = abs_gaps[layers] / typical[None]
-        ctx.log_metrics({"typical_abs_gap": abs_gaps[layers], "typical_relative_gap": gaps[layers]}, setting="depth",
-                        model=f"lsa{layers}")
+        ctx.log_metrics(
+            {"typical_abs_gap": abs_gaps[layers], "typical_relative_gap": gaps[layers]},
+            setting="depth",
+            model=f"lsa{layers}",
+        )
     return [
         C.holds_if(
-            "descriptors-help-every-depth", PAPER,
+            "descriptors-help-every-depth",
+            PAPER,
             f"trained LSA with descriptors has lower typical loss (median over batches of {config['eval_batch']} "
             f"prompts of the batch mse) than without for {list(gaps)} layers (N={n_deep}, seed mean)",
-            {k: round(v, 4) for k, v in gaps.items()}, "relative gap (without − with)/without > 0 for every depth",
+            {k: round(v, 4) for k, v in gaps.items()},
+            "relative gap (without − with)/without > 0 for every depth",
             all(v > 0 for v in gaps.values()),
         ),
         C.holds_if(
-            "gap-narrows-with-depth", PAPER,
+            "gap-narrows-with-depth",
+            PAPER,
             "the gap between the loss curves without and with descriptors (typical loss, without − with; the "
             "paper's Figure 2) is smaller for 2–3 layers than for 1 layer (relative gaps (without − with)/without: "
             f"{ {k: round(v, 3) for k, v in gaps.items()} })",
-            {k: round(v, 4) for k, v in abs_gaps.items()}, "gap(L) < gap(1) for every deeper L",
+            {k: round(v, 4) for k, v in abs_gaps.items()},
+            "gap(L) < gap(1) for every deeper L",
             len(abs_gaps) > 1 and all(abs_gaps[k] < abs_gaps[1] for k in abs_gaps if k > 1),
         ),
     ]
@@ -249,28 +302,39 @@ def _d_sweep(config: dict, ctx: RunContext) -> list:
     d_gaps, d_relative, theory_gaps = {}, {}, {}
     for d in config["d_sweep"]:
         task = _task(config, d=d, n_context=n_d)
-        losses = {descriptor: _mean(_lsa(_name(config, 1, descriptor, n_d, d), task, descriptor, 1, config, ctx,
-                                         f"d={d}").mse) for descriptor in DESCRIPTORS}
+        losses = {
+            descriptor: _mean(
+                _lsa(_name(config, 1, descriptor, n_d, d), task, descriptor, 1, config, ctx, f"d={d}").mse
+            )
+            for descriptor in DESCRIPTORS
+        }
         # The exact one-layer optimum at each d tells an under-trained model from a real trend.
-        optimal = {descriptor: descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"]).loss
-                   for descriptor in DESCRIPTORS}
+        optimal = {
+            descriptor: descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"]).loss
+            for descriptor in DESCRIPTORS
+        }
         d_gaps[d] = losses[None] - losses["mu"]
         d_relative[d] = d_gaps[d] / losses[None]
         theory_gaps[d] = optimal[None] - optimal["mu"]
         ctx.log_metrics({"gap": d_gaps[d], "relative_gap": d_relative[d]}, setting=f"d={d}", model="lsa1")
-        ctx.log_metrics({"gap": theory_gaps[d], "relative_gap": theory_gaps[d] / optimal[None]}, setting=f"d={d}",
-                        model="theory")
+        ctx.log_metrics(
+            {"gap": theory_gaps[d], "relative_gap": theory_gaps[d] / optimal[None]}, setting=f"d={d}", model="theory"
+        )
     dims = list(d_gaps)
     # "Gap" is the loss difference the paper plots. The relative gap is reported too: at fixed N it
     # shrinks with d, in the trained models and in the exact optimum alike.
-    return [C.holds_if(
-        "gap-grows-with-d", PAPER,
-        f"one-layer loss gap without − with descriptors grows with d (N={n_d}, seed mean); relative gaps "
-        f"{ {d: round(v, 3) for d, v in d_relative.items()} }, exact optimum's gaps "
-        f"{ {d: round(v, 3) for d, v in theory_gaps.items()} }",
-        {d: round(v, 4) for d, v in d_gaps.items()}, "increasing in d",
-        len(dims) > 1 and all(d_gaps[a] < d_gaps[b] for a, b in zip(dims, dims[1:])),
-    )]
+    return [
+        C.holds_if(
+            "gap-grows-with-d",
+            PAPER,
+            f"one-layer loss gap without − with descriptors grows with d (N={n_d}, seed mean); relative gaps "
+            f"{ {d: round(v, 3) for d, v in d_relative.items()} }, exact optimum's gaps "
+            f"{ {d: round(v, 3) for d, v in theory_gaps.items()} }",
+            {d: round(v, 4) for d, v in d_gaps.items()},
+            "increasing in d",
+            len(dims) > 1 and all(d_gaps[a] < d_gaps[b] for a, b in zip(dims, dims[1:])),
+        )
+    ]
 
 
 def _one_hot(config: dict, ctx: RunContext) -> list:
@@ -279,40 +343,67 @@ def _one_hot(config: dict, ctx: RunContext) -> list:
     task = _task(config, n_context=hot["n_context"], n_means=hot["n_means"])
     one_hot = {}
     for descriptor in ("mean_index_onehot", None):
-        one_hot[descriptor] = _mean(_lsa(f"lsa1-{descriptor or 'none'}-onehot", task, descriptor, 1, config, ctx,
-                                         "one-hot").mse)
-        ctx.log(setting="one-hot", model=f"theory-{descriptor or 'none'}", metric="optimal_loss",
-                value=descriptor_optimum(task, descriptor).loss)
-    return [C.holds_if(
-        "one-hot-descriptors-help", PAPER,
-        f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss",
-        {k or "none": round(v, 4) for k, v in one_hot.items()}, "one-hot < none",
-        one_hot["mean_index_onehot"] < one_hot[None],
-    )]
+        one_hot[descriptor] = _mean(
+            _lsa(f"lsa1-{descriptor or 'none'}-onehot", task, descriptor, 1, config, ctx, "one-hot").mse
+        )
+        ctx.log(
+            setting="one-hot",
+            model=f"theory-{descriptor or 'none'}",
+            metric="optimal_loss",
+            value=descriptor_optimum(task, descriptor).loss,
+        )
+    return [
+        C.holds_if(
+            "one-hot-descriptors-help",
+            PAPER,
+            f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss",
+            {k or "none": round(v, 4) for k, v in one_hot.items()},
+            "one-hot < none",
+            one_hot["mean_index_onehot"] < one_hot[None],
+        )
+    ]
 
 
 def _gradient_flow(first, config: dict, ctx: RunContext):
     """Gradient flow from the balanced init on the exact loss of the first N; returns it and its claims."""
     tol, theory_cfg, n = config["tolerance"], config["theory"], config["n_contexts"][0]
-    start = LinearSelfAttention(first.matrix.shape[0] + 1, init="balanced", init_scale=theory_cfg["flow_init_scale"],
-                                generator=generator(config["seed"], "init")).layers[0].merged()
+    start = (
+        LinearSelfAttention(
+            first.matrix.shape[0] + 1,
+            init="balanced",
+            init_scale=theory_cfg["flow_init_scale"],
+            generator=generator(config["seed"], "init"),
+        )
+        .layers[0]
+        .merged()
+    )
     flow = gradient_flow(first, start, theory_cfg["flow_steps"], record_every=max(1, theory_cfg["flow_steps"] // 200))
     for step, loss, dist, bal in zip(flow.steps, flow.loss, flow.distance, flow.balance):
-        ctx.log_metrics({"flow_loss": loss, "flow_distance": dist, "flow_balance": bal}, setting=f"N={n}",
-                        model="gradient-flow", step=step)
+        ctx.log_metrics(
+            {"flow_loss": loss, "flow_distance": dist, "flow_balance": bal},
+            setting=f"N={n}",
+            model="gradient-flow",
+            step=step,
+        )
     drift = max(abs(b - flow.balance[0]) for b in flow.balance) / flow.w_kq.pow(2).sum().item()
     return flow, [
         C.at_most(
-            "gradient-flow-converges", PAPER,
+            "gradient-flow-converges",
+            PAPER,
             f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum "
             f"(N={n}): final ‖vM − M*‖/‖M*‖",
-            flow.distance[-1], tol["flow_distance"], figure="gradient_flow",
+            flow.distance[-1],
+            tol["flow_distance"],
+            figure="gradient_flow",
         ),
         C.at_most(
-            "gradient-flow-balance", PAPER,
+            "gradient-flow-balance",
+            PAPER,
             "gradient flow conserves ‖W_PV‖²_F − ‖W_KQ‖²_F (0 at the balanced init): largest drift "
             "relative to the final ‖W_KQ‖²_F (discrete steps drift by O(step))",
-            drift, tol["balance_rel"], figure="gradient_flow",
+            drift,
+            tol["balance_rel"],
+            figure="gradient_flow",
         ),
     ]
 
@@ -331,8 +422,13 @@ def _figures(ctx: RunContext, config: dict, by_n: ByN, flow):
     fig, (ax,) = new_figure(1, width=5.5)
     for (descriptor, label), color in zip(DESCRIPTORS.items(), ("C0", "C1")):
         ax.plot(ns, [by_n.theory[n][descriptor] for n in ns], "--", color=color, label=f"theory optimum {label}")
-        ax.plot(ns, [_mean(by_n.trained[n][descriptor].mse) for n in ns], "o", color=color,
-                label=f"trained 1-layer LSA {label}")
+        ax.plot(
+            ns,
+            [_mean(by_n.trained[n][descriptor].mse) for n in ns],
+            "o",
+            color=color,
+            label=f"trained 1-layer LSA {label}",
+        )
     ax.axhline(by_n.limit, color="gray", ls=":", label="N → ∞ without descriptors")
     ax.set(xscale="log", xlabel="N (context examples)", ylabel="query mse")
     ax.legend(fontsize=8)

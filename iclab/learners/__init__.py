@@ -30,14 +30,30 @@ from .base import Learner, LinearLearner, OnFeatures, ZeroPredictor
 from .gradient import GDPlusPlus, GradientDescent, OnePassSGD, gd_plus_plus
 from .linear import Averaging, BayesLinear, LeastSquares, Ridge
 from .named import learner
-from .nets import TwoLayerNetGD
 from .neighbours import NearestNeighbours
+from .nets import TwoLayerNetGD
 from .sparse import LASSO_ALPHAS, Lasso
 from .trees import BoostedTrees, GreedyTree
 
 __all__ = [
-    "Averaging", "BayesLinear", "GDPlusPlus", "GradientDescent", "LeastSquares", "Learner", "LinearLearner",
-    "NearestNeighbours", "OnePassSGD", "Ridge", "ZeroPredictor", "gd_plus_plus", "learner",
+    "Averaging",
+    "BayesLinear",
+    "GDPlusPlus",
+    "GradientDescent",
+    "LeastSquares",
+    "Learner",
+    "LinearLearner",
+    "NearestNeighbours",
+    "OnePassSGD",
+    "Ridge",
+    "ZeroPredictor",
+    "gd_plus_plus",
+    "learner",
     # Garg et al.'s baselines for other function classes
-    "BoostedTrees", "GreedyTree", "LASSO_ALPHAS", "Lasso", "OnFeatures", "TwoLayerNetGD",
+    "BoostedTrees",
+    "GreedyTree",
+    "LASSO_ALPHAS",
+    "Lasso",
+    "OnFeatures",
+    "TwoLayerNetGD",
 ]

@@ -21,13 +21,21 @@ class GradientDescent(LinearLearner):
     ``GradientDescent(1, lr=2α, lam=λ, average=False)``.
     """
 
-    def __init__(self, steps: int = 1, lr: float = 1.0, preconditioner: torch.Tensor | None = None,
-                 lam: float = 0.0, average: bool = True):
+    def __init__(
+        self,
+        steps: int = 1,
+        lr: float = 1.0,
+        preconditioner: torch.Tensor | None = None,
+        lam: float = 0.0,
+        average: bool = True,
+    ):
         if steps < 1 or lam < 0:
             raise ConfigError(f"GD needs steps >= 1 and lam >= 0, got {steps}, {lam}")
         self.steps, self.lr, self.lam, self.average = steps, lr, lam, average
         self.preconditioner = None if preconditioner is None else torch.as_tensor(preconditioner, dtype=torch.float64)
-        extras = (", P" if preconditioner is not None else "") + (f", λ={lam:g}" if lam else "") + ("" if average else ", Σ")
+        extras = (
+            (", P" if preconditioner is not None else "") + (f", λ={lam:g}" if lam else "") + ("" if average else ", Σ")
+        )
         self.name = f"gd{steps}(η={lr:.3g}{extras})"
 
     def _descend(self, gram: torch.Tensor, moment: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
@@ -99,8 +107,8 @@ def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs,
     and the prediction is −r_q. So step l is a GD step on the data as transformed by steps
     < l, and every x (query too) is mapped by the same T_l = Π_k (I − γ_k S_k): the prediction
     is linear in x_q. With every γ_l = 0 this is plain GD from w = 0 with steps η_l on
-    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. Shapes: xs (B, N, d), ys (B, N), x_query (B, Q, d), lrs and
-    gammas (L,); returns (B, Q).
+    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. Shapes: xs (B, N, d),
+    ys (B, N), x_query (B, Q, d), lrs and gammas (L,); returns (B, Q).
     """
     n = xs.shape[1]
     x, r = torch.cat([xs, x_query], 1), torch.cat([ys, torch.zeros_like(x_query[..., 0])], 1)
@@ -121,11 +129,17 @@ class GDPlusPlus(LinearLearner):
 
     def __init__(self, lrs, gammas=None):
         self.lrs = torch.as_tensor(lrs, dtype=torch.float64).flatten()
-        self.gammas = torch.zeros_like(self.lrs) if gammas is None else torch.as_tensor(gammas, dtype=torch.float64).flatten()
+        self.gammas = (
+            torch.zeros_like(self.lrs) if gammas is None else torch.as_tensor(gammas, dtype=torch.float64).flatten()
+        )
         if len(self.lrs) < 1 or self.lrs.shape != self.gammas.shape:
-            raise ConfigError(f"GD++ needs as many step sizes as gammas (>= 1), got {len(self.lrs)} and {len(self.gammas)}")
+            raise ConfigError(
+                f"GD++ needs as many step sizes as gammas (>= 1), got {len(self.lrs)} and {len(self.gammas)}"
+            )
         kind = "gd++" if self.gammas.any() else "gd"
-        self.name = f"{kind}{len(self.lrs)}(η={_short(self.lrs)}" + (f", γ={_short(self.gammas)})" if kind == "gd++" else ")")
+        self.name = f"{kind}{len(self.lrs)}(η={_short(self.lrs)}" + (
+            f", γ={_short(self.gammas)})" if kind == "gd++" else ")"
+        )
 
     @property
     def steps(self) -> int:
@@ -141,8 +155,15 @@ class GDPlusPlus(LinearLearner):
         return gd_plus_plus(xs, ys, eye, self.lrs.to(xs.device, xs.dtype), self.gammas.to(xs.device, xs.dtype))
 
     @classmethod
-    def fit(cls, episode: Episode, steps: int, shared: bool = True, curvature: bool = True,
-            start: tuple = (1.0, 0.0), iterations: int = 20) -> "GDPlusPlus":
+    def fit(
+        cls,
+        episode: Episode,
+        steps: int,
+        shared: bool = True,
+        curvature: bool = True,
+        start: tuple = (1.0, 0.0),
+        iterations: int = 20,
+    ) -> GDPlusPlus:
         """Step sizes (and γ when ``curvature``) minimising the query MSE on ``episode``, in float64.
 
         ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
@@ -162,8 +183,13 @@ class GDPlusPlus(LinearLearner):
         lr, gamma = initial(start[0], True), initial(start[1] if curvature else 0.0, curvature)
         if len(lr) != size or len(gamma) != size:
             raise ConfigError(f"start values must be scalars or have {steps} entries")
-        optimizer = torch.optim.LBFGS([lr, gamma] if curvature else [lr], max_iter=iterations,
-                                      line_search_fn="strong_wolfe", tolerance_grad=1e-12, tolerance_change=1e-14)
+        optimizer = torch.optim.LBFGS(
+            [lr, gamma] if curvature else [lr],
+            max_iter=iterations,
+            line_search_fn="strong_wolfe",
+            tolerance_grad=1e-12,
+            tolerance_change=1e-14,
+        )
 
         def expand(v):
             return v.expand(steps) if shared else v

@@ -24,19 +24,40 @@ from ..config import ConfigError
 from .base import Learner, ZeroPredictor
 from .gradient import GradientDescent
 from .linear import Averaging, LeastSquares, Ridge
-from .nets import TwoLayerNetGD
 from .neighbours import NearestNeighbours
+from .nets import TwoLayerNetGD
 from .sparse import Lasso
 from .trees import BoostedTrees, GreedyTree
 
-NAMES = ("ols", "ridge=<λ>", "<k>-nn", "averaging", "gd=<η>", "lasso=<α>", "tree", "tree=<depth>", "xgboost", "net",
-         "zero")
+NAMES = (
+    "ols",
+    "ridge=<λ>",
+    "<k>-nn",
+    "averaging",
+    "gd=<η>",
+    "lasso=<α>",
+    "tree",
+    "tree=<depth>",
+    "xgboost",
+    "net",
+    "zero",
+)
 """The names :func:`learner` takes."""
 
-_PLAIN = {"ols": LeastSquares, "averaging": Averaging, "tree": GreedyTree, "xgboost": BoostedTrees,
-          "net": TwoLayerNetGD, "zero": ZeroPredictor}
-_WITH_VALUE = {"ridge": (float, Ridge), "gd": (float, lambda lr: GradientDescent(1, lr)), "lasso": (float, Lasso),
-               "tree": (int, GreedyTree)}
+_PLAIN = {
+    "ols": LeastSquares,
+    "averaging": Averaging,
+    "tree": GreedyTree,
+    "xgboost": BoostedTrees,
+    "net": TwoLayerNetGD,
+    "zero": ZeroPredictor,
+}
+_WITH_VALUE = {
+    "ridge": (float, Ridge),
+    "gd": (float, lambda lr: GradientDescent(1, lr)),
+    "lasso": (float, Lasso),
+    "tree": (int, GreedyTree),
+}
 
 
 def learner(name: str) -> Learner:

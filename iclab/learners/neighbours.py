@@ -53,7 +53,9 @@ class NearestNeighbours(Learner):
         if self.power == 0:
             weight = valid.to(ys.dtype)
         else:
-            neighbours = torch.gather(xs[:, None].expand(-1, n, -1, -1), 2, index[..., None].expand(-1, -1, -1, xs.shape[2]))
+            neighbours = torch.gather(
+                xs[:, None].expand(-1, n, -1, -1), 2, index[..., None].expand(-1, -1, -1, xs.shape[2])
+            )
             distance = (neighbours - xs[:, :, None]).norm(dim=-1)
             weight = torch.where(valid, distance.clamp_min(1e-12) ** -self.power, 0.0)
         return (weight * labels).sum(-1) / weight.sum(-1).clamp_min(1e-300)

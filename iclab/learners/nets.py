@@ -14,12 +14,13 @@ from .base import Learner
 def initial_net(d: int, hidden: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
     """One 2-layer network's weights (U ``(h, d)``, a ``(h,)``, v ``(h,)``, c ``()``), float32 on the CPU, as
     PyTorch's default ``nn.Linear`` initialisation draws them: U(−1/√fan_in, 1/√fan_in)."""
-    uniform = lambda shape, fan_in: (2 * torch.rand(shape, generator=g) - 1) / math.sqrt(fan_in)  # noqa: E731
+    uniform = lambda shape, fan_in: (2 * torch.rand(shape, generator=g) - 1) / math.sqrt(fan_in)
     return uniform((hidden, d), d), uniform((hidden,), d), uniform((hidden,), hidden), uniform((), hidden)
 
 
-def fit_two_layer_nets(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, init: tuple[torch.Tensor, ...],
-                       steps: int, lr: float) -> tuple[torch.Tensor, ...]:
+def fit_two_layer_nets(
+    x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, init: tuple[torch.Tensor, ...], steps: int, lr: float
+) -> tuple[torch.Tensor, ...]:
     """Train one network ŷ = vᵀrelu(Ux + a) + c per problem on its ``active`` points with Adam.
 
     Every network starts from ``init`` (:func:`initial_net`) and minimises the mean squared error over
@@ -89,6 +90,7 @@ class TwoLayerNetGD(Learner):
         b, n, d = xs.shape
         index = torch.arange(n, device=xs.device)
         prefix = (index[None, :] < index[:, None]).expand(b, -1, -1).flatten(0, 1)  # (B·k, i)
-        values = self._values(xs[:, None].expand(-1, n, -1, -1).flatten(0, 1), ys[:, None].expand(-1, n, -1).flatten(0, 1),
-                              prefix).view(b, n, n)
+        values = self._values(
+            xs[:, None].expand(-1, n, -1, -1).flatten(0, 1), ys[:, None].expand(-1, n, -1).flatten(0, 1), prefix
+        ).view(b, n, n)
         return values.diagonal(dim1=1, dim2=2)

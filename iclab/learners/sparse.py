@@ -11,7 +11,9 @@ LASSO_ALPHAS = (1.0, 0.1, 0.01, 0.001, 0.0001)
 """The α grid of Garg et al.'s Lasso baselines (their figures show α = 0.01)."""
 
 
-def lasso_homotopy(gram: torch.Tensor, moment: torch.Tensor, alpha: float, max_steps: int | None = None) -> torch.Tensor:
+def lasso_homotopy(
+    gram: torch.Tensor, moment: torch.Tensor, alpha: float, max_steps: int | None = None
+) -> torch.Tensor:
     """argmin_w ½wᵀGw − cᵀw + α‖w‖₁ for a batch of problems, exactly, by the Lasso homotopy (LARS).
 
     With G = XᵀX/n and c = Xᵀy/n this is the Lasso (1/2n)‖y − Xw‖² + α‖w‖₁ (scikit-learn's scaling,
@@ -42,7 +44,7 @@ def lasso_homotopy(gram: torch.Tensor, moment: torch.Tensor, alpha: float, max_s
         slope = (gram @ direction[..., None])[..., 0]  # −d(Gw)/dλ; equals sign on A
         # λ at which each inactive correlation reaches +λ or −λ, and each active weight reaches 0.
         start = residual - lam[:, None] * slope
-        below = lambda v: torch.where(v.isfinite() & (v < lam[:, None] * (1 - 1e-12)), v, -torch.inf)  # noqa: E731
+        below = lambda v: torch.where(v.isfinite() & (v < lam[:, None] * (1 - 1e-12)), v, -torch.inf)
         joins = torch.maximum(below(start / (1 - slope)), below(-start / (1 + slope)))
         joins = torch.where(active, -torch.inf, joins)
         drops = torch.where(active, below(lam[:, None] + w / direction), -torch.inf)

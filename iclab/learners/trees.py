@@ -36,7 +36,9 @@ def greedy_tree_values(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, m
     depth = 0
     while (max_depth is None or depth < max_depth) and p > 1:  # one point cannot be split
         search = torch.where(active, node, p)  # inactive points sort after every node (sentinel id p)
-        totals = [torch.zeros(m, p + 1, dtype=x.dtype, device=x.device).scatter_add_(1, search, v) for v in (weight, wy, wyy)]
+        totals = [
+            torch.zeros(m, p + 1, dtype=x.dtype, device=x.device).scatter_add_(1, search, v) for v in (weight, wy, wyy)
+        ]
         count, total, squares = totals
         # Running sums restart at each node: subtract everything in the lower node ids.
         before = [t.cumsum(1) - t for t in (count, total)]
@@ -54,12 +56,19 @@ def greedy_tree_values(x: torch.Tensor, y: torch.Tensor, active: torch.Tensor, m
             # A split after sorted position i: the next point is in the same node with a larger x_j.
             valid = torch.zeros_like(active)
             valid[:, :-1] = (ids[:, 1:] == ids[:, :-1]) & (ids[:, :-1] < p) & (xj[:, 1:] > xj[:, :-1])
-            gain = (s_left**2 / n_left.clamp(min=1) + (s_node - s_left) ** 2 / n_right.clamp(min=1)
-                    - s_node**2 / n_node.clamp(min=1))
+            gain = (
+                s_left**2 / n_left.clamp(min=1)
+                + (s_node - s_left) ** 2 / n_right.clamp(min=1)
+                - s_node**2 / n_node.clamp(min=1)
+            )
             gain = torch.where(valid, gain, -1.0)
-            node_best = torch.full((m, p + 1), -1.0, dtype=x.dtype, device=x.device).scatter_reduce(1, ids, gain, "amax")
+            node_best = torch.full((m, p + 1), -1.0, dtype=x.dtype, device=x.device).scatter_reduce(
+                1, ids, gain, "amax"
+            )
             at_best = valid & (gain == node_best.gather(1, ids))
-            first = torch.full((m, p + 1), p, device=x.device).scatter_reduce(1, ids, torch.where(at_best, position, p), "amin")
+            first = torch.full((m, p + 1), p, device=x.device).scatter_reduce(
+                1, ids, torch.where(at_best, position, p), "amin"
+            )
             chosen = first.clamp(max=p - 2)
             threshold = (xj.gather(1, chosen) + xj.gather(1, chosen + 1)) / 2
             better = node_best > best_gain * (1 + 1e-9)  # equal up to rounding: the lower coordinate keeps it
@@ -111,16 +120,23 @@ class GreedyTree(Learner):
             x, y = xs[start : start + self.chunk], ys[start : start + self.chunk]
             b = len(x)
             values = greedy_tree_values(
-                x[:, None].expand(-1, n, -1, -1).flatten(0, 1), y[:, None].expand(-1, n, -1).flatten(0, 1),
-                prefix.expand(b, -1, -1).flatten(0, 1), self.max_depth,
+                x[:, None].expand(-1, n, -1, -1).flatten(0, 1),
+                y[:, None].expand(-1, n, -1).flatten(0, 1),
+                prefix.expand(b, -1, -1).flatten(0, 1),
+                self.max_depth,
             ).view(b, n, n)  # (B, k, i)
             out.append(values.diagonal(dim1=1, dim2=2))
         return torch.cat(out)
 
 
 XGBOOST_1_6 = {
-    "objective": "reg:squarederror", "max_depth": 6, "eta": 0.3, "lambda": 1.0, "min_child_weight": 1.0,
-    "tree_method": "exact", "base_score": 0.5,
+    "objective": "reg:squarederror",
+    "max_depth": 6,
+    "eta": 0.3,
+    "lambda": 1.0,
+    "min_child_weight": 1.0,
+    "tree_method": "exact",
+    "base_score": 0.5,
 }
 """The defaults of XGBoost 1.6, which Garg et al.'s ``XGBRegressor()`` ran with (100 rounds); later
 versions default to histogram trees and a base score fitted to the labels, so they are spelled out."""

@@ -10,7 +10,21 @@ from .registry import MODELS, describe, rebuild, rebuildable
 from .transformer import GPTConfig, GPTTransformer
 
 __all__ = [
-    "MLP", "MODELS", "CausalLinearAttention", "FeatureLSA", "GPTConfig", "GPTTransformer", "LSALayer",
-    "LinearSelfAttention", "OneHotMLP", "SelfAttention", "describe", "gd_construction", "interpolate_lsa", "match_scale",
-    "merged_lsa", "rebuild", "rebuildable",
+    "MLP",
+    "MODELS",
+    "CausalLinearAttention",
+    "FeatureLSA",
+    "GPTConfig",
+    "GPTTransformer",
+    "LSALayer",
+    "LinearSelfAttention",
+    "OneHotMLP",
+    "SelfAttention",
+    "describe",
+    "gd_construction",
+    "interpolate_lsa",
+    "match_scale",
+    "merged_lsa",
+    "rebuild",
+    "rebuildable",
 ]

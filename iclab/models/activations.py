@@ -31,14 +31,22 @@ each block, as probes read them.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
 from ..config import ConfigError
 
-BLOCK_HOOKS = ("hook_resid_pre", "ln1.hook_normalized", "attn.hook_pattern", "hook_attn_out", "hook_resid_mid",
-               "ln2.hook_normalized", "hook_mlp_out", "hook_resid_post")
+BLOCK_HOOKS = (
+    "hook_resid_pre",
+    "ln1.hook_normalized",
+    "attn.hook_pattern",
+    "hook_attn_out",
+    "hook_resid_mid",
+    "ln2.hook_normalized",
+    "hook_mlp_out",
+    "hook_resid_post",
+)
 """The activations of one transformer block, under ``blocks.{l}.``."""
 
 
@@ -64,7 +72,7 @@ class ActivationCache:
         self.found: dict[str, torch.Tensor] = {} if found is None else found
 
     @classmethod
-    def asked(cls, names: Iterable[str] | None, available: Callable[[], Sequence[str]]) -> "ActivationCache":
+    def asked(cls, names: Iterable[str] | None, available: Callable[[], Sequence[str]]) -> ActivationCache:
         """A cache for ``names`` (None: nothing, the training path), which must all be in
         ``available()`` (the model's names, listed only when something is asked for): an unknown one
         is a :class:`~iclab.config.ConfigError` that lists them."""
@@ -90,6 +98,6 @@ class ActivationCache:
         if self.wants(name):
             self.found[self.prefix + name] = value
 
-    def scope(self, prefix: str) -> "ActivationCache":
+    def scope(self, prefix: str) -> ActivationCache:
         """The same cache for a part of the model whose names start with ``prefix`` (e.g. ``blocks.0.``)."""
         return ActivationCache(self.names, self.prefix + prefix, self.found)

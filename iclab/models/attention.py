@@ -43,9 +43,20 @@ class SelfAttention(nn.Module):
         dropout: the probability of dropping an attention weight in training (GPT-2's attention dropout).
     """
 
-    def __init__(self, width: int, n_heads: int, head_dim: int | None = None, causal: bool = True, bias: bool = True,
-                 logit_identity: bool = False, value_identity: bool = False, identity_scale: float = 1.0,
-                 attention: str = "sdpa", mask_identity_diagonal: bool = False, dropout: float = 0.0):
+    def __init__(
+        self,
+        width: int,
+        n_heads: int,
+        head_dim: int | None = None,
+        causal: bool = True,
+        bias: bool = True,
+        logit_identity: bool = False,
+        value_identity: bool = False,
+        identity_scale: float = 1.0,
+        attention: str = "sdpa",
+        mask_identity_diagonal: bool = False,
+        dropout: float = 0.0,
+    ):
         super().__init__()
         if attention not in ATTENTION:
             raise ConfigError(f"attention must be one of {ATTENTION}, got {attention!r}")
@@ -87,7 +98,7 @@ class SelfAttention(nn.Module):
         tq = heads.shape[2]
         out = self.out(heads[..., : self.head_dim].transpose(1, 2).reshape(batch, tq, inner))  # (B, Tq, W)
         if self.b is not None:
-            out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim:])
+            out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim :])
         return (out, weights) if pattern else out
 
     def _qkv(self, x: torch.Tensor, queries: slice | None):
@@ -95,8 +106,9 @@ class SelfAttention(nn.Module):
         inner = self.n_heads * self.head_dim
         # (B, H, T, d_h) views of the one qkv product; splitting it first keeps every later
         # copy 4-D, which is several times cheaper on CPU than permuting the 5-D (B, T, 3, H, d_h).
-        q, k, v = (part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2)
-                   for part in self.qkv(x).split(inner, -1))
+        q, k, v = (
+            part.unflatten(-1, (self.n_heads, self.head_dim)).transpose(1, 2) for part in self.qkv(x).split(inner, -1)
+        )
         return q[:, :, slice(None) if queries is None else queries], k, v
 
     def _logit_bias(self, x: torch.Tensor, queries: slice | None) -> torch.Tensor | None:
@@ -104,8 +116,7 @@ class SelfAttention(nn.Module):
         future tokens when causal, plus a_h·XXᵀ when on; None when nothing is."""
         t = x.shape[1]
         rows = slice(None) if queries is None else queries
-        mask = (torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows]
-                if self.causal else None)
+        mask = torch.full((t, t), float("-inf"), device=x.device, dtype=x.dtype).triu(1)[rows] if self.causal else None
         if self.a is not None:
             # Added after QKᵀ is scaled by 1/√d_h: the logits gain exactly a·XXᵀ.
             gram = x[:, rows] @ x.transpose(1, 2)  # (B, Tq, T)
@@ -117,14 +128,15 @@ class SelfAttention(nn.Module):
         return mask
 
 
-def _softmax_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                       dropout: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+def _softmax_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: float = 0.0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(QKᵀ/√d_h + mask)V for ``(B, H, ·, ·)`` inputs, and the softmax weights ``(B, H, Tq, T)``,
     with heads folded into the batch so the scale, the mask and QKᵀ are one ``baddbmm`` (a ``bmm``
     without a mask); ``dropout`` drops attention weights after the pattern is taken (as SDPA's
     ``dropout_p``)."""
     batch, heads, tq, head_dim = q.shape
-    fold = lambda z: z.reshape(batch * heads, *z.shape[2:])  # noqa: E731
+    fold = lambda z: z.reshape(batch * heads, *z.shape[2:])
     scale = 1 / math.sqrt(head_dim)
     if mask is None:
         logits = torch.bmm(fold(q), fold(k).transpose(1, 2)) * scale  # (B·H, Tq, T)

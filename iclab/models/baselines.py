@@ -40,8 +40,15 @@ class OneHotMLP(nn.Module):
     ``layers.{i}``, ``read_out``.
     """
 
-    def __init__(self, vocab_size: int, length: int, hidden: int = 256, depth: int = 3, equality: bool = False,
-                 generator: torch.Generator | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        length: int,
+        hidden: int = 256,
+        depth: int = 3,
+        equality: bool = False,
+        generator: torch.Generator | None = None,
+    ):
         super().__init__()
         if min(vocab_size, length, hidden) < 1 or depth < 2:
             raise ConfigError(f"MLP needs positive sizes and depth >= 2, got hidden={hidden}, depth={depth}")

@@ -221,8 +221,9 @@ class CausalLinearAttention(nn.Module):
     fused_losses = frozenset({"half_sse"})
     """Loss conventions :meth:`forward` computes itself when given targets (see :mod:`iclab.train`)."""
 
-    def forward(self, tokens: torch.Tensor, n_context: int | None = None,
-                targets: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, tokens: torch.Tensor, n_context: int | None = None, targets: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Predictions ŷ_2..ŷ_L, ``(B, L − 1, d)``, from tokens ``(B, L, 2d)`` (``n_context`` unused:
         every token is context for the later ones); with ``targets`` ``(B, L − 1, d)``, the batch's
         half_sse loss ½Σ_t‖ŷ_t − y_t‖² averaged over sequences instead, forward and backward in
@@ -236,10 +237,12 @@ class CausalLinearAttention(nn.Module):
         # Padded to whole chunks once, rather than block by block in causal_gram_apply.
         tokens = nn.functional.pad(tokens.to(w_kq.dtype), (0, 0, 0, -length % CHUNK))
         steps = torch.arange(1, length, device=tokens.device, dtype=tokens.real.dtype)  # t − 1
-        return torch.cat([  # W^{PV} S_t W^{KQ} e_t / (t − 1), block by block
-            (causal_gram_apply(block, block @ w_kq.T, CHUNK) @ w_pv.T)[:, 1:length] / steps[:, None]
-            for block in tokens.split(BLOCK)
-        ])
+        return torch.cat(
+            [  # W^{PV} S_t W^{KQ} e_t / (t − 1), block by block
+                (causal_gram_apply(block, block @ w_kq.T, CHUNK) @ w_pv.T)[:, 1:length] / steps[:, None]
+                for block in tokens.split(BLOCK)
+            ]
+        )
 
     def diagonal_product(self) -> torch.Tensor:
         """a_j·b_j for each coordinate j: W^{KQ}[d + j, j]·W^{PV}[j, j], ``(d,)``."""

@@ -93,11 +93,23 @@ def interpolate_lsa(trained, construction, weight: float = 0.5):
     share depth, weight sharing, normalisation and readout.
     """
     if (trained.n_layers, trained.shared, trained.normalize, trained.readout_sign, trained.dim) != (
-        construction.n_layers, construction.shared, construction.normalize, construction.readout_sign, construction.dim
+        construction.n_layers,
+        construction.shared,
+        construction.normalize,
+        construction.readout_sign,
+        construction.dim,
     ):
         raise ConfigError("interpolation needs two LSAs of the same shape and options")
-    mixed = LinearSelfAttention(trained.dim, trained.n_layers, "merged", trained.normalize, trained.causal,
-                                trained.shared, trained.readout_sign, init="zero")
+    mixed = LinearSelfAttention(
+        trained.dim,
+        trained.n_layers,
+        "merged",
+        trained.normalize,
+        trained.causal,
+        trained.shared,
+        trained.readout_sign,
+        init="zero",
+    )
     mixed = mixed.to(next(trained.parameters()))  # same dtype and device
     with torch.no_grad():
         for out, a, b in zip(mixed.layers, trained.layers, construction.layers):

@@ -24,7 +24,8 @@ weight transposed. The converse is not defined: an iclab read-in has its own y c
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -52,8 +53,16 @@ def from_hub(tensors: Mapping[str, torch.Tensor], config: Mapping[str, Any]) -> 
 
 def garg_config(n_dims: int, n_positions: int, n_embd: int, n_layer: int, n_head: int) -> GPTConfig:
     """The :class:`GPTConfig` of Garg et al.'s ``TransformerModel(n_dims, n_positions, n_embd, n_layer, n_head)``."""
-    return GPTConfig(token_dim=n_dims + 1, n_layers=n_layer, n_heads=n_head, width=n_embd, mlp_ratio=4.0,
-                     max_tokens=2 * n_positions, stride=2, activation="gelu-tanh")
+    return GPTConfig(
+        token_dim=n_dims + 1,
+        n_layers=n_layer,
+        n_heads=n_head,
+        width=n_embd,
+        mlp_ratio=4.0,
+        max_tokens=2 * n_positions,
+        stride=2,
+        activation="gelu-tanh",
+    )
 
 
 def from_garg(state_dict: Mapping[str, torch.Tensor], config: GPTConfig) -> dict[str, torch.Tensor]:
@@ -61,22 +70,40 @@ def from_garg(state_dict: Mapping[str, torch.Tensor], config: GPTConfig) -> dict
     for a model of :func:`garg_config`. Their unused token embedding and the attention-mask buffers
     older ``transformers`` versions saved are dropped."""
     sd = {k.removeprefix("_backbone."): v for k, v in state_dict.items()}
-    wrong = ConfigError(f"not a state dict of Garg et al.'s TransformerModel with {config.n_layers} layers of width "
-                        f"{config.width}, {config.max_tokens} positions and {config.token_dim - 1} input dimensions")
-    positions, read_in = sd.get("wpe.weight"), sd.get("_read_in.weight")  # read_in (n_embd, n_dims): y enters by column 0
-    if (positions is None or positions.shape != (config.max_tokens, config.width) or read_in is None
-            or read_in.shape != (config.width, config.token_dim - 1) or f"h.{config.n_layers}.ln_1.weight" in sd):
+    wrong = ConfigError(
+        f"not a state dict of Garg et al.'s TransformerModel with {config.n_layers} layers of width "
+        f"{config.width}, {config.max_tokens} positions and {config.token_dim - 1} input dimensions"
+    )
+    positions, read_in = (
+        sd.get("wpe.weight"),
+        sd.get("_read_in.weight"),
+    )  # read_in (n_embd, n_dims): y enters by column 0
+    if (
+        positions is None
+        or positions.shape != (config.max_tokens, config.width)
+        or read_in is None
+        or read_in.shape != (config.width, config.token_dim - 1)
+        or f"h.{config.n_layers}.ln_1.weight" in sd
+    ):
         raise wrong
     out = {
         "positions": positions,
         "read_in.weight": torch.cat([read_in, read_in[:, :1]], dim=1),  # (n_embd, n_dims + 1): iclab's y is last
         "read_in.bias": sd["_read_in.bias"],
-        "ln_out.weight": sd["ln_f.weight"], "ln_out.bias": sd["ln_f.bias"],
-        "read_out.weight": sd["_read_out.weight"], "read_out.bias": sd["_read_out.bias"],
+        "ln_out.weight": sd["ln_f.weight"],
+        "ln_out.bias": sd["ln_f.bias"],
+        "read_out.weight": sd["_read_out.weight"],
+        "read_out.bias": sd["_read_out.bias"],
     }
     # GPT-2's Conv1D stores (in, out): nn.Linear's weight is its transpose; c_attn's columns are [q | k | v].
-    names = {"ln_1": "ln_attn", "attn.c_attn": "attn.qkv", "attn.c_proj": "attn.out", "ln_2": "ln_mlp",
-             "mlp.c_fc": "mlp.0", "mlp.c_proj": "mlp.2"}
+    names = {
+        "ln_1": "ln_attn",
+        "attn.c_attn": "attn.qkv",
+        "attn.c_proj": "attn.out",
+        "ln_2": "ln_mlp",
+        "mlp.c_fc": "mlp.0",
+        "mlp.c_proj": "mlp.2",
+    }
     try:
         for layer in range(config.n_layers):
             for theirs, ours in names.items():

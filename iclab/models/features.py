@@ -8,7 +8,7 @@ which is "GD on learned features".
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn

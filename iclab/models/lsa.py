@@ -19,7 +19,7 @@ layer's input and output tokens.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 from torch import nn
@@ -138,7 +138,9 @@ class LinearSelfAttention(nn.Module):
     def activation_names(self) -> list[str]:
         """Every name ``forward(..., activations=...)`` takes: ``blocks.{l}.hook_resid_pre`` and
         ``blocks.{l}.hook_resid_post`` of every applied layer (see :mod:`iclab.models.activations`)."""
-        return [f"blocks.{index}.{hook}" for index in range(self.n_layers) for hook in ("hook_resid_pre", "hook_resid_post")]
+        return [
+            f"blocks.{index}.{hook}" for index in range(self.n_layers) for hook in ("hook_resid_pre", "hook_resid_post")
+        ]
 
     def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None):
         """Predict the query labels, ``(B, T − n_context)``; with ``activations`` (names from

@@ -19,7 +19,8 @@ import functools
 import inspect
 import json
 import typing
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -67,8 +68,10 @@ def rebuild(spec: Mapping[str, Any]) -> nn.Module:
     name = spec.get("class")
     if name not in MODELS or spec.get("arguments") is None:
         known = ", ".join(sorted(MODELS))
-        raise ConfigError(f"cannot rebuild a {name}: its class is not rebuildable (decorate it with "
-                          f"iclab.models.rebuildable and import its module first; known: {known})")
+        raise ConfigError(
+            f"cannot rebuild a {name}: its class is not rebuildable (decorate it with "
+            f"iclab.models.rebuildable and import its module first; known: {known})"
+        )
     cls = MODELS[name]
     hints = typing.get_type_hints(cls.__init__)
     try:

@@ -40,8 +40,8 @@ Parameter names: ``read_in`` or ``embedding``, ``positions``, ``cls_token`` (``c
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import torch
 from torch import nn
@@ -66,8 +66,9 @@ ACTIVATIONS = {"gelu": "none", "gelu-tanh": "tanh"}
 class Block(nn.Module):
     """One pre-LayerNorm block: attention then MLP, each on a residual branch."""
 
-    def __init__(self, width: int, n_heads: int, mlp_ratio: float, activation: str = "gelu", dropout: float = 0.0,
-                 **attention):
+    def __init__(
+        self, width: int, n_heads: int, mlp_ratio: float, activation: str = "gelu", dropout: float = 0.0, **attention
+    ):
         super().__init__()
         hidden = int(mlp_ratio * width)
         self.ln_attn = nn.LayerNorm(width)
@@ -77,7 +78,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(width, hidden), gelu, nn.Linear(hidden, width))
         self.drop = nn.Dropout(dropout)  # on each residual branch (GPT-2's residual dropout)
 
-    def forward(self, h: torch.Tensor, queries: slice | None = None, cache: ActivationCache | None = None) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, queries: slice | None = None, cache: ActivationCache | None = None
+    ) -> torch.Tensor:
         """The new hidden states, or only those at the positions ``queries`` (see
         :meth:`SelfAttention.forward`); ``cache`` records the block's named activations
         (see :mod:`iclab.models.activations`)."""
@@ -164,12 +167,21 @@ class GPTConfig:
     def __post_init__(self):
         if (self.token_dim is None) == (self.vocab_size is None):
             raise ConfigError("transformer reads either token rows (token_dim) or token ids (vocab_size), not both")
-        sizes = (self.token_dim or self.vocab_size, self.n_layers, self.n_heads, self.width, self.max_tokens,
-                 self.stride, self.head_dim or 1)
+        sizes = (
+            self.token_dim or self.vocab_size,
+            self.n_layers,
+            self.n_heads,
+            self.width,
+            self.max_tokens,
+            self.stride,
+            self.head_dim or 1,
+        )
         if min(sizes) < 1:
             raise ConfigError(f"transformer needs positive sizes, got width={self.width}, n_heads={self.n_heads}")
         if self.head_dim is None and self.width % self.n_heads:
-            raise ConfigError(f"width must be divisible by n_heads (or give head_dim), got {self.width} and {self.n_heads}")
+            raise ConfigError(
+                f"width must be divisible by n_heads (or give head_dim), got {self.width} and {self.n_heads}"
+            )
         if self.tied_output and self.vocab_size is None:
             raise ConfigError("a tied output needs a token embedding (vocab_size)")
         if self.init not in INITS:
@@ -193,11 +205,20 @@ class GPTTransformer(nn.Module):
         self.embedding = None if c.vocab_size is None else nn.Embedding(c.vocab_size, c.width)
         self.positions = nn.Parameter(torch.zeros(c.max_tokens, c.width))
         self.cls_token = nn.Parameter(torch.zeros(c.width)) if c.cls else None
-        attention_options = dict(head_dim=c.head_dim, causal=c.causal, bias=c.bias, logit_identity=c.logit_identity,
-                                 value_identity=c.value_identity, identity_scale=c.identity_scale,
-                                 attention=c.attention, mask_identity_diagonal=c.mask_identity_diagonal)
-        self.layers = nn.ModuleList(Block(c.width, c.n_heads, c.mlp_ratio, c.activation, c.dropout, **attention_options)
-                                    for _ in range(c.n_layers))
+        attention_options = dict(
+            head_dim=c.head_dim,
+            causal=c.causal,
+            bias=c.bias,
+            logit_identity=c.logit_identity,
+            value_identity=c.value_identity,
+            identity_scale=c.identity_scale,
+            attention=c.attention,
+            mask_identity_diagonal=c.mask_identity_diagonal,
+        )
+        self.layers = nn.ModuleList(
+            Block(c.width, c.n_heads, c.mlp_ratio, c.activation, c.dropout, **attention_options)
+            for _ in range(c.n_layers)
+        )
         self.drop = nn.Dropout(c.dropout)
         self.ln_out = nn.LayerNorm(c.width, elementwise_affine=c.ln_out_affine)
         self.read_out = None if c.tied_output else nn.Linear(c.width, 1)

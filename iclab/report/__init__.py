@@ -8,5 +8,13 @@ from .html import write_report
 from .index import aggregate, run_folders, write_index, write_seed_table
 from .sweep import write_sweep_report
 
-__all__ = ["aggregate", "compare_runs", "run_folders", "write_evaluation_report", "write_index", "write_report",
-           "write_seed_table", "write_sweep_report"]
+__all__ = [
+    "aggregate",
+    "compare_runs",
+    "run_folders",
+    "write_evaluation_report",
+    "write_index",
+    "write_report",
+    "write_seed_table",
+    "write_sweep_report",
+]

@@ -58,8 +58,10 @@ class Comparison:
         changed = sum(c["changed"] for c in self.claims)
         out += [f"Claims ({len(self.claims)}, {changed} differ):", _text_table(_CLAIMS, rows), ""]
         differ = self.metrics[self.metrics.changed]
-        out.append(f"Final metrics, mean over seeds ({len(differ)} of {len(self.metrics)} differ"
-                   + ("; the equal ones are not shown):" if len(differ) < len(self.metrics) else "):"))
+        out.append(
+            f"Final metrics, mean over seeds ({len(differ)} of {len(self.metrics)} differ"
+            + ("; the equal ones are not shown):" if len(differ) < len(self.metrics) else "):")
+        )
         if len(differ):
             out.append(_text_table(_METRICS, [_metric_cells(r) for _, r in differ.iterrows()]))
         return "\n".join(out) + "\n"
@@ -70,22 +72,32 @@ class Comparison:
         where = path.resolve().parent
         runs = "".join(
             f"<li><b>{name}</b>: {link(os.path.relpath(run.report_file.resolve(), where), str(run.path))} "
-            f"({html.escape(_summary(run))})</li>" for name, run in (("A", self.a), ("B", self.b)))
-        config = [_html_row(_CONFIG, [html.escape(k), html.escape(_setting(a)), html.escape(_setting(b))])
-                  for k, a, b in self.config]
+            f"({html.escape(_summary(run))})</li>"
+            for name, run in (("A", self.a), ("B", self.b))
+        )
+        config = [
+            _html_row(_CONFIG, [html.escape(k), html.escape(_setting(a)), html.escape(_setting(b))])
+            for k, a, b in self.config
+        ]
         claims = []
         for c in self.claims:
             measured = [value(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
             verdicts = [verdict(x) if x else "" for x in (c["a"], c["b"])]
-            claims.append(_html_row(_CLAIMS, [html.escape(c["id"]), *measured, _number(c["difference"]), *verdicts],
-                                    c["changed"]))
-        metrics = [_html_row(_METRICS, [html.escape(x) for x in _metric_cells(r)], r.changed)
-                   for _, r in self.metrics.iterrows()]
-        body = (f"<h1>Comparing two runs</h1><ul>{runs}</ul>"
-                f"<h2>Config keys that differ ({len(config)})</h2>{table(_CONFIG, config) if config else '<p>None.</p>'}"
-                f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(claims)} differ)</h2>{table(_CLAIMS, claims)}"
-                f"<h2>Final metrics, mean over seeds ({self.metrics.changed.sum()} of {len(metrics)} differ)</h2>"
-                f"{table(_METRICS, metrics)}")
+            claims.append(
+                _html_row(_CLAIMS, [html.escape(c["id"]), *measured, _number(c["difference"]), *verdicts], c["changed"])
+            )
+        metrics = [
+            _html_row(_METRICS, [html.escape(x) for x in _metric_cells(r)], r.changed)
+            for _, r in self.metrics.iterrows()
+        ]
+        body = (
+            f"<h1>Comparing two runs</h1><ul>{runs}</ul>"
+            f"<h2>Config keys that differ ({len(config)})</h2>{table(_CONFIG, config) if config else '<p>None.</p>'}"
+            f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(claims)} "
+            f"differ)</h2>{table(_CLAIMS, claims)}"
+            f"<h2>Final metrics, mean over seeds ({self.metrics.changed.sum()} of {len(metrics)} differ)</h2>"
+            f"{table(_METRICS, metrics)}"
+        )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(path, page("iclab compare", body))
@@ -98,10 +110,12 @@ def compare_runs(a: str | Path, b: str | Path) -> Comparison:
     """Compare two finished run folders; :class:`ConfigError` if either is not one."""
     run_a, run_b = _finished(a), _finished(b)
     flat_a, flat_b = _flat(run_a.read_config()), _flat(run_b.read_config())
-    config = [(k, flat_a.get(k, _ABSENT), flat_b.get(k, _ABSENT))
-              for k in dict.fromkeys([*flat_a, *flat_b]) if flat_a.get(k, _ABSENT) != flat_b.get(k, _ABSENT)]
-    return Comparison(run_a, run_b, config, _claims(run_a.read_claims(), run_b.read_claims()),
-                      _metrics(run_a, run_b))
+    config = [
+        (k, flat_a.get(k, _ABSENT), flat_b.get(k, _ABSENT))
+        for k in dict.fromkeys([*flat_a, *flat_b])
+        if flat_a.get(k, _ABSENT) != flat_b.get(k, _ABSENT)
+    ]
+    return Comparison(run_a, run_b, config, _claims(run_a.read_claims(), run_b.read_claims()), _metrics(run_a, run_b))
 
 
 def _finished(path: str | Path) -> RunFolder:
@@ -137,8 +151,15 @@ def _claims(a: list[dict], b: list[dict]) -> list[dict]:
         ca, cb = by_a.get(claim_id), by_b.get(claim_id)
         numbers = ca and cb and _is_number(ca["measured"]) and _is_number(cb["measured"])
         changed = not (ca and cb and _same(ca["measured"], cb["measured"]) and ca["holds"] == cb["holds"])
-        rows.append({"id": claim_id, "a": ca, "b": cb, "changed": changed,
-                     "difference": cb["measured"] - ca["measured"] if numbers else None})
+        rows.append(
+            {
+                "id": claim_id,
+                "a": ca,
+                "b": cb,
+                "changed": changed,
+                "difference": cb["measured"] - ca["measured"] if numbers else None,
+            }
+        )
     return rows
 
 
@@ -161,8 +182,10 @@ def _metrics(a: RunFolder, b: RunFolder) -> pd.DataFrame:
 
 def _summary(run: RunFolder) -> str:
     config, info = run.read_config(), run.read_info()
-    return (f"{config.get('experiment')}, {config.get('scale')} scale, seeds {seeds(config)}, "
-            f"{duration(info.get('wall_seconds'))} on {info.get('device', '?')}")
+    return (
+        f"{config.get('experiment')}, {config.get('scale')} scale, seeds {seeds(config)}, "
+        f"{duration(info.get('wall_seconds'))} on {info.get('device', '?')}"
+    )
 
 
 def _setting(x) -> str:

@@ -23,14 +23,18 @@ def write_evaluation_report(folder: EvaluationFolder) -> Path:
     spec = folder.read_spec()
     title = f"Evaluation of {spec['model']} (seed {spec['seed']}) from {spec['source']}"
     steps = ", ".join(map(str, spec["steps"]))
-    parts = [f"<h1>{html.escape(title)}</h1>",
-             f"<p>Evaluation folder <code>{html.escape(str(folder.path))}</code>: checkpoint step {html.escape(steps)}, "
-             f"{spec['prompts']} prompts, {html.escape(spec['metric'])} by prefix with a 5–95% bootstrap band.</p>",
-             f"<p>Command: <code>{html.escape(spec['command'])}</code></p>"]
+    parts = [
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p>Evaluation folder <code>{html.escape(str(folder.path))}</code>: checkpoint step {html.escape(steps)}, "
+        f"{spec['prompts']} prompts, {html.escape(spec['metric'])} by prefix with a 5–95% bootstrap band.</p>",
+        f"<p>Command: <code>{html.escape(spec['command'])}</code></p>",
+    ]
     if folder.metrics_file.exists():
         table = final_errors(folder.read_metrics())
-        parts.append("<h2 id='errors'>At the largest prefix</h2><div class='scroll'>"
-                     f"{table.to_html(float_format=lambda v: f'{v:.4g}', na_rep='')}</div>")
+        parts.append(
+            "<h2 id='errors'>At the largest prefix</h2><div class='scroll'>"
+            f"{table.to_html(float_format=lambda v: f'{v:.4g}', na_rep='')}</div>"
+        )
     figures = folder.figures()
     if figures:
         parts.append("<h2 id='figures'>Figures</h2>" + "".join(figure_section(f, []) for f in figures))

@@ -156,13 +156,21 @@ def environment_table(config: dict, info: dict) -> str:
         return None if v is None else html.escape(str(v))
 
     items = [
-        ("seeds", seeds(config)), ("wall time", duration(info.get("wall_seconds"))),
-        ("CPU time", duration(info.get("cpu_seconds"))), ("started", escaped(info.get("started"))),
-        ("finished by a resume", "yes" if info.get("resumed") else None), ("device", escaped(info.get("device"))),
-        ("threads", escaped(info.get("threads"))), ("iclab", escaped(info.get("iclab"))), ("commit", commit),
-        ("torch", escaped(info.get("torch"))), ("python", escaped(info.get("python"))),
+        ("seeds", seeds(config)),
+        ("wall time", duration(info.get("wall_seconds"))),
+        ("CPU time", duration(info.get("cpu_seconds"))),
+        ("started", escaped(info.get("started"))),
+        ("finished by a resume", "yes" if info.get("resumed") else None),
+        ("device", escaped(info.get("device"))),
+        ("threads", escaped(info.get("threads"))),
+        ("iclab", escaped(info.get("iclab"))),
+        ("commit", commit),
+        ("torch", escaped(info.get("torch"))),
+        ("python", escaped(info.get("python"))),
     ]
-    return "<table>" + "".join(f"<tr><th>{name}</th><td>{v}</td></tr>" for name, v in items if v is not None) + "</table>"
+    return (
+        "<table>" + "".join(f"<tr><th>{name}</th><td>{v}</td></tr>" for name, v in items if v is not None) + "</table>"
+    )
 
 
 def summary_table(metrics: pd.DataFrame) -> str:
@@ -170,7 +178,9 @@ def summary_table(metrics: pd.DataFrame) -> str:
     final = metrics[metrics["step"].isna()]
     if final.empty:
         return ""
-    pivot = final.pivot_table(index=["setting", "model"], columns="metric", values="value", aggfunc="mean", dropna=False)
+    pivot = final.pivot_table(
+        index=["setting", "model"], columns="metric", values="value", aggfunc="mean", dropna=False
+    )
     return f"<div class='scroll'>{pivot.to_html(float_format=lambda v: f'{v:.4g}', na_rep='')}</div>"
 
 
@@ -180,8 +190,10 @@ def figure_section(path: Path, claims: list[dict]) -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     shown = [link("", c["id"], claim_anchor(c["id"])) for c in claims if c.get("figure") == name]
     caption = f"<figcaption>Shows: {', '.join(shown)}</figcaption>" if shown else ""
-    return (f"<figure id='{html.escape(figure_anchor(name))}'><h3>{html.escape(figure_title(name))}</h3>"
-            f"<img src='data:image/png;base64,{data}' alt='figure {html.escape(name)}'>{caption}</figure>")
+    return (
+        f"<figure id='{html.escape(figure_anchor(name))}'><h3>{html.escape(figure_title(name))}</h3>"
+        f"<img src='data:image/png;base64,{data}' alt='figure {html.escape(name)}'>{caption}</figure>"
+    )
 
 
 def write_report(run: RunFolder) -> Path:
@@ -191,11 +203,16 @@ def write_report(run: RunFolder) -> Path:
     figures = run.figures()
     title = config.get("experiment", run.path.name)
     parts = [f"<h1>{html.escape(title)}</h1>"]
-    parts.append(f"<p>Run folder <code>{html.escape(str(run.path))}</code>, scale <b>{html.escape(str(config.get('scale')))}</b>.</p>")
+    parts.append(
+        f"<p>Run folder <code>{html.escape(str(run.path))}</code>, scale "
+        f"<b>{html.escape(str(config.get('scale')))}</b>.</p>"
+    )
     parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
     if claims:
-        parts.append(f"<h2 id='claims'>Claims</h2><p class='summary'>{tally(claims)}.</p>"
-                     f"{claims_table(claims, {f.stem for f in figures})}")
+        parts.append(
+            f"<h2 id='claims'>Claims</h2><p class='summary'>{tally(claims)}.</p>"
+            f"{claims_table(claims, {f.stem for f in figures})}"
+        )
     else:
         parts.append("<h2 id='claims'>Claims</h2><p>None yet: the run has not finished.</p>")
     if figures:

@@ -20,11 +20,13 @@ from pathlib import Path
 from ..claims import SEED_RULE, holds_over_seeds, tally
 from ..config import ConfigError
 from ..runs import RunFolder, write_atomic
-from .html import claim_anchor, cell, duration, figure_anchor, figure_title, link, page, seeds, table, value
+from .html import cell, claim_anchor, duration, figure_anchor, figure_title, link, page, seeds, table, value
 
 _COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
-COUNTED_RUNS = ("per experiment, scale and seed the newest finished run counts; older runs of that seed and "
-                "unfinished runs are not counted")
+COUNTED_RUNS = (
+    "per experiment, scale and seed the newest finished run counts; older runs of that seed and "
+    "unfinished runs are not counted"
+)
 _MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
 
 
@@ -68,8 +70,11 @@ class Run:
 
     def name(self) -> str:
         """The folder's name, linked to its report when there is one."""
-        return link(self.report, self.folder.path.name) if self.folder.report_file.exists() else html.escape(
-            self.folder.path.name)
+        return (
+            link(self.report, self.folder.path.name)
+            if self.folder.report_file.exists()
+            else html.escape(self.folder.path.name)
+        )
 
     def evidence(self, claim: dict) -> str:
         """A link to what shows ``claim``: its figure in the run's report, else its row there."""
@@ -195,11 +200,14 @@ def _verdict_cell(row: ClaimRow) -> str:
     """The verdict over seeds with its count, or, when no run judged it here, where it is judged."""
     if row.holds is None:
         reason = row.elsewhere[-1].get("reason")
-        return (f"<span class='elsewhere'>measured, judged at {html.escape(row.judged_at())} scale</span>"
-                + (f"<br><small>{html.escape(reason)}</small>" if reason else ""))
+        return f"<span class='elsewhere'>measured, judged at {html.escape(row.judged_at())} scale</span>" + (
+            f"<br><small>{html.escape(reason)}</small>" if reason else ""
+        )
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
-    return (f"<span class='{'ok' if row.holds else 'fail'}'>{'holds' if row.holds else 'FAILS'}</span>"
-            f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>")
+    return (
+        f"<span class='{'ok' if row.holds else 'fail'}'>{'holds' if row.holds else 'FAILS'}</span>"
+        f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>"
+    )
 
 
 def _measured_cell(row: ClaimRow) -> str:
@@ -215,8 +223,10 @@ def _measured_cell(row: ClaimRow) -> str:
     items = "".join(
         f"<li>{html.escape(run.label)}: {_MARKS[claim['holds']]} {value(claim['measured'])} · "
         f"{link(run.report, 'claim', claim_anchor(claim['id']))}"
-        + (f" · {run.evidence(claim)}" if claim.get("figure") in run.figures else "") + "</li>"
-        for run, claim in row.results)
+        + (f" · {run.evidence(claim)}" if claim.get("figure") in run.figures else "")
+        + "</li>"
+        for run, claim in row.results
+    )
     return f"<details><summary>{summary}</summary><ul class='seeds'>{items}</ul></details>"
 
 
@@ -242,9 +252,12 @@ def _claims_by_paper(board: Scoreboard) -> str:
         judged = [row for row in rows if row.holds is not None]
         elsewhere = len(rows) - len(judged)
         counts = f"{sum(bool(row.holds) for row in judged)} of {len(judged)} hold" + (
-            f", {elsewhere} judged at another scale" if elsewhere else "")
-        heading = (f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
-                   f"<small>({html.escape(names)}; {counts})</small></th></tr>")
+            f", {elsewhere} judged at another scale" if elsewhere else ""
+        )
+        heading = (
+            f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
+            f"<small>({html.escape(names)}; {counts})</small></th></tr>"
+        )
         bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(row) for row in rows)}</tbody>")
     return table(_CLAIM_HEADERS, bodies, bodies=True)
 
@@ -252,10 +265,13 @@ def _claims_by_paper(board: Scoreboard) -> str:
 def _runs_table(board: Scoreboard) -> str:
     rows = []
     for r in board.runs:
-        status = (f"superseded by {html.escape(r.newer.folder.path.name)}" if r.status == _SUPERSEDED else r.status)
+        status = f"superseded by {html.escape(r.newer.folder.path.name)}" if r.status == _SUPERSEDED else r.status
         claims = tally(r.claims)
-        held = (f"<span class='{'ok' if claims.all_hold else 'fail'}'>{html.escape(str(claims))}</span>"
-                if r.folder.finished else "not finished")
+        held = (
+            f"<span class='{'ok' if claims.all_hold else 'fail'}'>{html.escape(str(claims))}</span>"
+            if r.folder.finished
+            else "not finished"
+        )
         rows.append(
             f"<tr>{cell('experiment', html.escape(r.experiment))}{cell('run', r.name())}{cell('status', status)}"
             f"{cell('claims', held)}{cell('scale', html.escape(r.scale))}"
@@ -271,15 +287,18 @@ def _summary(board: Scoreboard) -> str:
     held = sum(bool(row.holds) for row in judged)
     counted = board.counted()
     elsewhere = len(board.rows) - len(judged)
-    others = [f"{sum(r.status == s for r in board.runs)} {s}" for s in (_SUPERSEDED, _UNFINISHED)
-              if any(r.status == s for r in board.runs)]
+    others = [
+        f"{sum(r.status == s for r in board.runs)} {s}"
+        for s in (_SUPERSEDED, _UNFINISHED)
+        if any(r.status == s for r in board.runs)
+    ]
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'fail'}'>{held} of {len(judged)} claims "
-        f"hold</span> over seeds" + (f" ({elsewhere} more measured, judged at another scale)" if elsewhere else "")
+        f"hold</span> over seeds"
+        + (f" ({elsewhere} more measured, judged at another scale)" if elsewhere else "")
         + f"; seeds {_seed_list(counted)} of {len(board.groups())} experiment{'s' * (len(board.groups()) != 1)} in "
         f"{len(counted)} run{'s' * (len(counted) != 1)}; wall time {duration(sum(r.wall or 0 for r in counted))} "
-        "(sum over those runs)"
-        + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
+        "(sum over those runs)" + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
         f"<p>The rule: {html.escape(SEED_RULE)}; {html.escape(COUNTED_RUNS)} (every run is listed below). A claim "
         "measured here but judged at another scale is neither a pass nor a failure. Open a measured value for "
         "each seed's value, verdict and links.</p>"
@@ -312,8 +331,10 @@ def seed_table(root: str | Path) -> str:
     for (experiment, scale), rows in board.groups().items():
         runs = board.runs_of(rows)
         walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in runs]
-        lines = [f"| {experiment} ({scale}) claim | " + " | ".join(r.label for r in runs) + " | holds |",
-                 "|---|" + "---|" * (len(runs) + 1)]
+        lines = [
+            f"| {experiment} ({scale}) claim | " + " | ".join(r.label for r in runs) + " | holds |",
+            "|---|" + "---|" * (len(runs) + 1),
+        ]
         for row in rows:
             by_run = {id(run): claim for run, claim in row.results}
             marks = [_MARKS[by_run[id(r)]["holds"]] if id(r) in by_run else "–" for r in runs]

@@ -74,13 +74,16 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
     claims = sweep.read_table(sweep.claims_file)
     keys = list(spec["grid"])
     finished = points[points["status"] == "finished"] if not points.empty else points
-    parts = [f"<h1>Sweep of {html.escape(spec['experiment'])}</h1>",
-             f"<p>Sweep folder <code>{html.escape(str(sweep.path))}</code>, scale <b>{html.escape(spec['scale'])}</b>; "
-             f"{len(finished)} of {len(points)} points finished.</p>"]
+    parts = [
+        f"<h1>Sweep of {html.escape(spec['experiment'])}</h1>",
+        f"<p>Sweep folder <code>{html.escape(str(sweep.path))}</code>, scale <b>{html.escape(spec['scale'])}</b>; "
+        f"{len(finished)} of {len(points)} points finished.</p>",
+    ]
     failed = points[points["status"] != "finished"] if not points.empty else points
     if not failed.empty:
-        rows = "".join(f"<tr><td>{html.escape(r.point)}</td><td>{html.escape(str(r.error))}</td></tr>"
-                       for r in failed.itertuples())
+        rows = "".join(
+            f"<tr><td>{html.escape(r.point)}</td><td>{html.escape(str(r.error))}</td></tr>" for r in failed.itertuples()
+        )
         parts.append(f"<h2 class='fail'>Failed points</h2><table><tr><th>point</th><th>error</th></tr>{rows}</table>")
     if not claims.empty:
         by_claim = "".join(
@@ -88,22 +91,35 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
             f"<td>{html.escape(', '.join(group.point[group.holds.eq(False).fillna(False)])) or '–'}</td></tr>"
             for claim, group in claims.groupby("claim", sort=False)
         )
-        parts.append("<h2>Claims across points</h2><table><tr><th>claim</th><th>holds on</th><th>fails at</th></tr>"
-                     f"{by_claim}</table>")
-        by_point = "".join(f"<tr><td>{html.escape(point)}</td>{_holding(group)}</tr>"
-                           for point, group in claims.groupby("point", sort=False))
+        parts.append(
+            "<h2>Claims across points</h2><table><tr><th>claim</th><th>holds on</th><th>fails at</th></tr>"
+            f"{by_claim}</table>"
+        )
+        by_point = "".join(
+            f"<tr><td>{html.escape(point)}</td>{_holding(group)}</tr>"
+            for point, group in claims.groupby("point", sort=False)
+        )
         parts.append(f"<h2>Claims by point</h2><table><tr><th>point</th><th>claims holding</th></tr>{by_point}</table>")
     swept = [k for k in keys if k != "seed"]
     if not metrics.empty and not finished.empty:
-        values = finished.set_index("point")[keys].join(point_values(metrics, spec["metric"]).rename("value"), how="inner")
+        values = finished.set_index("point")[keys].join(
+            point_values(metrics, spec["metric"]).rename("value"), how="inner"
+        )
         if values.empty:
             parts.append(f"<p>No point logged the metric <code>{html.escape(spec['metric'])}</code>.</p>")
         for key in swept if not values.empty else []:
-            figure = _key_figure(sweep.figure(key.replace(".", "_")), values.reset_index(), key,
-                                 [k for k in swept if k != key], spec["metric"])
+            figure = _key_figure(
+                sweep.figure(key.replace(".", "_")),
+                values.reset_index(),
+                key,
+                [k for k in swept if k != key],
+                spec["metric"],
+            )
             data = base64.b64encode(figure.read_bytes()).decode()
-            parts.append(f"<h3>{html.escape(spec['metric'])} against {html.escape(key)}</h3>"
-                         f"<img src='data:image/png;base64,{data}'>")
+            parts.append(
+                f"<h3>{html.escape(spec['metric'])} against {html.escape(key)}</h3>"
+                f"<img src='data:image/png;base64,{data}'>"
+            )
     parts.append(f"<h2>Sweep</h2><pre>{html.escape(dump(spec))}</pre>")
     write_atomic(sweep.report_file, page(f"sweep {spec['experiment']}", "".join(parts)))
     return sweep.report_file

@@ -56,13 +56,11 @@ class Episode(Batched):
         return self.xs.shape[2]
 
     @staticmethod
-    def cat(episodes: list["Episode"]) -> "Episode":
+    def cat(episodes: list[Episode]) -> Episode:
         """Concatenate episodes along the batch dimension."""
         first = episodes[0]
         tensors = {
-            f.name: torch.cat([getattr(e, f.name) for e in episodes])
-            for f in fields(first)
-            if f.name != "truth"
+            f.name: torch.cat([getattr(e, f.name) for e in episodes]) for f in fields(first) if f.name != "truth"
         }
         truth = {k: torch.cat([e.truth[k] for e in episodes]) for k in first.truth}
         return Episode(**tensors, truth=truth)

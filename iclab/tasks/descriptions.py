@@ -20,7 +20,8 @@ template            templates [{pattern, label, weight}], train_size,           
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ..config import ConfigError
 from .autoregressive import AutoregressiveSequences, StartDistribution

@@ -33,8 +33,9 @@ coordinates, where theirs may also test a padded one (always false, so always le
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 

@@ -6,8 +6,9 @@ Input priors know their own moments, so the theory can evaluate closed forms exa
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -43,8 +44,9 @@ class GaussianInputs:
     The per-prompt mean is returned as ``truth["mu"]``; all points of a prompt share it.
     """
 
-    def __init__(self, d: int, cov=None, mean=None, mean_scale: float = 0.0, n_means: int | None = None,
-                 means_seed: int = 0):
+    def __init__(
+        self, d: int, cov=None, mean=None, mean_scale: float = 0.0, n_means: int | None = None, means_seed: int = 0
+    ):
         self.d = d
         self.cov = _as_matrix(cov, d)
         self.mean = None if mean is None else torch.as_tensor(mean, dtype=torch.float64)
@@ -79,9 +81,7 @@ class GaussianInputs:
             mu = mu + self.means.to(device, dtype)[index]
             truth["mean_index_onehot"] = torch.nn.functional.one_hot(index, len(self.means)).to(dtype)
         elif self.mean_scale > 0:
-            mu = mu + self.mean_scale * torch.randn(
-                batch, self.d, generator=generator, device=device, dtype=dtype
-            )
+            mu = mu + self.mean_scale * torch.randn(batch, self.d, generator=generator, device=device, dtype=dtype)
         return x + mu[:, None, :], {"mu": mu, **truth}
 
     def second_moment(self) -> torch.Tensor:
@@ -204,8 +204,22 @@ class LinearRegression:
         return Episode(x[:, :n], y[:, :n], x[:, n:], y[:, n:], truth={"w": w, **truth})
 
 
-CONFIG_KEYS = ("d", "n_context", "n_query", "inputs", "cov", "mean", "mean_scale", "n_means", "means_seed", "low", "high",
-               "w_scale", "w_sparsity", "noise")
+CONFIG_KEYS = (
+    "d",
+    "n_context",
+    "n_query",
+    "inputs",
+    "cov",
+    "mean",
+    "mean_scale",
+    "n_means",
+    "means_seed",
+    "low",
+    "high",
+    "w_scale",
+    "w_sparsity",
+    "noise",
+)
 """The keys of a linear-regression config block (see :func:`linear_regression_from_config`)."""
 
 
@@ -213,8 +227,9 @@ def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
     """Build a task from a config section (keys as in the experiments' ``task:`` blocks: :data:`CONFIG_KEYS`)."""
     unknown = set(cfg) - set(CONFIG_KEYS)
     if unknown:
-        raise ConfigError(f"unknown linear-regression task keys: {', '.join(sorted(unknown))}; "
-                          f"choose from {', '.join(CONFIG_KEYS)}")
+        raise ConfigError(
+            f"unknown linear-regression task keys: {', '.join(sorted(unknown))}; choose from {', '.join(CONFIG_KEYS)}"
+        )
     d = cfg["d"]
     if not isinstance(d, int) or d < 1:
         raise ConfigError(f"task.d must be a positive integer, got {d!r}")

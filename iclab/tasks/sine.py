@@ -46,5 +46,6 @@ class SineRegression:
         x = uniform((batch, n + self.n_query), self.x_range)
         y = amplitude * torch.sin(x + phase)
         x = x[..., None]
-        return Episode(x[:, :n], y[:, :n], x[:, n:], y[:, n:],
-                       truth={"amplitude": amplitude[:, 0], "phase": phase[:, 0]})
+        return Episode(
+            x[:, :n], y[:, :n], x[:, n:], y[:, n:], truth={"amplitude": amplitude[:, 0], "phase": phase[:, 0]}
+        )

@@ -100,11 +100,13 @@ def named_templates(spec: str) -> list[Template]:
     """The templates of a named task (see :data:`NAMED_TASKS`, ``majority-<k>``) or of a template string."""
     if spec in NAMED_TASKS:
         return parse_templates(NAMED_TASKS[spec])
-    if spec.startswith("majority-") and spec[len("majority-"):].isdigit():
-        return majority_templates(int(spec[len("majority-"):]))
+    if spec.startswith("majority-") and spec[len("majority-") :].isdigit():
+        return majority_templates(int(spec[len("majority-") :]))
     if ":" not in spec:
-        raise ConfigError(f"unknown task {spec!r}; name one of {', '.join(NAMED_TASKS)}, majority-<k>, "
-                          "or write templates as 'ABA:+1,ABB:-1'")
+        raise ConfigError(
+            f"unknown task {spec!r}; name one of {', '.join(NAMED_TASKS)}, majority-<k>, "
+            "or write templates as 'ABA:+1,ABB:-1'"
+        )
     return parse_templates(spec)
 
 
@@ -141,8 +143,10 @@ class TemplateTask:
             raise ConfigError("a template task needs wildcards (upper-case letters) in its templates")
         self.sizes = {"train": train_size, "validation": validation_size, "test": test_size}
         if min(self.sizes.values()) < self.n_wildcards:
-            raise ConfigError(f"every alphabet needs at least {self.n_wildcards} symbols (the most wildcards "
-                              f"in one template), got {self.sizes}")
+            raise ConfigError(
+                f"every alphabet needs at least {self.n_wildcards} symbols (the most wildcards "
+                f"in one template), got {self.sizes}"
+            )
 
         fixed = {c for t in templates for c in t.pattern if c not in WILDCARDS}
         fixed |= {t.label for t in templates if t.symbolic and t.label not in WILDCARDS}
@@ -153,7 +157,7 @@ class TemplateTask:
 
         # Per template and position: the wildcard's slot among that template's wildcards (-1 for
         # a fixed token) and the fixed token's id; the label likewise.
-        slot = lambda t, c: t.wildcards.index(c) if c in WILDCARDS else -1  # noqa: E731
+        slot = lambda t, c: t.wildcards.index(c) if c in WILDCARDS else -1
         self._slots = torch.tensor([[slot(t, c) for c in t.pattern] for t in templates])  # (r, L)
         self._fixed = torch.tensor([[index.get(c, 0) for c in t.pattern] for t in templates])  # (r, L)
         self._weights = torch.tensor([t.weight for t in templates], dtype=torch.float64)
@@ -173,8 +177,14 @@ class TemplateTask:
             raise ConfigError(f"split must be one of {SPLITS}, got {split!r}")
         return range(self.offsets[split], self.offsets[split] + self.sizes[split])
 
-    def sample(self, batch: int, generator: torch.Generator, split: str = "train", dtype=torch.float32,
-               templates: torch.Tensor | None = None) -> TokenBatch:
+    def sample(
+        self,
+        batch: int,
+        generator: torch.Generator,
+        split: str = "train",
+        dtype=torch.float32,
+        templates: torch.Tensor | None = None,
+    ) -> TokenBatch:
         """``batch`` samples from ``split``'s alphabet: tokens ``(B, L)``, targets ``(B, 1)`` (real
         labels in ``dtype``, or token ids), ``truth["template"]`` ``(B,)``. ``templates`` fixes
         the template of every sample instead of drawing it by weight."""
@@ -186,8 +196,9 @@ class TemplateTask:
         tokens = torch.where(slots >= 0, symbols.gather(1, slots.clamp(min=0)), self._fixed[templates])
         if self.symbolic:
             label_slot = self._label_slot[templates]
-            targets = torch.where(label_slot >= 0, symbols.gather(1, label_slot.clamp(min=0)[:, None])[:, 0],
-                                  self._label_fixed[templates])
+            targets = torch.where(
+                label_slot >= 0, symbols.gather(1, label_slot.clamp(min=0)[:, None])[:, 0], self._label_fixed[templates]
+            )
         else:
             targets = self._labels[templates].to(dtype)
         return TokenBatch(tokens, targets[:, None], {"template": templates})

@@ -94,8 +94,13 @@ def _conditional_moments(task: LinearRegression, mus: torch.Tensor, cs: torch.Te
     s_mat = lam + mm  # E[x xᵀ | μ]
     # E[u xᵀ | μ] = [Λ + μμᵀ; c μᵀ]  and  E[u uᵀ | μ] = E[q qᵀ | μ] = [[S, μcᵀ], [cμᵀ, ccᵀ]].
     u_x = torch.cat([s_mat, torch.einsum("sp,sj->spj", cs, mus)], dim=1)
-    u_u = torch.cat([torch.cat([s_mat, torch.einsum("si,sp->sip", mus, cs)], 2),
-                     torch.cat([torch.einsum("sp,sj->spj", cs, mus), torch.einsum("sp,sq->spq", cs, cs)], 2)], 1)
+    u_u = torch.cat(
+        [
+            torch.cat([s_mat, torch.einsum("si,sp->sip", mus, cs)], 2),
+            torch.cat([torch.einsum("sp,sj->spj", cs, mus), torch.einsum("sp,sq->spq", cs, cs)], 2),
+        ],
+        1,
+    )
     # E[u ‖x‖² uᵀ | μ]: fourth moments of x = μ + ξ, ξ ~ N(0, Λ).
     lm = torch.einsum("si,sj->sij", lam_mu, mus)  # Λμμᵀ
     f_xx = (r + tr) * mm + 2 * lm + 2 * lm.transpose(1, 2) + r * lam + 2 * lam @ lam + tr * lam
@@ -144,7 +149,7 @@ class DescriptorOptimum:
 
     def query_descriptor_norm(self) -> float:
         """‖M*[:, d:]‖_F: the weight on the query's descriptor rows (0 for the infinite-N solution)."""
-        return self.matrix[:, self.d:].norm().item()
+        return self.matrix[:, self.d :].norm().item()
 
 
 def embed(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -200,7 +205,7 @@ def infinite_n_solution(task: LinearRegression, descriptor: str = "mu") -> torch
     p = to_mu.shape[0]
     m = torch.zeros(task.d + p, task.d + p, dtype=torch.float64)
     m[: task.d, : task.d] = lam_inv
-    m[task.d:, : task.d] = -to_mu @ lam_inv
+    m[task.d :, : task.d] = -to_mu @ lam_inv
     return m
 
 
@@ -276,7 +281,9 @@ def gradient_flow(
     m, v = w_kq0[:-1, :-1].reshape(-1).clone(), w_pv0[-1, -1].item()
     kq_form, pv_form = embed(w_kq0[:-1, :-1])
     if w_kq0.shape != (dim, dim) or not (torch.equal(w_kq0, kq_form) and torch.equal(w_pv0, v * pv_form)):
-        raise ConfigError(f"the flow starts from a {dim}×{dim} balanced form: W_KQ = [[M, 0], [0, 0]], W_PV = v·e_D e_Dᵀ")
+        raise ConfigError(
+            f"the flow starts from a {dim}×{dim} balanced form: W_KQ = [[M, 0], [0, 0]], W_PV = v·e_D e_Dᵀ"
+        )
     q, b, target = optimum.quadratic, optimum.linear, optimum.matrix.reshape(-1)
     lr = lr_fraction / (torch.linalg.eigvalsh(q)[-1].item() * target.norm().item())
     record = {"steps": [], "loss": [], "distance": [], "balance": []}

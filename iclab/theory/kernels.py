@@ -14,8 +14,8 @@ substitutions. It returns numbers only; the feature map (built from a model) is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -57,8 +57,9 @@ def condition_number(matrix: torch.Tensor) -> torch.Tensor:
     return s[..., 0] / s[..., -1]
 
 
-def template_matrix(features: FeatureMap, task, draws: int, seed: int, strings: int = 64,
-                    n_boot: int = 500) -> TemplateMatrix:
+def template_matrix(
+    features: FeatureMap, task, draws: int, seed: int, strings: int = 64, n_boot: int = 500
+) -> TemplateMatrix:
     """Estimate N for a :class:`iclab.tasks.templates.TemplateTask` under ``features``.
 
     Each draw takes a fresh initialisation θ and ``strings`` strings of every template from the
@@ -80,13 +81,22 @@ def template_matrix(features: FeatureMap, task, draws: int, seed: int, strings: 
     stacked = torch.stack(samples)  # (draws, r, r)
     symmetric = (stacked + stacked.transpose(1, 2)) / 2
     matrix = symmetric.mean(0)
-    stderr = symmetric.std(0) / draws ** 0.5
+    stderr = symmetric.std(0) / draws**0.5
     # Bootstrap over draws, each replicate as resampling counts times the draws (one product).
     index = torch.randint(draws, (n_boot, draws), generator=make_generator(seed, "kernel-bootstrap"))
-    counts = torch.zeros(n_boot, draws, dtype=torch.float64).scatter_add_(1, index, torch.ones(n_boot, draws, dtype=torch.float64))
+    counts = torch.zeros(n_boot, draws, dtype=torch.float64).scatter_add_(
+        1, index, torch.ones(n_boot, draws, dtype=torch.float64)
+    )
     boot = condition_number((counts @ symmetric.flatten(1) / draws).view(n_boot, r, r))
     low, high = torch.quantile(boot, torch.tensor([0.05, 0.95], dtype=torch.float64)).tolist()
     v = torch.linalg.eigh(matrix).eigenvectors[:, 0]
     along = symmetric @ v @ v  # (draws,): vᵀ N_i v
-    return TemplateMatrix(matrix, stderr, condition_number(matrix).item(), (low, high), along.mean().item(),
-                          (along.std() / draws ** 0.5).item(), draws)
+    return TemplateMatrix(
+        matrix,
+        stderr,
+        condition_number(matrix).item(),
+        (low, high),
+        along.mean().item(),
+        (along.std() / draws**0.5).item(),
+        draws,
+    )

@@ -73,7 +73,7 @@ def _scaled_steps(xs: torch.Tensor, block: int = 1024):
     their sequences ``(b, T, d)``: the one-step GD matrices at lr = 1. Blocks bound the memory."""
     t_minus_1 = torch.arange(1, xs.shape[1] - 1, device=xs.device, dtype=xs.real.dtype)
     for s in range(0, xs.shape[0], block):
-        x = xs[s: s + block]
+        x = xs[s : s + block]
         steps = torch.cumsum(x[:, 1:-1, :, None] * x[:, :-2, None, :].conj(), dim=1)  # Σ_{i<t} x_{i+1}x_iᴴ
         yield steps / t_minus_1[:, None, None], x
 
@@ -136,8 +136,9 @@ def best_diagonal(xs: torch.Tensor) -> torch.Tensor:
         return torch.einsum("k,jk->j", a.conj(), r / scale), torch.einsum("k,jkl,l->j", a.conj(), q / scale, a).real
 
     coords = torch.cat([torch.ones(d), torch.zeros(d)]).double().to(xs.device).requires_grad_(True)
-    optimizer = torch.optim.LBFGS([coords], max_iter=1000, tolerance_grad=1e-14, tolerance_change=0.0,
-                                  line_search_fn="strong_wolfe")
+    optimizer = torch.optim.LBFGS(
+        [coords], max_iter=1000, tolerance_grad=1e-14, tolerance_change=0.0, line_search_fn="strong_wolfe"
+    )
 
     def closure():
         optimizer.zero_grad()
@@ -220,8 +221,9 @@ def diagonal_gradients(xs: torch.Tensor, a0: float, b0: float) -> tuple[torch.Te
     return grad_kq / batch, grad_pv / batch
 
 
-def expected_gradient(task: AutoregressiveSequences, a0: float, b0: float, draws: int, batches: int,
-                      seed: int) -> ExpectedGradient:
+def expected_gradient(
+    task: AutoregressiveSequences, a0: float, b0: float, draws: int, batches: int, seed: int
+) -> ExpectedGradient:
     """The population gradient at the diagonal init (a₀, b₀) by Monte Carlo (:class:`ExpectedGradient`).
 
     The theorem says it vanishes off the diagonal support for the starts it covers (Gaussian and
@@ -246,5 +248,6 @@ def expected_gradient(task: AutoregressiveSequences, a0: float, b0: float, draws
     mean, stderr = means.mean(0), means.std(0) / math.sqrt(batches)
     off, noise = mean[~on].norm().item(), stderr[~on].norm().item()
     w_kq, w_pv = torch.view_as_complex(mean.view(-1, 2)).split([4 * d * d, 2 * d * d])
-    return ExpectedGradient(w_kq.view(2 * d, 2 * d), w_pv.view(d, 2 * d), off, mean[on].norm().item(),
-                            off / noise if noise > 0 else 0.0)
+    return ExpectedGradient(
+        w_kq.view(2 * d, 2 * d), w_pv.view(d, 2 * d), off, mean[on].norm().item(), off / noise if noise > 0 else 0.0
+    )

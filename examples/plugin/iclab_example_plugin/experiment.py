@@ -34,19 +34,28 @@ def run(config: dict, ctx: RunContext) -> list[claims.Claim]:
     """Train one LSA per seed, evaluate it and the zero predictor on the same prompts, return the claim."""
     task = linear_regression_from_config(config["task"])
     train = TrainConfig.from_config(config["train"])  # the whole block: iclab fills TrainConfig's defaults
-    result = ctx.model("lsa", lambda g: LinearSelfAttention(task.d + 1, generator=g),
-                       data_source(task, PairedFormat(), train), train)
+    result = ctx.model(
+        "lsa", lambda g: LinearSelfAttention(task.d + 1, generator=g), data_source(task, PairedFormat(), train), train
+    )
     # Learners by name, trained models by (name, seed); ctx.evaluate logs every loss with its standard error.
-    losses = ctx.evaluate({"zero": ZeroPredictor(), **{("lsa", seed): m for seed, m in result.by_seed.items()}},
-                          task, config["eval_prompts"])
+    losses = ctx.evaluate(
+        {"zero": ZeroPredictor(), **{("lsa", seed): m for seed, m in result.by_seed.items()}},
+        task,
+        config["eval_prompts"],
+    )
     ctx.log(model="theory", metric="optimal_mse", value=lsa_optimum(task).loss)
     worst = max(v for key, v in losses.items() if key != "zero")
     share = config["tolerance"]["of_zero"]
-    return [claims.at_most(
-        "beats-zero", PAPER,
-        f"the trained LSA's query mse is at most {share:g} × the zero predictor's ({losses['zero']:.3g}; worst seed)",
-        worst, share * losses["zero"],
-    )]
+    return [
+        claims.at_most(
+            "beats-zero",
+            PAPER,
+            f"the trained LSA's query mse is at most {share:g} × the zero predictor's ({losses['zero']:.3g}; worst "
+            "seed)",
+            worst,
+            share * losses["zero"],
+        )
+    ]
 
 
 EXPERIMENT = Experiment(name="lsa-tiny", paper=PAPER, defaults=DEFAULTS, scales=SCALES, run=run)
