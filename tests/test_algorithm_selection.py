@@ -156,7 +156,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "train.steps": 3,
         "train.warmup": 1,
         "train.checkpoint_every": 3,
-        "depths": [1, 2],
+        "depths": [1, 2, 8],
         "noise": [[0.0, 1.0], [0.5, 1.0]],
         "eval_prompts": 64,
         "ilwd.contexts": 8,
@@ -177,16 +177,19 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "b-bayes-ridge-closest",
         "c-one-layer-gd",
         "c-two-to-four-layers-ridge",
+        "c-eight-plus-layers-ols",
         "d-mlp-beats-linear",
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
     ]
-    # (a) and (b) are measured here and judged at the paper's scale, with the reason in numbers.
+    # (a), (b) and OLS at 8 layers are measured here and judged at the paper's scale, with the reason in numbers.
     for claim in result.claims:
-        elsewhere = claim["id"] in ("a-matches-ols", "b-bayes-ridge-closest")
+        elsewhere = claim["id"] in ("a-matches-ols", "b-bayes-ridge-closest", "c-eight-plus-layers-ols")
         assert (claim["holds"] is None) == elsewhere and claim.get("judged_at") == ("paper" if elsewhere else None)
     noise = next(c for c in result.claims if c["id"] == "b-bayes-ridge-closest")
     assert noise["measured"]["σ²/τ²=1/4"]["Bayes to nearest learner"] > 0 and "below" in noise["reason"]
+    deep = next(c for c in result.claims if c["id"] == "c-eight-plus-layers-ols")
+    assert "8-layer model is" in deep["reason"]
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
@@ -199,6 +202,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "gpt-d3-L4-sigma0.5-tau1/seed0/model.safetensors",
         "gpt-d3-L1-sigma0-tau1/seed0/model.safetensors",
         "gpt-d3-L2-sigma0-tau1/seed0/model.safetensors",
+        "gpt-d3-L8-sigma0-tau1/seed0/model.safetensors",
         "probe-linear/seed0/model.safetensors",
         "probe-mlp/seed0/model.safetensors",
     }

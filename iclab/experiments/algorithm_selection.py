@@ -111,7 +111,7 @@ DEFAULTS = {
     # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
     # Claims whose required accuracy this scale's models cannot reach (measured: see
     # docs/experiments/algorithm-selection.md): their values are reported and judged at the paper's scale.
-    "judged_at_paper": ["a-matches-ols", "b-bayes-ridge-closest"],
+    "judged_at_paper": ["a-matches-ols", "b-bayes-ridge-closest", "c-eight-plus-layers-ols"],
     "tolerance": {
         "ols_match": 0.01,
         "ols_match_share": 0.8,
@@ -424,7 +424,21 @@ def _depth(config, ctx):
                 setting="depth", model=name, seed=config["seed"], metric=f"mean_spd_{label}", value=table[depth, label]
             )
     _figure_depth(ctx, table, curves, config["depths"], list(references), d)
-    return _depth_claims(table, config["depths"], {label: family for label, (family, _) in references.items()})
+    # How close to OLS a model must come before "closest to OLS" can be told from its nearest learner.
+    resolution = min(
+        spd(reference, predictions["ols"], d, config["bootstrap"], config["seed"])["mean"][1:].mean().item()
+        for label, reference in predictions.items()
+        if label != "ols"
+    )
+    ctx.log(setting="depth", model="ols", seed=config["seed"], metric="mean_spd_to_nearest_learner", value=resolution)
+    families = {label: family for label, (family, _) in references.items()}
+    claims = _depth_claims(table, config["depths"], families)
+    deepest = max(config["depths"])
+    reason = (
+        f"being closest to OLS needs a model well within {resolution:.2g} of it (the mean SPD/d between OLS and its "
+        f"nearest other learner); this scale's {deepest}-layer model is {table[deepest, 'ols']:.2g} from OLS"
+    )
+    return [C.judged_at_paper_if(claim, config["judged_at_paper"], reason) for claim in claims]
 
 
 def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> list[C.Claim]:
