@@ -327,6 +327,17 @@ def _noiseless(config, ctx):
 # (b) noise: the MSPD table, learner × noise level.
 
 
+def _to_nearest_learner(label: str, predictions: dict, average, config: dict, d: int) -> float:
+    """The distance from learner ``label`` to the nearest other learner: ``average`` (a function of an
+    SPD/d curve over k) of the SPD between their ``predictions``, minimised over the others. It is the
+    resolution a judgement "closest to ``label``" needs: a model must come well within it."""
+    return min(
+        average(spd(predictions[label], other, d, config["bootstrap"], config["seed"])["mean"])
+        for key, other in predictions.items()
+        if key != label
+    )
+
+
 def _noise(config, ctx):
     d = config["task"]["d"]
     pairs = [(float(s), float(t)) for s, t in config["noise"]]
@@ -349,11 +360,8 @@ def _noise(config, ctx):
                 setting="noise", model=name, seed=config["seed"], metric=f"mspd_{label}", value=table[label, column]
             )
         # How close a model must come to tell the Bayes learner from its nearest row at all.
-        bayes = references[_bayes_label(ratio)]
-        resolution[column] = min(
-            mspd(spd(bayes, other, d, config["bootstrap"], config["seed"])["mean"], d)
-            for label, other in references.items()
-            if label != _bayes_label(ratio)
+        resolution[column] = _to_nearest_learner(
+            _bayes_label(ratio), references, lambda curve: mspd(curve, d), config, d
         )
         ctx.log(
             setting="noise",
@@ -425,11 +433,7 @@ def _depth(config, ctx):
             )
     _figure_depth(ctx, table, curves, config["depths"], list(references), d)
     # How close to OLS a model must come before "closest to OLS" can be told from its nearest learner.
-    resolution = min(
-        spd(reference, predictions["ols"], d, config["bootstrap"], config["seed"])["mean"][1:].mean().item()
-        for label, reference in predictions.items()
-        if label != "ols"
-    )
+    resolution = _to_nearest_learner("ols", predictions, lambda curve: curve[1:].mean().item(), config, d)
     ctx.log(setting="depth", model="ols", seed=config["seed"], metric="mean_spd_to_nearest_learner", value=resolution)
     families = {label: family for label, (family, _) in references.items()}
     claims = _depth_claims(table, config["depths"], families)

@@ -78,7 +78,13 @@ DEFAULTS = {
     # class's parameters (see iclab.tasks.functions). The quick recipe and the sweeps that chose
     # it: docs/experiments/function-classes.md.
     "functions": {
-        "linear": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {"steps": 8000}},
+        "linear": {
+            "n_context": 11,
+            "n_start": 5,
+            "n_step": 2,
+            "init_from": None,
+            "train": {"steps": 8000, "warmup": 1000},
+        },
         "sparse-linear": {
             "n_context": 11,
             "n_start": 5,

@@ -65,9 +65,10 @@ DEFAULTS = {
         "log_every": 50,
         "checkpoint_every": 1000,
     },
-    # Overrides for 2–3 layers, which train worse at the one-layer step: at lr 0.01 some pairs of seeds
-    # ended with descriptors worse at 3 layers (docs/experiments/task-descriptors.md).
-    "deep_train": {"lr": 0.005},
+    # Overrides for 2–3 layers, which train worse at the one-layer step: at lr 0.01, or at 0.005 after 100
+    # warm-up steps, some pairs of seeds ended with descriptors worse at 3 layers
+    # (docs/experiments/task-descriptors.md).
+    "deep_train": {"lr": 0.005, "warmup": 500},
     "theory": {"mean_draws": 40000, "flow_steps": 20000, "flow_init_scale": 0.1},
     "eval_prompts": 102400,  # 25 batches of eval_batch
     "eval_batch": 4096,  # the paper's batch; the typical loss is the median batch mean
