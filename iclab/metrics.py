@@ -48,6 +48,15 @@ def mean_band(
     return {"mean": values.mean(0), "low": quantiles[0].reshape(shape), "high": quantiles[1].reshape(shape)}
 
 
+def trimmed_mean(values: torch.Tensor, drop: float) -> float:
+    """The mean of ``values`` (flattened) without the ``drop`` fraction of the largest ones, e.g. a
+    typical squared error that a handful of exploding prompts cannot set."""
+    if not 0 <= drop < 1:
+        raise ValueError(f"drop must be in [0, 1), got {drop}")
+    kept = values.flatten().sort().values[: max(1, round(values.numel() * (1 - drop)))]
+    return kept.mean().item()
+
+
 def loss_by_prefix(
     prediction: torch.Tensor,
     target: torch.Tensor,

@@ -145,3 +145,10 @@ def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
     assert depth["descriptors-help-every-depth"]["holds"] and depth["gap-narrows-with-depth"]["holds"]
     rows = result.metrics.query("setting == 'depth' and metric == 'typical_mse'")
     assert set(rows.seed) == {0, 1} and len(set(rows.model)) == 4  # 1 and 2 layers, with and without μ
+
+
+def test_typical_drop_is_checked_before_training(tmp_path):
+    import iclab
+
+    with pytest.raises(ConfigError, match="typical_drop"):
+        iclab.run("task-descriptors", overrides={"typical_drop": 1.0}, out=tmp_path / "run", progress=False)

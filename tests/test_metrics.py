@@ -133,3 +133,13 @@ def test_prompt_errors_are_what_evaluate_averages_and_chunks_are_streams_of_thei
     assert means["zero"] == (errors["zero"].mean().item(), (errors["zero"].std() / 300**0.5).item())
     second = task.sample(100, generator(1, "eval", 1))  # chunk 1: the zero predictor's error is y²
     torch.testing.assert_close(errors["zero"][100:200], second.y_query.double().pow(2).mean(1))
+
+
+def test_trimmed_mean_leaves_out_the_largest_values():
+    from iclab.metrics import trimmed_mean
+
+    values = torch.cat([torch.ones(999), torch.tensor([1e12])])
+    assert trimmed_mean(values, 0.001) == 1.0  # the one exploding value is the 0.1% left out
+    assert trimmed_mean(values, 0.0) == pytest.approx(values.mean().item())
+    with pytest.raises(ValueError, match="drop"):
+        trimmed_mean(values, 1.0)
