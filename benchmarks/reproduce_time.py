@@ -2,13 +2,14 @@
 
 Run from the repository root, on a quiet machine (the time is the measurement):
 
-    python benchmarks/reproduce_time.py [--out DIR]     # runs `iclab reproduce --scale quick` into DIR
-                                                        # (default: a temporary folder)
+    python benchmarks/reproduce_time.py [--out DIR] [--jobs N]  # runs `iclab reproduce --scale quick
+                                                        # --jobs N` (default 2, as `make reproduce`)
+                                                        # into DIR (default: a temporary folder)
     python benchmarks/reproduce_time.py --existing DIR  # reads a finished reproduction's run folders instead
 
 Writes the key ``"reproduce_time"`` of ``benchmarks/results.json`` (other keys kept): the total wall
-time, each counted run's experiment, seeds, wall and CPU time (from its ``run.json``), torch's
-thread count and the float32 matmul rate measured in this process with that thread count
+time, the runs at a time (``jobs``), each counted run's experiment, seeds, wall and CPU time (from
+its ``run.json``), torch's thread count and the float32 matmul rate measured in this process with that thread count
 (``train_throughput.matmul_flops``). ``wall_x_matmul_gflop`` (wall seconds × GFLOP/s: the GFLOP
 this machine's matmuls could do in that time) puts two machines on one scale: its ratio between
 them says how much of their difference in wall time their matmul rates do not explain.
@@ -32,7 +33,7 @@ from iclab import api
 from iclab.report import aggregate
 
 
-def summarise(board, total_wall: float, source: str, threads: int, gflops: float) -> dict:
+def summarise(board, total_wall: float, source: str, threads: int, gflops: float, jobs: int | None) -> dict:
     """The stored result of the counted runs of ``board`` (an :func:`iclab.report.aggregate`)."""
     runs = [
         {
@@ -49,6 +50,7 @@ def summarise(board, total_wall: float, source: str, threads: int, gflops: float
         "source": source,
         "scales": sorted({r["scale"] for r in runs}),
         "threads": threads,
+        "jobs": jobs,
         "matmul_gflops": gflops,
         "total_wall_seconds": total_wall,
         "total_cpu_seconds": sum(r["cpu_seconds"] or 0 for r in runs),
@@ -64,6 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     where.add_argument(
         "--existing", type=Path, metavar="DIR", help="read this finished reproduction instead of running"
     )
+    parser.add_argument("--jobs", type=int, default=2, help="experiments at a time (default 2, as make reproduce)")
     args = parser.parse_args(argv)
     if args.existing is not None:
         board = aggregate(args.existing)
@@ -73,14 +76,16 @@ def main(argv: list[str] | None = None) -> dict:
         if len(threads) == 1:  # the matmul rate at the runs' own thread count
             torch.set_num_threads(threads.pop())
         total, source = sum(r.wall or 0 for r in board.counted()), "the counted runs' own wall times (--existing)"
+        jobs = None  # not known from the folders
     else:
         with tempfile.TemporaryDirectory() as scratch:
             root = args.out or Path(scratch)
             start = time.perf_counter()
-            api.reproduce(scale="quick", root=root, progress=False)
-            total, source = time.perf_counter() - start, "iclab reproduce --scale quick, run here"
+            api.reproduce(scale="quick", root=root, progress=False, jobs=args.jobs)
+            total, source = time.perf_counter() - start, f"iclab reproduce --scale quick --jobs {args.jobs}, run here"
+            jobs = args.jobs
             board = aggregate(root)
-    result = summarise(board, total, source, torch.get_num_threads(), matmul_flops() / 1e9)
+    result = summarise(board, total, source, torch.get_num_threads(), matmul_flops() / 1e9, jobs)
     print(
         f"{len(result['runs'])} runs, {result['total_wall_seconds']:.0f} s wall ({source}); matmul "
         f"{result['matmul_gflops']:.1f} GFLOP/s on {result['threads']} threads; wall x matmul "

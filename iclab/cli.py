@@ -11,6 +11,7 @@ import argparse
 import logging
 import shlex
 import sys
+import time
 
 from . import experiments
 from .claims import measured_text, tally, verdict_text
@@ -66,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others",
     )
     reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
+    reproduce.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N experiments at once, each in its own process with 1/N of the CPU threads (default 1)",
+    )
     reproduce.add_argument(
         "--set",
         dest="overrides",
@@ -250,8 +258,9 @@ def _print_result(result) -> None:
     print(f"{result.path}: {tally(result.claims)}; report {result.folder.report_file}")
 
 
-def _print_times(results) -> None:
-    """Each run's experiment, seeds, wall and CPU time (from its run.json), and the total."""
+def _print_times(results, elapsed: float, jobs: int) -> None:
+    """Each run's experiment, seeds, wall and CPU time (from its run.json), their totals, and the
+    command's elapsed time (below the total wall when ``jobs`` runs went at once)."""
     from .report.html import duration, seeds
 
     configs = [r.folder.read_config() for r in results]
@@ -266,6 +275,7 @@ def _print_times(results) -> None:
         f"{'total':{width}s}  {'':>6s}  {duration(sum(i['wall_seconds'] for _, _, i in rows)):>12s}  "
         f"{duration(sum(i['cpu_seconds'] for _, _, i in rows)):>12s}"
     )
+    print(f"elapsed {duration(elapsed)}" + (f" ({jobs} runs at a time)" if jobs > 1 else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,12 +306,20 @@ def main(argv: list[str] | None = None) -> int:
             _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
         elif args.command == "reproduce":
             only = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
+            start = time.perf_counter()
             results, index = api.reproduce(
-                args.scale, args.out, args.device, seed=args.seed, seeds=args.seeds, only=only, overrides=args.overrides
+                args.scale,
+                args.out,
+                args.device,
+                seed=args.seed,
+                seeds=args.seeds,
+                only=only,
+                overrides=args.overrides,
+                jobs=args.jobs,
             )
             for result in results:
                 _print_result(result)
-            _print_times(results)
+            _print_times(results, time.perf_counter() - start, args.jobs)
             print(f"index: {index}")
         elif args.command == "sweep":
             return _sweep(args)

@@ -64,6 +64,7 @@ def test_seeds_are_a_count_or_a_range():
         (["--only", "lsa-linear,nope", "--seeds", "2"], "unknown experiment 'nope'"),
         (["--only", ","], "at least one experiment"),
         (["--only", "lsa-linear", "--set", "train.stepz=3"], "unknown config key"),
+        (["--only", "lsa-linear", "--jobs", "0"], "--jobs must be >= 1"),
     ],
 )
 def test_bad_reproduce_input_exits_2_writing_nothing(argv, message, tmp_path, capsys):
@@ -113,3 +114,20 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     assert other.path.exists() and not other.finished  # another config: not this reproduction's run
     assert results[0].folder.finished and results[0].path.name.startswith("lsa-linear-seed0-")
     assert results[0].path not in (stale.path, other.path) and index == root / "index.html"
+
+
+def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, capsys):
+    argv = ["reproduce", "--seeds", "2", "--only", "lsa-linear", *TINY]
+    assert main([*argv, "--out", str(tmp_path / "one"), "--jobs", "1"]) == 0
+    assert main([*argv, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "elapsed" in out and "(2 runs at a time)" in out
+    for seed in (0, 1):
+        (one,), (two,) = (
+            (tmp_path / "one").glob(f"lsa-linear-seed{seed}-*"),
+            (tmp_path / "two").glob(f"lsa-linear-seed{seed}-*"),
+        )
+        assert RunFolder(two).finished
+        measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (one, two)]
+        assert measured[0] == measured[1]
+    assert "seeds 0–1 of 1 experiment in 2 runs" in (tmp_path / "two" / "index.html").read_text()
