@@ -210,6 +210,10 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         iclab.run(
             "algorithm-selection", overrides={**overrides, "ilwd.probes": 3}, out=tmp_path / "bad", progress=False
         )
+    with pytest.raises(ConfigError, match="σ > 0"):  # (b) would have no learner to compare the Bayes one with
+        iclab.run(
+            "algorithm-selection", overrides={**overrides, "noise": [[0.0, 1.0]]}, out=tmp_path / "bad", progress=False
+        )
 
 
 def test_decodability_order_and_rise_on_synthetic_r2():

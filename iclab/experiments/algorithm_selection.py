@@ -188,6 +188,8 @@ def _validate(config: dict):
     for pair in config["noise"]:
         if len(pair) != 2 or pair[0] < 0 or pair[1] <= 0:
             raise ConfigError(f"noise entries are [σ, τ] with σ >= 0 and τ > 0, got {pair}")
+    if not any(sigma > 0 for sigma, _ in config["noise"]):
+        raise ConfigError("noise needs a pair with σ > 0: (b) compares the Bayes learners of its columns")
     if not config["depths"] or min(config["depths"]) < 1:
         raise ConfigError("depths must be a non-empty list of positive layer counts")
     if config["probe"]["n_layers"] < 2:
