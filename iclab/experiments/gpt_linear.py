@@ -29,12 +29,12 @@ PAPER = "Garg et al. (NeurIPS 2022); Akyürek et al. (ICLR 2023)"
 
 DEFAULTS = {
     "seed": 0,
-    "seeds": 1,  # one seed fits the 6-minute budget; pass --seeds for more
+    "seeds": 1,  # one seed per quick run (its time: docs/experiments/gpt-linear.md); pass --seeds for more
     "task": {"d": 5, "n_context": 10, "inputs": "gaussian"},
     # attention "math": seeds train together under vmap, which has no batching rule for SDPA on CPU.
     "model": {"n_layers": 4, "n_heads": 4, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
     # The quick recipe, and the GPU and CPU sweeps that chose it: docs/experiments/gpt-linear.md.
-    # compile: torch.compile the loss, 1.7x the steps/s of this model on 2 CPU cores.
+    # compile: torch.compile the loss, about 1.2x the steps/s of this model on 2 CPU cores.
     "train": {
         "steps": 15000,
         "batch_size": 128,
