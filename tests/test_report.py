@@ -100,11 +100,12 @@ def test_claims_name_existing_figures_and_keep_their_keys(tiny_runs):
 
 def test_reproduce_prints_each_experiments_time(tiny_runs, capsys):
     _, runs = tiny_runs
-    _print_times(list(runs.values()))
+    _print_times(list(runs.values()), 75.0, 2)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["experiment", "seeds", "wall", "time", "CPU", "time"]
-    assert [line.split()[:2] for line in lines[1:-1]] == [["lsa-linear", "0"], ["lsa-linear", "0"], ["gpt-linear", "0"]]
-    assert lines[-1].split()[0] == "total"
+    assert [line.split()[:2] for line in lines[1:-2]] == [["lsa-linear", "0"], ["lsa-linear", "0"], ["gpt-linear", "0"]]
+    assert lines[-2].split()[0] == "total"
+    assert lines[-1] == "elapsed 1 min 15 s (2 runs at a time)"
 
 
 def test_compare_shows_the_changed_key_and_metrics(tiny_runs, tmp_path, capsys):
