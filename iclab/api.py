@@ -301,13 +301,21 @@ def reproduce(
         for name in names
     ]
     one = functools.partial(_reproduce_one, str(root), seeds is not None, device)
-    if jobs == 1:
-        results = []
-        for plan in plans:
-            results.append(one(progress, plan))
-            write_index(root)
-        return results, Path(root) / "index.html"
     results = [None] * len(plans)
+    for i, result in _finished_runs(one, plans, jobs, progress):
+        results[i] = result
+        write_index(root)
+    return results, Path(root) / "index.html"
+
+
+def _finished_runs(one, plans: list, jobs: int, progress: bool):
+    """``(index, result)`` of each plan as its run finishes: one after the other in this process, or
+    ``jobs`` at a time in spawned processes sharing torch's threads (their own progress bars off, a bar
+    over the runs instead)."""
+    if jobs == 1:
+        for i, plan in enumerate(plans):
+            yield i, one(progress, plan)
+        return
     threads = max(1, torch.get_num_threads() // jobs)
     spawn = multiprocessing.get_context("spawn")  # a forked child would inherit torch's thread pools
     with (
@@ -317,13 +325,12 @@ def reproduce(
         pending = {pool.submit(one, False, plan): i for i, plan in enumerate(plans)}
         try:
             for done in as_completed(pending):
-                results[pending[done]] = done.result()
-                write_index(root)
+                result = done.result()
                 bar.update()
+                yield pending[done], result
         except BaseException:
             pool.shutdown(cancel_futures=True)  # the runs already going finish; no new one starts
             raise
-    return results, Path(root) / "index.html"
 
 
 def _reproduce_one(root: str, by_seed: bool, device: str | None, progress: bool, plan: tuple) -> RunResult:

@@ -13,9 +13,8 @@ high degree in the tokens, so their squared error explodes on the rare prompts w
 mean (‖μ‖² ≳ 20, about 1 in 1000 prompts): a Monte Carlo mean over 10⁵ prompts is then set by
 one or two of them (standard error ≈ mean). The depth comparison therefore uses the typical
 loss, the mean squared error without the 0.1% of prompts with the largest errors (a trimmed
-mean; ``typical_drop``); the mean is logged as well. The median over batches of 4096 prompts of
-the batch mean, used before, was itself at the mercy of those prompts for deep models with
-descriptors (docs/experiments/task-descriptors.md).
+mean; ``typical_drop``; why not a median of batch means: docs/experiments/task-descriptors.md);
+the mean is logged as well.
 """
 
 from __future__ import annotations
