@@ -182,3 +182,28 @@ def test_a_run_of_one_part_draws_that_part_alone(tmp_path):
     )
     assert {p.name for p in result.folder.figures()} == {"copying.png"}
     assert {c["id"] for c in result.claims} == {"copy-plain-inverse-scaling", "copy-modified-width-free"}
+
+
+def test_kernel_claim_is_judged_on_the_a_term_and_reports_b():
+    from types import SimpleNamespace
+
+    from iclab.experiments.abstract_symbols import DEFAULTS, _kernel_claims
+
+    def kernel(low, high):
+        return SimpleNamespace(
+            condition=(low + high) / 2, condition_band=(low, high), draws=200, smallest=0.0, smallest_stderr=1.0
+        )
+
+    def verdict(a_band, b_band):
+        maps = {
+            "transformer": kernel(1e5, 1e6),
+            "a=-0.05": kernel(*a_band),
+            "b=0.5": kernel(*b_band),
+            "mlp": kernel(1.0, 2.0),
+        }
+        (claim,) = [c for c in _kernel_claims(DEFAULTS, {"aba-abb": maps}) if c.id.endswith("conditions")]
+        assert "b=0.5" in claim.measured
+        return claim.holds
+
+    assert verdict((1e3, 1e4), (1e4, 2e5)) is True  # b's band overlaps the plain one: shown, not judged
+    assert verdict((5e4, 2e5), (1e3, 1e4)) is False  # no a band lies below the plain band

