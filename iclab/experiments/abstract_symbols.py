@@ -7,7 +7,8 @@ over one alphabet and tested on strings over a disjoint alphabet whose embedding
 The regime (docs/papers.md §6): n is both the number of training samples and the size of the
 training alphabet; the training set is ONE fixed set of n samples, trained for ``epochs``
 epochs with batch ``batch_size`` (full batch for n ≤ batch), Adam at lr 1e-3 without weight
-decay (so an unseen token's embedding row gets no gradient and stays at its initialisation).
+decay (so in the regression tasks an unseen token's embedding row gets no gradient and stays at its
+initialisation; copying's tied output scores every token, so there it moves as a wrong class).
 The validation and test alphabets hold 100 symbols each; as in the paper, the reported test
 loss is the one at the logged step with the lowest validation loss.
 
@@ -18,9 +19,9 @@ trainable per-head identity terms a·XXᵀ (``+kq``) and b·(Σ_h b_h A_h)X (``+
 baselines (:class:`iclab.models.OneHotMLP`, on one-hot tokens, and given the equality matrix).
 
 Three parts: the sample-complexity sweep (test loss against n for every task and model), copying
-(a symbolic label read at the last input token through the tied embedding, as the authors' copying
-model does: the first n with test error ≤ ``error``
-against the embedding width, plain vs +kq+vo) and the kernel view (the template matrix N of
+(a symbolic label read at an appended CLS token, or the last input token, through the tied embedding,
+as the authors' copying model can: the first n with test error ≤ ``error`` against the embedding
+width, plain vs +kq+vo) and the kernel view (the template matrix N of
 the random-feature kernel at initialisation, :mod:`iclab.theory.kernels`).
 
 Scales, the recipe and how it was chosen (the identity terms' multiplier, the copying readout, the

@@ -84,7 +84,7 @@ DEFAULTS = {
             "n_step": 2,
             "init_from": None,
             "model": {"n_layers": 4},
-            "train": {"steps": 8000, "warmup": 1000},
+            "train": {"steps": 8000, "warmup": 2000},
         },
         "sparse-linear": {
             "n_context": 11,
