@@ -198,7 +198,7 @@ SCALES = {
                 "n_context": 41,
                 "n_start": 11,
                 "n_step": 2,
-                "model": {"n_layers": 12},
+                "model": {"n_layers": 12},  # the shared block's, over quick's own 4
                 "train": {"steps": 500000},
             },
             "sparse-linear": {"n_context": 41, "n_start": 11, "n_step": 2, "sparsity": 3, **_FROM_SCRATCH},
@@ -236,12 +236,6 @@ def _classes(config: dict) -> list[str]:
         _task(config, name)
         _train_config(config, name)
         source = config["functions"][name]["init_from"]
-        if source is not None and "model" in config["functions"][name]:
-            raise ConfigError(
-                f"functions.{name}.model: a warm-started class takes the architecture of {source!r}; "
-                "drop its model keys or set init_from to null"
-            )
-        _model_config(config, name)
         if source is not None and (
             source not in names[: names.index(name)]
             or config["functions"][source]["n_context"] != config["functions"][name]["n_context"]
@@ -250,6 +244,7 @@ def _classes(config: dict) -> list[str]:
                 f"functions.{name}.init_from must name a class trained before it with the same "
                 f"n_context, got {source!r} (set it to null to train {name} from scratch)"
             )
+        _model_config(config, name)  # after init_from is known to name an earlier class
     for name in config["shifts"]:
         make_shift(name)
     return names
@@ -277,8 +272,14 @@ def _model_config(config: dict, name: str) -> dict:
     """Class ``name``'s architecture: the shared ``model`` block with the class's own ``model`` keys on
     top; a warm-started class takes the architecture of the class it starts from."""
     spec = config["functions"][name]
-    if spec["init_from"]:
-        return _model_config(config, spec["init_from"])
+    source = spec["init_from"]
+    if source:
+        if "model" in spec:
+            raise ConfigError(
+                f"functions.{name}.model: a warm-started class takes the architecture of {source!r}; "
+                "drop its model keys or set init_from to null"
+            )
+        return _model_config(config, source)
     own = spec.get("model", {})
     unknown = set(own) - set(config["model"])
     if unknown:
