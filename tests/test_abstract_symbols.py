@@ -25,6 +25,7 @@ TINY = {
     "copying.widths": [8, 16],
     "copying.n": [4, 8],
     "copying.epochs": 2,
+    "copying.head_dim": 3,
     "kernel.draws": 4,
     "kernel.strings": 4,
     "kernel.width": 16,
@@ -139,12 +140,12 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     assert len(selected) == 4 and selected.value.notna().all()
     assert set(metrics[metrics.setting == "copy-w8"].metric) >= {"test_error", "test_last_error", "best_step_error"}
     # The sweep's transformers take the transformer block's heads (2 of size 4: 8 wide), copying its own
-    # (4 heads of width / 4, whatever the transformer block's head size).
+    # (4 heads of size 3: 12 wide).
     checked = 0
     for path in (result.folder.path / "checkpoints").glob("*transformer*/seed0/model.safetensors"):
         name, shape = path.parent.parent.name, load_file(path)["layers.0.attn.qkv.weight"].shape
         width = int(name.split("-w")[1].split("-")[0]) if name.startswith("copy-") else None
-        assert shape == ((3 * width, width) if width else (3 * 8, 16)), name
+        assert shape == ((3 * 12, width) if width else (3 * 8, 16)), name
         checked += 1
     assert checked == 2 * 2 * 2 + 2 * 3 * 2  # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × 3 transformers × 2 n
 

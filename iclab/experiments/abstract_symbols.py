@@ -95,7 +95,7 @@ DEFAULTS = {
     # readout: "cls" reads an appended CLS token, "last" the last input token (both in the authors' copying
     # model); with "last" the symbol is already in the read-out's residual stream and every model copies
     # at once. identity_scale: the copying models' multiplier (100, not the sweep's 10: at 10 b stalls
-    # before it can copy). Both choices and their measurements: docs/experiments/abstract-symbols.md.
+    # before it can copy). These choices and their measurements: docs/experiments/abstract-symbols.md.
     "copying": {
         "widths": [32, 64, 128],
         "n": [16, 64, 256],
@@ -103,7 +103,7 @@ DEFAULTS = {
         "identity_scale": 100.0,
         "models": ["transformer", "transformer+kq+vo"],
         "n_heads": 4,
-        "head_dim": None,  # None: width / n_heads
+        "head_dim": None,  # None: width / n_heads (heads of 64: see the docs)
         "epochs": 150,
         "error": 0.05,
     },
