@@ -6,10 +6,13 @@ import datetime as dt
 import functools
 import logging
 import multiprocessing
+import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -318,8 +321,9 @@ def _finished_runs(one, plans: list, jobs: int, progress: bool):
         return
     threads = max(1, torch.get_num_threads() // jobs)
     spawn = multiprocessing.get_context("spawn")  # a forked child would inherit torch's thread pools
+    start = (threads, os.getpid())
     with (
-        ProcessPoolExecutor(jobs, mp_context=spawn, initializer=torch.set_num_threads, initargs=(threads,)) as pool,
+        ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_start_worker, initargs=start) as pool,
         tqdm(total=len(plans), desc="reproduce", unit="run", disable=not progress) as bar,
     ):
         pending = {pool.submit(one, False, plan): i for i, plan in enumerate(plans)}
@@ -331,6 +335,20 @@ def _finished_runs(one, plans: list, jobs: int, progress: bool):
         except BaseException:
             pool.shutdown(cancel_futures=True)  # the runs already going finish; no new one starts
             raise
+
+
+def _start_worker(threads: int, parent: int):
+    """A reproduction worker's set-up: its share of torch's threads, and a watch that ends it when its
+    parent is gone (killed by a signal that reached it alone, such as SIGTERM, which would otherwise leave
+    the worker running its experiment as an orphan; its run folder resumes like any stopped run)."""
+    torch.set_num_threads(threads)
+    threading.Thread(target=_end_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _end_when_orphaned(parent: int, every: float = 1.0):
+    while os.getppid() == parent:
+        time.sleep(every)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _reproduce_one(root: str, by_seed: bool, device: str | None, progress: bool, plan: tuple) -> RunResult:

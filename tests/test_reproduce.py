@@ -1,8 +1,10 @@
 """``iclab reproduce --seeds``: one run per experiment and seed, resumable after a kill."""
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -131,3 +133,50 @@ def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, 
         measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (one, two)]
         assert measured[0] == measured[1]
     assert "seeds 0–1 of 1 experiment in 2 runs" in (tmp_path / "two" / "index.html").read_text()
+
+
+SLOW_RUN = """
+import os, time
+from pathlib import Path
+
+def one(progress, plan):
+    Path(plan).write_text(str(os.getpid()))
+    time.sleep(300)
+"""
+
+TWO_SLOW_RUNS = """
+import sys
+import slow_run
+from iclab.api import _finished_runs
+list(_finished_runs(slow_run.one, [sys.argv[1] + "/a", sys.argv[1] + "/b"], 2, False))
+"""
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_workers_end_when_a_parallel_reproduction_is_terminated(tmp_path):
+    # SIGTERM reaches the parent alone (Ctrl-C reaches the whole process group): its workers must not
+    # go on running their experiments as orphans.
+    (tmp_path / "slow_run.py").write_text(SLOW_RUN)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    parent = subprocess.Popen([sys.executable, "-c", TWO_SLOW_RUNS, str(tmp_path)], env=env)
+    started = [tmp_path / "a", tmp_path / "b"]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in started):
+        assert parent.poll() is None and time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.2)
+    workers = [int(p.read_text()) for p in started]
+    parent.terminate()
+    parent.wait(30)
+    deadline = time.monotonic() + 30
+    while any(map(_running, workers)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(map(_running, workers))
