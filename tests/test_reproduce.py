@@ -166,7 +166,7 @@ def test_workers_end_when_a_parallel_reproduction_is_terminated(tmp_path):
     # SIGTERM reaches the parent alone (Ctrl-C reaches the whole process group): its workers must not
     # go on running their experiments as orphans.
     (tmp_path / "slow_run.py").write_text(SLOW_RUN)
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     parent = subprocess.Popen([sys.executable, "-c", TWO_SLOW_RUNS, str(tmp_path)], env=env)
     started = [tmp_path / "a", tmp_path / "b"]
     deadline = time.monotonic() + 120
