@@ -94,16 +94,18 @@ DEFAULTS = {
     "train": {"epochs": 150, "batch_size": 1024, "lr": 0.001, "log_every": 10},
     # readout: "cls" reads an appended CLS token, "last" the last input token (both in the authors' copying
     # model); with "last" the symbol is already in the read-out's residual stream and every model copies
-    # at once. identity_scale: the copying models' multiplier (100, not the sweep's 10: at 10 b stalls
-    # before it can copy). These choices and their measurements: docs/experiments/abstract-symbols.md.
+    # at once. identity_scale: the copying models' multiplier (300, not the sweep's 10: at 10 b stalls
+    # before it can copy, at 100 the widest model often missed n = 16). Widths: the paper's first three;
+    # heads of 64 whatever the width (with heads of width / 4 the plain model copied at no width by
+    # n = 512). These choices and their measurements: docs/experiments/abstract-symbols.md.
     "copying": {
-        "widths": [32, 64, 128],
-        "n": [16, 64, 256],
+        "widths": [64, 128, 256],
+        "n": [16, 64, 256, 512],
         "readout": "cls",
-        "identity_scale": 100.0,
+        "identity_scale": 300.0,
         "models": ["transformer", "transformer+kq+vo"],
         "n_heads": 4,
-        "head_dim": None,  # None: width / n_heads (heads of 64: see the docs)
+        "head_dim": 64,  # null: width / n_heads
         "epochs": 150,
         "error": 0.05,
     },
@@ -123,7 +125,7 @@ DEFAULTS = {
 SCALES = {
     # Quick: one seed, n ≤ 256 (the plain transformer learns only from n ≈ 1024 on), 150 epochs, width
     # 256 with 8 heads of 64, no +vo alone (at chance like the plain model up to n = 256, in the paper and in
-    # ours), copying at widths 32–128, 200 kernel draws at width 64.
+    # ours), copying at widths 64–256 and n ≤ 512, 200 kernel draws at width 64.
     "quick": {},
     # Paper: the paper's grids (docs/papers.md §6), 1000 epochs. Our reading of the authors' default model
     # (their notebook is not public): width 128, 16 heads of size 64 (vit-pytorch's default),
