@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -179,4 +180,7 @@ def test_workers_end_when_a_parallel_reproduction_is_terminated(tmp_path):
     deadline = time.monotonic() + 30
     while any(map(_running, workers)) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert not any(map(_running, workers))
+    left = [pid for pid in workers if _running(pid)]
+    for pid in left:  # a failing test must not leave them sleeping on the machine
+        os.kill(pid, signal.SIGKILL)
+    assert not left
