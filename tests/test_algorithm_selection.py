@@ -182,14 +182,25 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
     ]
-    # (a), (b) and OLS at 8 layers are measured here and judged at the paper's scale, with the reason in numbers.
+    # (a), (b), OLS at 8 layers and (d)'s order and rise are measured here and judged at the paper's scale,
+    # with the reason in numbers.
+    elsewhere = {
+        "a-matches-ols",
+        "b-bayes-ridge-closest",
+        "c-eight-plus-layers-ols",
+        "d-xty-decodable-before-w-ols",
+        "d-w-ols-decodability-rises",
+    }
     for claim in result.claims:
-        elsewhere = claim["id"] in ("a-matches-ols", "b-bayes-ridge-closest", "c-eight-plus-layers-ols")
-        assert (claim["holds"] is None) == elsewhere and claim.get("judged_at") == ("paper" if elsewhere else None)
+        judged_elsewhere = claim["id"] in elsewhere
+        assert (claim["holds"] is None) == judged_elsewhere
+        assert claim.get("judged_at") == ("paper" if judged_elsewhere else None)
     noise = next(c for c in result.claims if c["id"] == "b-bayes-ridge-closest")
     assert noise["measured"]["σ²/τ²=1/4"]["Bayes to nearest learner"] > 0 and "below" in noise["reason"]
     deep = next(c for c in result.claims if c["id"] == "c-eight-plus-layers-ols")
     assert "8-layer model is" in deep["reason"]
+    order = next(c for c in result.claims if c["id"] == "d-xty-decodable-before-w-ols")
+    assert "2-layer model is read at best with R²" in order["reason"] and "for w_OLS" in order["reason"]
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
