@@ -230,3 +230,24 @@ def test_reported_step_is_the_latest_of_the_lowest_validation():
     # A later rise on validation is not taken: the lowest value decides, ties go to the later step.
     assert _reported_step({10: 1.0, 20: 0.1, 30: 0.2, 40: 0.1, 50: 0.3}) == 40
     assert _reported_step({10: 0.5, 20: 0.2, 30: 0.25}) == 20
+
+
+@pytest.mark.parametrize("until_reached", [True, False])
+def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reached):
+    # At error 1.0 every model "copies" at the smallest n: with until_reached nothing larger trains.
+    overrides = {
+        **TINY,
+        "sweep.tasks": [],
+        "kernel.tasks": [],
+        "copying.error": 1.0,
+        "copying.until_reached": until_reached,
+    }
+    result = iclab.run("abstract-symbols", overrides=overrides, out=tmp_path / "run", progress=False)
+    trained = {
+        p.parent.parent.name for p in (result.folder.path / "checkpoints").glob("copy-*/seed0/model.safetensors")
+    }
+    ns = [4] if until_reached else [4, 8]
+    expected = {f"copy-{m}-w{w}-n{n}" for m in ("transformer", "transformer+kq+vo") for w in (8, 16) for n in ns}
+    assert trained == expected
+    first = {c["id"]: c["measured"] for c in result.claims}
+    assert first["copy-modified-width-free"] == {"8": 4, "16": 4}
