@@ -330,7 +330,7 @@ def _copying(ctx: RunContext, config: dict, seeds) -> dict:
         for n in sorted(c["n"]):
             task = _task("copy", n, config)
             for model in c["models"]:
-                if c["until_reached"] and any(e <= c["error"] for e in errors[model][width].values()):
+                if c["until_reached"] and math.isfinite(_first_n(errors[model][width], c["error"])):
                     continue
                 make = _make_model(
                     model,
