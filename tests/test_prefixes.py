@@ -90,6 +90,16 @@ def test_gpt_linear_smoke(tmp_path):
     assert {p.name for p in (tmp_path / "run" / "figures").iterdir()} == {"loss_by_prefix.png", "training_curve.png"}
 
 
+def test_gpt_linear_paper_scale_keeps_gpt2_mlp():
+    """The quick recipe's narrower MLP (a cheaper step) must not leak into Garg et al.'s architecture."""
+    from iclab.experiments.gpt_linear import EXPERIMENT
+
+    quick, paper = EXPERIMENT.resolve("quick"), EXPERIMENT.resolve("paper")
+    assert quick["model"]["mlp_ratio"] == 2.0
+    shape = {k: paper["model"][k] for k in ("n_layers", "n_heads", "width", "mlp_ratio")}
+    assert shape == {"n_layers": 12, "n_heads": 8, "width": 256, "mlp_ratio": 4.0}
+
+
 @pytest.mark.parametrize("loss", ["mse", "half_mse", "mse_over_d", "half_sse"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.complex128])
 def test_batch_loss_is_the_mean_prompt_loss(loss, dtype):
