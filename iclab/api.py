@@ -25,7 +25,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from . import experiments
-from .claims import tally
+from .claims import EVALUATION_SEEDS, tally
 from .config import ConfigError, dump, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext, iclab_version
@@ -283,27 +283,35 @@ def reproduce(
     torch's CPU threads (on a CPU, two small models on one thread each train faster than one after the
     other on two threads); their progress bars are off, a bar counts finished runs instead.
 
-    Without ``seeds``: one new run per experiment, ``<root>/<experiment>-<timestamp>`` (base ``seed``
-    when given). With ``seeds`` (see :func:`parse_seeds`): one run per seed and experiment,
-    ``<root>/<experiment>-seed<S>-<timestamp>``, resumable like a sweep: a finished folder of the same
-    config is kept, an unfinished one resumes from its checkpoints (one without checkpoints starts
-    afresh). ``overrides`` apply to every experiment. Every config is checked before anything runs.
+    By default, and with ``seeds`` (see :func:`parse_seeds`): one run of one seed per seed and experiment,
+    ``<root>/<experiment>-seed<S>-<timestamp>``, on the evaluation seeds
+    (:data:`iclab.claims.EVALUATION_SEEDS`, which the scoreboard counts) unless ``seeds`` names others;
+    resumable like a sweep: a finished folder of the same config is kept, an unfinished one resumes from
+    its checkpoints (one without checkpoints starts afresh). With a base ``seed`` instead: one new run per
+    experiment, ``<root>/<experiment>-<timestamp>``, with each experiment's own number of seeds.
+    ``overrides`` apply to every experiment. Every config is checked before anything runs.
     """
     if seeds is not None and seed is not None:
         raise ConfigError("give the base --seed or the --seeds to run, not both")
+    if seed is None and seeds is None:
+        seeds = list(EVALUATION_SEEDS)
     if jobs < 1:
         raise ConfigError(f"--jobs must be >= 1, got {jobs}")
     names = list(experiments.names() if only is None else only)
     if not names:
         raise ConfigError("--only needs at least one experiment")
     overrides = dict(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
-    seed_list = [seed] if seeds is None else parse_seeds(seeds)
+    by_seed = seeds is not None
+    if by_seed and ("seed" in overrides or overrides.get("seeds", 1) != 1):
+        raise ConfigError("a reproduction over seeds trains one seed per run: drop --set seed / --set seeds")
+    seed_list = parse_seeds(seeds) if by_seed else [seed]
+    one_seed = {"seeds": 1} if by_seed else {}
     plans = [
-        (name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s}))
+        (name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s, **one_seed}))
         for s in seed_list
         for name in names
     ]
-    one = functools.partial(_reproduce_one, str(root), seeds is not None, device)
+    one = functools.partial(_reproduce_one, str(root), by_seed, device)
     results = [None] * len(plans)
     for i, result in _finished_runs(one, plans, jobs, progress):
         results[i] = result

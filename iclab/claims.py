@@ -6,6 +6,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any
 
 # The rule over seeds (README): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
@@ -17,14 +18,59 @@ SEED_RULE = (
 )
 
 
+KINDS = ("paper", "diagnostic")
+"""A claim is a statement its paper makes (``paper``) or iclab's own check (``diagnostic``: an optimiser
+converged, the theory is consistent, a sanity bound)."""
+SUBJECTS = ("trained", "theory")
+"""What a claim judges: a trained model's behaviour, or a closed form or simulation of the theory."""
+
+EVALUATION_SEEDS = (100, 101, 102, 103, 104)
+"""The seeds verdicts over seeds are taken on: the same for every experiment, outside every tuning set
+(recipes are chosen on seeds below 100). ``iclab reproduce`` runs them unless told otherwise; the
+scoreboard and the seed table count only them."""
+
+
+@dataclass(frozen=True)
+class About:
+    """What a claim is: its ``kind`` and ``subject`` (see :data:`KINDS`, :data:`SUBJECTS`); for a paper
+    claim its ``source`` in the paper (section, figure or table) and, where the paper gives one, the
+    paper's own number (``paper_value``), shown beside the measured value."""
+
+    kind: str
+    subject: str
+    source: str | None = None
+    paper_value: Any = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"a claim's kind is one of {KINDS}, got {self.kind!r}")
+        if self.subject not in SUBJECTS:
+            raise ValueError(f"a claim's subject is one of {SUBJECTS}, got {self.subject!r}")
+        if self.kind == "paper" and not self.source:
+            raise ValueError("a paper claim names its source in the paper (section, figure or table)")
+
+
+def paper(source: str, value: Any = None, subject: str = "trained") -> About:
+    """A statement the paper makes, at ``source`` (e.g. ``"§4, Fig. 2"``), with the paper's number
+    ``value`` where it gives one; about a trained model unless ``subject="theory"``."""
+    return About("paper", subject, source, value)
+
+
+def diagnostic(subject: str = "theory") -> About:
+    """iclab's own check (an optimiser converged, the theory is consistent, a sanity bound)."""
+    return About("diagnostic", subject)
+
+
 @dataclass(frozen=True)
 class Claim:
     """One checked statement; ``holds`` is computed from ``measured``, never typed in.
 
+    ``kind``, ``subject``, ``source`` and ``paper_value`` say what it is (:class:`About`).
     ``figure`` optionally names the run's figure that shows the evidence (``figures/<figure>.png``);
-    the reports link the claim to it. A claim whose required accuracy is out of this scale's reach
+    the reports link the claim to it. A claim whose required accuracy this run's models do not reach
     keeps its measured value but is judged at another scale: ``holds`` is None, ``judged_at`` names
-    that scale (e.g. ``"paper"``) and ``reason`` says why (see :func:`judged_at`).
+    that scale, ``needed`` and ``reached`` are the run's two numbers and ``reason`` says what they
+    measure (see :func:`judged_at`).
     """
 
     id: str
@@ -33,15 +79,26 @@ class Claim:
     measured: Any
     expected: str
     holds: bool | None
+    kind: str
+    subject: str
+    source: str | None = None
+    paper_value: Any = None
     figure: str | None = None
     judged_at: str | None = None
     reason: str | None = None
+    needed: float | None = None
+    reached: float | None = None
+
+    def __post_init__(self):
+        About(self.kind, self.subject, self.source, self.paper_value)  # validates
 
     def to_dict(self) -> dict:
-        """The ``claims.json`` entry: ``judged_at`` and ``reason`` appear only on a claim judged elsewhere."""
+        """The ``claims.json`` entry: ``judged_at``, ``reason``, ``needed`` and ``reached`` appear only on a
+        claim judged elsewhere."""
         entry = asdict(self)
         if self.judged_at is None:
-            del entry["judged_at"], entry["reason"]
+            for key in ("judged_at", "reason", "needed", "reached"):
+                del entry[key]
         return entry
 
 
@@ -49,43 +106,101 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+def _claim(id, paper, statement, measured, expected, ok, about: About, figure) -> Claim:
+    return Claim(
+        id,
+        paper,
+        statement,
+        measured,
+        expected,
+        bool(ok),
+        about.kind,
+        about.subject,
+        about.source,
+        about.paper_value,
+        figure,
+    )
+
+
 def within(
-    id: str, paper: str, statement: str, measured: float, target: float, rel_tol: float, figure: str | None = None
+    id: str,
+    paper: str,
+    statement: str,
+    measured: float,
+    target: float,
+    rel_tol: float,
+    *,
+    about: About,
+    figure: str | None = None,
 ) -> Claim:
     """Holds when |measured − target| ≤ rel_tol·|target|."""
     ok = abs(measured - target) <= rel_tol * abs(target)
-    return Claim(id, paper, statement, measured, f"{_fmt(target)} ± {rel_tol:.0%}", bool(ok), figure)
+    return _claim(id, paper, statement, measured, f"{_fmt(target)} ± {rel_tol:.0%}", ok, about, figure)
 
 
-def at_least(id: str, paper: str, statement: str, measured: float, bound: float, figure: str | None = None) -> Claim:
+def at_least(
+    id: str, paper: str, statement: str, measured: float, bound: float, *, about: About, figure: str | None = None
+) -> Claim:
     """Holds when measured ≥ bound."""
-    return Claim(id, paper, statement, measured, f"≥ {_fmt(bound)}", bool(measured >= bound), figure)
+    return _claim(id, paper, statement, measured, f"≥ {_fmt(bound)}", measured >= bound, about, figure)
 
 
-def at_most(id: str, paper: str, statement: str, measured: float, bound: float, figure: str | None = None) -> Claim:
+def at_most(
+    id: str, paper: str, statement: str, measured: float, bound: float, *, about: About, figure: str | None = None
+) -> Claim:
     """Holds when measured ≤ bound."""
-    return Claim(id, paper, statement, measured, f"≤ {_fmt(bound)}", bool(measured <= bound), figure)
+    return _claim(id, paper, statement, measured, f"≤ {_fmt(bound)}", measured <= bound, about, figure)
 
 
 def holds_if(
-    id: str, paper: str, statement: str, measured: Any, expected: str, ok: bool, figure: str | None = None
+    id: str,
+    paper: str,
+    statement: str,
+    measured: Any,
+    expected: str,
+    ok: bool,
+    *,
+    about: About,
+    figure: str | None = None,
 ) -> Claim:
     """A claim whose verdict is a condition computed by the caller (e.g. an ordering)."""
-    return Claim(id, paper, statement, measured, expected, bool(ok), figure)
+    return _claim(id, paper, statement, measured, expected, ok, about, figure)
 
 
-def judged_at(claim: Claim, scale: str, reason: str) -> Claim:
-    """``claim`` measured here but judged at ``scale`` only: its verdict becomes None (neither a
-    pass nor a failure), its measured value and expectation stay, and ``reason`` says why this
-    scale cannot judge it (the measurement behind that belongs in the experiment's docs)."""
-    return replace(claim, holds=None, judged_at=scale, reason=reason)
+def judged_at(claim: Claim, scale: str, reason: str, *, needed: float, reached: float) -> Claim:
+    """``claim`` measured here but judged at ``scale`` only: its verdict becomes None (neither a pass nor a
+    failure), its measured value and expectation stay. A deferral is measured: ``needed`` is what the
+    claim needs of the run (an accuracy, a sample size, a resolution) and ``reached`` what this run
+    gives, both finite numbers computed by the run; ``reason`` says what they measure. A deferral
+    without them is refused (``ValueError``)."""
+    numbers = (needed, reached)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in numbers):
+        raise ValueError(
+            f"claim {claim.id!r}: a deferral to the {scale} scale needs the run's numbers (what the claim "
+            f"needs and what this run reaches), got needed={needed!r}, reached={reached!r}"
+        )
+    text = f"{reason}: the claim needs {_fmt(needed)}, this run reaches {_fmt(reached)}"
+    return replace(claim, holds=None, judged_at=scale, reason=text, needed=float(needed), reached=float(reached))
 
 
-def judged_at_paper_if(claim: Claim, listed: Iterable[str], reason: str) -> Claim:
-    """``claim``, judged at the paper's scale (:func:`judged_at`) when its id is ``listed``: an
-    experiment's ``judged_at_paper`` config key names the claims whose required accuracy its scale
-    cannot reach, and ``reason`` says by how much, in the run's own numbers."""
-    return judged_at(claim, "paper", reason) if claim.id in listed else claim
+def judged_at_if_unresolved(
+    claim: Claim,
+    listed: Iterable[str],
+    scale: str,
+    reason: str,
+    *,
+    needed: float,
+    reached: float,
+    higher_is_better: bool = False,
+) -> Claim:
+    """``claim`` judged at ``scale`` (:func:`judged_at`) when its id is ``listed`` (an experiment's config
+    names, per scale, the claims it may defer) and this run does not resolve it: ``reached`` misses
+    ``needed`` (above it, or below it when ``higher_is_better``). A run that does reach the accuracy
+    judges the claim itself."""
+    resolved = reached >= needed if higher_is_better else reached <= needed
+    if claim.id not in listed or resolved:
+        return claim
+    return judged_at(claim, scale, reason, needed=needed, reached=reached)
 
 
 def holds_over_seeds(held: int, judged: int) -> bool | None:
@@ -96,9 +211,22 @@ def holds_over_seeds(held: int, judged: int) -> bool | None:
     return held >= SEED_SHARE * judged
 
 
+def detectable_effect(stderr: float, z: float, power: float = 0.8) -> float:
+    """The smallest effect a one-sided test "estimate ≤ z standard errors" rejects with probability
+    ``power`` when the estimate's standard error is ``stderr``: (z + z_power)·stderr (z_0.8 ≈ 0.84). A claim
+    that holds by failing to reject states it, so that a reader knows what the test could have seen."""
+    return (z + NormalDist().inv_cdf(power)) * stderr
+
+
+def kind_of(claim: dict) -> str:
+    """A ``claims.json`` entry's kind (entries written before claims had one count as paper claims)."""
+    return claim.get("kind", "paper")
+
+
 @dataclass(frozen=True)
 class Tally:
-    """How many of a run's claims hold, of those judged at its scale, and how many are judged elsewhere."""
+    """How many of a run's claims of one kind hold, of those judged at its scale, and how many are
+    judged elsewhere."""
 
     held: int
     judged: int
@@ -108,23 +236,44 @@ class Tally:
     def all_hold(self) -> bool:
         return self.held == self.judged
 
-    def __str__(self) -> str:
+    def text(self, noun: str = "claims", failing: str = "failing") -> str:
+        """``3 of 5 claims hold, 2 failing (1 more measured, judged at another scale)``."""
         more = f" ({self.elsewhere} more measured, judged at another scale)" if self.elsewhere else ""
-        return f"{self.held} of {self.judged} claims hold{more}"
+        missed = self.judged - self.held
+        head = f"{self.held} of {self.judged}" + (f" {noun}" if noun else "") + " hold"
+        return head + (f", {missed} {failing}" if missed else "") + more
+
+    def __str__(self) -> str:
+        return self.text()
 
 
-def tally(claims: Iterable[dict]) -> Tally:
-    """The :class:`Tally` of ``claims.json`` entries (a claim with ``holds`` None counts apart)."""
-    verdicts = [c["holds"] for c in claims]
+def tally(claims: Iterable[dict], kind: str | None = None) -> Tally:
+    """The :class:`Tally` of ``claims.json`` entries (of one ``kind`` when given; a claim with ``holds``
+    None counts apart)."""
+    verdicts = [c["holds"] for c in claims if kind is None or kind_of(c) == kind]
     judged = [v for v in verdicts if v is not None]
     return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged))
 
 
+def summary(claims: list[dict]) -> str:
+    """A run's claims in one line, paper claims first: ``paper claims: 5 of 6 hold, 1 not reproduced here;
+    diagnostics: 3 of 3 hold``."""
+    parts = [f"paper claims: {tally(claims, 'paper').text('', 'not reproduced here')}"]
+    diagnostics = tally(claims, "diagnostic")
+    if diagnostics.judged or diagnostics.elsewhere:
+        parts.append(f"diagnostics: {diagnostics.text('')}")
+    return "; ".join(parts)
+
+
 def verdict_text(claim: dict) -> str:
-    """``holds``, ``FAILS`` or, for a claim judged elsewhere, ``measured, judged at <scale> scale``."""
+    """``holds``; for a failed paper claim ``does not reproduce here`` (a finding, with the paper's number
+    beside the measured one), for a failed diagnostic ``FAILS`` (a defect of the run or of iclab); for a
+    claim judged elsewhere ``measured, judged at <scale> scale``."""
     if claim["holds"] is None:
         return f"measured, judged at {claim.get('judged_at') or 'another'} scale"
-    return "holds" if claim["holds"] else "FAILS"
+    if claim["holds"]:
+        return "holds"
+    return "does not reproduce here" if kind_of(claim) == "paper" else "FAILS"
 
 
 def measured_text(value: Any) -> str:

@@ -14,7 +14,7 @@ import sys
 import time
 
 from . import experiments
-from .claims import measured_text, tally, verdict_text
+from .claims import measured_text, summary, verdict_text
 from .config import ConfigError
 
 
@@ -59,12 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_argument("--scale", default="quick")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
-    reproduce.add_argument("--seed", type=int, help="the base seed of every experiment (default: each one's own)")
+    reproduce.add_argument(
+        "--seed", type=int, help="one run per experiment from this base seed, with each experiment's own seed count"
+    )
     reproduce.add_argument(
         "--seeds",
         metavar="S",
-        help="run every experiment once per seed: a count (3: seeds 0-2) or a range (0-4), into "
-        "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others",
+        help="run every experiment once per seed, one seed per run: a count (3: seeds 0-2) or a range (0-4), into "
+        "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others (default: the "
+        "evaluation seeds 100-104, which the scoreboard counts)",
     )
     reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
     reproduce.add_argument(
@@ -255,7 +258,7 @@ def _print_result(result) -> None:
             f"  [{verdict_text(claim)}] {claim['id']}: measured {measured_text(claim['measured'])}, "
             f"expected {claim['expected']}{reason}"
         )
-    print(f"{result.path}: {tally(result.claims)}; report {result.folder.report_file}")
+    print(f"{result.path}: {summary(result.claims)}; report {result.folder.report_file}")
 
 
 def _print_times(results, elapsed: float, jobs: int) -> None:

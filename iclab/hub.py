@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from .claims import kind_of, summary, verdict_text
 from .config import ConfigError
 from .loading import open_source
 from .models.convert import to_hub
@@ -98,16 +99,16 @@ def model_card(facts: dict, claims: list[dict], source: Path) -> str:
             "",
         ]
     if claims:
-        held = sum(bool(c["holds"]) for c in claims)
         lines += [
-            f"## The run's claims ({held} of {len(claims)} hold)",
+            f"## The run's claims ({summary(claims)})",
             "",
-            "| claim | verdict | measured | expected |",
-            "| --- | --- | --- | --- |",
+            "| claim | kind | verdict | measured | the paper's number | expected |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
-        verdict = {True: "holds", False: "fails", None: "judged at another scale"}
         lines += [
-            f"| {c['id']} | {verdict[c['holds']]} | {_cell(c['measured'])} | {_cell(c['expected'])} |" for c in claims
+            f"| {c['id']} | {kind_of(c)} | {verdict_text(c)} | {_cell(c['measured'])} | "
+            f"{_cell(c.get('paper_value')) if c.get('paper_value') is not None else '–'} | {_cell(c['expected'])} |"
+            for c in claims
         ]
         lines.append("")
     lines += [

@@ -15,15 +15,16 @@ def _threads():
 
 @pytest.fixture(scope="session")
 def tiny_runs(tmp_path_factory):
-    """A folder of three tiny finished runs: lsa-linear twice with TensorBoard events (``b`` with a
-    larger learning rate, its one other config key) and gpt-linear. Shared by the report, compare and
-    browser tests."""
+    """A folder of three tiny finished runs on the first evaluation seed (100), which the scoreboard counts:
+    lsa-linear twice with TensorBoard events (``b`` with a larger learning rate, its one other config key)
+    and gpt-linear. Shared by the report, compare and browser tests."""
     from iclab import api
 
     torch.set_num_threads(THREADS)
     root = tmp_path_factory.mktemp("reproduction")
-    lsa = ["train.steps=20", "eval_prompts=500", "log.tensorboard=true"]
+    lsa = ["seed=100", "train.steps=20", "eval_prompts=500", "log.tensorboard=true"]
     gpt = [
+        "seed=100",
         "train.steps=10",
         "train.compile=false",
         "train.warmup=2",

@@ -182,25 +182,31 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
     ]
-    # (a), (b), OLS at 8 layers and (d)'s order and rise are measured here and judged at the paper's scale,
-    # with the reason in numbers.
-    elsewhere = {
-        "a-matches-ols",
-        "b-bayes-ridge-closest",
-        "c-eight-plus-layers-ols",
-        "d-xty-decodable-before-w-ols",
-        "d-w-ols-decodability-rises",
-    }
+    # The claims quick may leave to the long scale are left there when, as with 3 training steps, the run's own
+    # numbers show its models short of the accuracy they need; every other claim is judged here.
+    elsewhere = {"a-matches-ols", "b-bayes-ridge-closest", "c-eight-plus-layers-ols", "d-xty-decodable-before-w-ols"}
     for claim in result.claims:
         judged_elsewhere = claim["id"] in elsewhere
         assert (claim["holds"] is None) == judged_elsewhere
-        assert claim.get("judged_at") == ("paper" if judged_elsewhere else None)
+        assert claim.get("judged_at") == ("long" if judged_elsewhere else None)
+        if judged_elsewhere:
+            assert claim["reason"].endswith(f"needs {claim['needed']:.4g}, this run reaches {claim['reached']:.4g}")
     noise = next(c for c in result.claims if c["id"] == "b-bayes-ridge-closest")
     assert noise["measured"]["σ²/τ²=1/4"]["Bayes to nearest learner"] > 0 and "below" in noise["reason"]
+    assert noise["reached"] > noise["needed"]
     deep = next(c for c in result.claims if c["id"] == "c-eight-plus-layers-ols")
-    assert "8-layer model is" in deep["reason"]
+    assert "8-layer model's MSPD to OLS" in deep["reason"]
     order = next(c for c in result.claims if c["id"] == "d-xty-decodable-before-w-ols")
-    assert "2-layer model is read at best with R²" in order["reason"] and "for w_OLS" in order["reason"]
+    assert "2-layer model" in order["reason"] and order["needed"] == 0.8 and order["reached"] < 0.8
+    # Judged at the long scale, nothing is deferred.
+    long = iclab.run(
+        "algorithm-selection",
+        "long",
+        overrides={**overrides, "model.n_layers": 4, "model.n_heads": 2, "probe.n_layers": 2, "train.steps": 3},
+        out=tmp_path / "long",
+        progress=False,
+    )
+    assert all(c["holds"] is not None for c in long.claims)
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
@@ -240,17 +246,22 @@ def test_decodability_order_and_rise_on_synthetic_r2():
         "d-xty-decodable-before-w-ols": True,
         "d-w-ols-decodability-rises": True,
     }
-    # w_OLS decodable first (state 1), Xᵀy only at state 3; w_OLS flat from the first block on.
-    reversed_ = torch.tensor([[0.0, 0.0], [0.5, 0.85], [0.6, 0.86], [0.81, 0.86], [0.9, 0.87]])
+    # w_OLS decodable first (state 1), Xᵀy only at state 3; w_OLS already as well read at the read-in.
+    reversed_ = torch.tensor([[0.0, 0.85], [0.5, 0.85], [0.6, 0.86], [0.81, 0.86], [0.9, 0.87]])
     verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": reversed_}, 4, 3, tol)}
     assert verdicts == {
         "d-mlp-beats-linear": True,
         "d-xty-decodable-before-w-ols": False,
         "d-w-ols-decodability-rises": False,
     }
-    # Xᵀy never decodable: the order cannot hold, even though w_OLS never is either.
-    never = torch.full((5, 2), 0.5)
-    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": never}, 4, 3, tol)}[
+    # Both decodable at the same state: the paper's order (Xᵀy first) is not shown.
+    tied = torch.tensor([[0.0, 0.0], [0.5, 0.2], [0.85, 0.85], [0.9, 0.9], [0.95, 0.9]])
+    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": tied}, 4, 3, tol)}[
+        "d-xty-decodable-before-w-ols"
+    ]
+    # Xᵀy decodable but w_OLS never: the order needs both.
+    half = torch.tensor([[0.0, 0.0], [0.9, 0.2], [0.9, 0.4], [0.9, 0.5], [0.95, 0.6]])
+    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": half}, 4, 3, tol)}[
         "d-xty-decodable-before-w-ols"
     ]
 
@@ -258,16 +269,25 @@ def test_decodability_order_and_rise_on_synthetic_r2():
 def test_depth_claims_compare_families():
     from iclab.experiments.algorithm_selection import _depth_claims
 
-    families = {"ols": "ols", "ridge(0.1)": "ridge", "gd(α=0.05)": "gd", "sgd(α=0.05)": "sgd", "3-nn": "knn"}
-    spd = {
-        1: {"ols": 0.5, "ridge(0.1)": 0.4, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.2, "3-nn": 0.9},
-        2: {"ols": 0.05, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9},
-        8: {"ols": 0.01, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9},
+    families = {
+        "ols": "ols",
+        "ridge(0.1)": "ridge",
+        "gd(α=0.05)": "gd",
+        "sgd(α=0.05)": "sgd",
+        "3-nn": "knn",
+        "zero": "zero",
     }
-    table = {(depth, label): v for depth, row in spd.items() for label, v in row.items()}
+    mspd = {
+        1: {"ols": 0.5, "ridge(0.1)": 0.4, "gd(α=0.05)": 0.2, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
+        2: {"ols": 0.05, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
+        8: {"ols": 0.01, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
+    }
+    table = {(depth, label): v for depth, row in mspd.items() for label, v in row.items()}
     claims = {c.id: c for c in _depth_claims(table, [1, 2, 8], families)}
-    # One layer: SGD is closest of all, but GD beats ridge and OLS, which is the comparison the claim makes.
-    assert claims["c-one-layer-gd"].holds and claims["c-one-layer-gd"].measured["closest of all"] == "sgd(α=0.05)"
-    assert claims["c-two-to-four-layers-ridge"].holds and claims["c-eight-plus-layers-ols"].holds
-    table[1, "ridge(0.1)"] = 0.25
+    assert all(c.holds for c in claims.values()) and claims["c-one-layer-gd"].measured == {"L=1": "gd(α=0.05): 0.2"}
+    # The closest learner of all decides, one-pass SGD and kNN included (the paper's figure has them all) ...
+    table[1, "sgd(α=0.05)"] = 0.15
+    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]
+    # ... and a model closest to predicting 0 (an untrained one) is closest to none of the paper's learners.
+    table[1, "sgd(α=0.05)"], table[1, "zero"] = 0.3, 0.1
     assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]

@@ -182,3 +182,44 @@ def test_scoreboard_shows_each_seeds_values_on_demand_on_a_phone_and_in_print(ti
     paper = _probe(tmp_path, index, "", 718, 1000, DETAILS_PROBE, text=printed)
     assert all(h > 0 for h in paper["closed"]), paper  # every seed's values on paper, no click needed
     assert paper["scrollWidth"] <= paper["width"], paper
+
+
+# The rendered text of each top-level section (innerText: what a reader sees, closed details excluded) and
+# the colour of each verdict word.
+SECTIONS_PROBE = """<script>
+window.addEventListener('load', () => setTimeout(() => {
+  const sections = [...document.querySelectorAll('h2')].map(h => {
+    let text = '', node = h.nextElementSibling;
+    while (node && node.tagName !== 'H2') { text += node.innerText + '\\n'; node = node.nextElementSibling; }
+    return [h.innerText, text];
+  });
+  const colours = [...document.querySelectorAll('.ok, .fail, .finding')]
+    .map(s => [s.innerText, getComputedStyle(s).color]);
+  parent.postMessage(JSON.stringify({sections, colours}), '*');
+}, 50));
+</script>"""
+
+
+def test_scoreboard_headlines_paper_claims_and_shows_diagnostics_findings_and_tuning_runs_apart(tmp_path):
+    from test_scoreboard import _claim, _run
+
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 105)):
+        claims = [
+            _claim("reproduces", True),
+            _claim("not-here", k == 0, measured=0.3 + k / 10, paper_value=0.05),
+            _claim("converged", True, kind="diagnostic"),
+        ]
+        _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
+    _run(root, "lsa-linear-seed3", 3, [_claim("reproduces", False), _claim("not-here", True)], minute=9)
+    found = _probe(tmp_path, api.report(root), "", 900, 1400, probe=SECTIONS_PROBE)
+    sections = dict(found["sections"])
+    assert list(sections)[:2] == ["The papers' claims", "Diagnostics"]  # the papers' claims first
+    claims, diagnostics = sections["The papers' claims"], sections["Diagnostics"]
+    assert "reproduces" in claims and "not-here" in claims and "converged" not in claims
+    assert "does not reproduce here" in claims and "0.05" in claims  # beside the paper's number
+    assert "converged" in diagnostics and "not counted among their claims" in diagnostics
+    others = sections["Other runs (not counted)"]
+    assert "lsa-linear-seed3" in others and "lsa-linear-seed3" not in sections["Runs on the evaluation seeds 100–104"]
+    colours = dict(found["colours"])
+    assert colours["does not reproduce here"] != colours["holds"]  # a finding reads apart from a pass

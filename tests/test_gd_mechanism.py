@@ -198,7 +198,7 @@ def test_experiment_smoke(tmp_path):
         "a-sensitivity-cosine",
         "b-matches-gd-plus-plus",
         "c-loss-falls-with-depth",
-        "d-far-below-zero",
+        "d-trained-matches-gd-features",
     } <= claims
     assert {p.name for p in (out / "figures").iterdir()} == {
         "training_curves.png",

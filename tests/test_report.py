@@ -41,7 +41,7 @@ def test_index_aggregates_the_counted_runs(tiny_runs):
     index = api.report(root)  # a folder of runs: every report and the index
     assert index == root / "index.html"
     page = _Page(index.read_text())
-    # lsa-a and lsa-b are both seed 0 of lsa-linear at quick scale: the newer, lsa-b, counts.
+    # lsa-a and lsa-b are both seed 100 of lsa-linear at quick scale: the newer, lsa-b, counts.
     counted = [runs["b"], runs["gpt"]]
     rows = 0
     for run in counted:
@@ -54,13 +54,20 @@ def test_index_aggregates_the_counted_runs(tiny_runs):
                 assert f"{run.path.name}/report.html#figure-{claim['figure']}" in page.links
     assert not any(link.startswith("lsa-a/report.html#") for link in page.links)
     assert "superseded by lsa-b" in page.text
-    held = sum(c["holds"] for run in counted for c in run.claims)
-    assert f"{held} of {rows} claims hold over seeds; seeds 0 of 2 experiments in 2 runs" in page.text
-    scoreboard = index.read_text().split("id='claims'")[1].split("id='runs'")[0]
-    assert scoreboard.count("<table") == 1  # one table, a heading row per paper
-    papers = {c["paper"] for run in counted for c in run.claims}
+    paper = [c for run in counted for c in run.claims if c["kind"] == "paper"]
+    diagnostics = [c for run in counted for c in run.claims if c["kind"] == "diagnostic"]
+    assert paper and diagnostics
+    held = sum(c["holds"] for c in paper)
+    assert f"Paper claims: {held} of {len(paper)} hold" in page.text
+    assert "over seeds; diagnostics: " in page.text and "seeds 100 of 2 experiments in 2 runs" in page.text
+    html = index.read_text()
+    scoreboard = html.split("id='claims'")[1].split("id='diagnostics'")[0]
+    assert scoreboard.count("<table") == 1  # one table of the papers' claims, a heading row per paper
+    papers = {c["paper"] for c in paper}
     assert scoreboard.count("<tr class='paper'>") == len(papers) > 1
-    assert scoreboard.count("<details>") == rows  # one row per (experiment, scale, claim)
+    assert scoreboard.count("<details>") == len(paper)  # one row per (experiment, scale, claim)
+    shown = html.split("id='diagnostics'")[1].split("id='runs'")[0]
+    assert shown.count("<details>") == len(diagnostics)  # iclab's own checks in a table of their own
     for run in runs.values():  # the runs table: each run's wall time from its run.json
         assert re.search(rf"{run.path.name} .*\d+ s", page.text)
 
@@ -93,7 +100,20 @@ def test_claims_name_existing_figures_and_keep_their_keys(tiny_runs):
     for run in runs.values():
         figures = {f.stem for f in run.folder.figures()}
         for claim in run.claims:
-            assert list(claim) == ["id", "paper", "statement", "measured", "expected", "holds", "figure"]
+            assert list(claim) == [
+                "id",
+                "paper",
+                "statement",
+                "measured",
+                "expected",
+                "holds",
+                "kind",
+                "subject",
+                "source",
+                "paper_value",
+                "figure",
+            ]
+            assert (claim["kind"] == "paper") == bool(claim["source"])
             assert claim["figure"] is None or claim["figure"] in figures, claim["id"]
     assert any(c["figure"] for c in runs["gpt"].claims)
 
@@ -103,7 +123,11 @@ def test_reproduce_prints_each_experiments_time(tiny_runs, capsys):
     _print_times(list(runs.values()), 75.0, 2)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["experiment", "seeds", "wall", "time", "CPU", "time"]
-    assert [line.split()[:2] for line in lines[1:-2]] == [["lsa-linear", "0"], ["lsa-linear", "0"], ["gpt-linear", "0"]]
+    assert [line.split()[:2] for line in lines[1:-2]] == [
+        ["lsa-linear", "100"],
+        ["lsa-linear", "100"],
+        ["gpt-linear", "100"],
+    ]
     assert lines[-2].split()[0] == "total"
     assert lines[-1] == "elapsed 1 min 15 s (2 runs at a time)"
 
@@ -157,8 +181,8 @@ def test_tensorboard_events_read_back(tiny_runs):
     _, runs = tiny_runs
     run = runs["a"].folder
     metrics = run.read_metrics()
-    assert sorted(p.name for p in (run.path / "tb").iterdir()) == ["seed0", "unseeded"]
-    seed0 = EventAccumulator(str(run.path / "tb" / "seed0")).Reload()
+    assert sorted(p.name for p in (run.path / "tb").iterdir()) == ["seed100", "unseeded"]
+    seed0 = EventAccumulator(str(run.path / "tb" / "seed100")).Reload()
     history = metrics[(metrics.metric == "train_loss") & (metrics.model == "lsa-isotropic")]
     events = seed0.Scalars("isotropic/lsa-isotropic/train_loss")
     assert [e.step for e in events] == history.step.tolist() and len(events) > 0

@@ -29,7 +29,7 @@ TINY = [
     "covariances={isotropic: null}",
 ]
 
-# `iclab ...` in a process that SIGKILLs itself as seed 1's run writes its third checkpoint (two are
+# `iclab ...` in a process that SIGKILLs itself as seed 101's run writes its third checkpoint (two are
 # on disk by then): a kill in the middle of training, at the same place every time.
 KILLED_AT_SEED_1 = """
 import os, signal, sys
@@ -39,7 +39,7 @@ from iclab.cli import main
 save, saves = train.save_file, []
 def save_then_die(tensors, path, *args, **kwargs):
     save(tensors, path, *args, **kwargs)
-    if "-seed1-" in str(path):
+    if "-seed101-" in str(path):
         saves.append(path)
         if len(saves) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -79,12 +79,12 @@ def test_bad_reproduce_input_exits_2_writing_nothing(argv, message, tmp_path, ca
 
 def test_a_killed_reproduction_resumes_keeping_finished_runs(tmp_path, capsys):
     root = tmp_path / "runs"
-    argv = ["reproduce", "--seeds", "2", "--only", "lsa-linear", "--out", str(root), *TINY]
+    argv = ["reproduce", "--seeds", "100-101", "--only", "lsa-linear", "--out", str(root), *TINY]
     killed = subprocess.run([sys.executable, "-c", KILLED_AT_SEED_1, *argv], capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr[-2000:]
-    (seed0,), (seed1,) = root.glob("lsa-linear-seed0-*"), root.glob("lsa-linear-seed1-*")
+    (seed0,), (seed1,) = root.glob("lsa-linear-seed100-*"), root.glob("lsa-linear-seed101-*")
     assert RunFolder(seed0).finished and not RunFolder(seed1).finished and RunFolder(seed1).has_checkpoint
-    assert "seeds 0 of 1 experiment in 1 run;" in (root / "index.html").read_text()  # written after seed 0's run
+    assert "seeds 100 of 1 experiment in 1 run;" in (root / "index.html").read_text()  # written after seed 100's
     finished_at = (seed0 / "claims.json").stat().st_mtime_ns
 
     assert main(argv) == 0
@@ -94,12 +94,12 @@ def test_a_killed_reproduction_resumes_keeping_finished_runs(tmp_path, capsys):
     assert json.loads((seed1 / "run.json").read_text())["resumed"] is True
     assert f"{seed1}: " in out and "experiment   seeds" in out
     index = (root / "index.html").read_text()
-    assert "seeds 0–1 of 1 experiment in 2 runs" in index and "not finished" not in index
+    assert "seeds 100–101 of 1 experiment in 2 runs" in index and "not finished" not in index
 
     # The resumed seed measures what an uninterrupted run of it measures.
     fresh = tmp_path / "fresh"
-    assert main(["reproduce", "--seeds", "1-1", "--only", "lsa-linear", "--out", str(fresh), *TINY]) == 0
-    (alone,) = fresh.glob("lsa-linear-seed1-*")
+    assert main(["reproduce", "--seeds", "101-101", "--only", "lsa-linear", "--out", str(fresh), *TINY]) == 0
+    (alone,) = fresh.glob("lsa-linear-seed101-*")
     measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (seed1, alone)]
     assert measured[0] == measured[1]
 
@@ -119,13 +119,26 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     assert results[0].path not in (stale.path, other.path) and index == root / "index.html"
 
 
+def test_reproduce_runs_the_evaluation_seeds_one_seed_per_run_by_default(tmp_path, capsys):
+    root = tmp_path / "runs"
+    overrides = [arg for arg in TINY if arg != "--set"]
+    results, index = api.reproduce(root=root, only=["lsa-linear"], overrides=overrides, progress=False)
+    assert [(r.folder.read_config()["seed"], r.folder.read_config()["seeds"]) for r in results] == [
+        (seed, 1) for seed in range(100, 105)
+    ]
+    assert all(r.path.name.startswith(f"lsa-linear-seed{seed}-") for r, seed in zip(results, range(100, 105)))
+    assert "seeds 100–104 of 1 experiment in 5 runs" in index.read_text()
+    with pytest.raises(ConfigError, match="one seed per run"):
+        api.reproduce(root=root, only=["lsa-linear"], overrides={"seeds": 3}, progress=False)
+
+
 def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, capsys):
-    argv = ["reproduce", "--seeds", "2", "--only", "lsa-linear", *TINY]
+    argv = ["reproduce", "--seeds", "100-101", "--only", "lsa-linear", *TINY]
     assert main([*argv, "--out", str(tmp_path / "one"), "--jobs", "1"]) == 0
     assert main([*argv, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
     out = capsys.readouterr().out
     assert "elapsed" in out and "(2 runs at a time)" in out
-    for seed in (0, 1):
+    for seed in (100, 101):
         (one,), (two,) = (
             (tmp_path / "one").glob(f"lsa-linear-seed{seed}-*"),
             (tmp_path / "two").glob(f"lsa-linear-seed{seed}-*"),
@@ -133,7 +146,7 @@ def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, 
         assert RunFolder(two).finished
         measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (one, two)]
         assert measured[0] == measured[1]
-    assert "seeds 0–1 of 1 experiment in 2 runs" in (tmp_path / "two" / "index.html").read_text()
+    assert "seeds 100–101 of 1 experiment in 2 runs" in (tmp_path / "two" / "index.html").read_text()
 
 
 SLOW_RUN = """

@@ -96,7 +96,7 @@ def test_run_files_are_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "write_text", torn_text)
     monkeypatch.setattr(pd.DataFrame, "to_parquet", torn_parquet)
     writes = [
-        lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True)]),
+        lambda: folder.write_claims([claims.holds_if("c", "p", "s", 1, 1, True, about=claims.diagnostic())]),
         lambda: folder.write_config({"experiment": "exp", "changed": True}),
         lambda: folder.write_info({"a": 1}),
         lambda: folder.write_metrics([{"model": "other", "metric": "mse", "value": 2.0}]),

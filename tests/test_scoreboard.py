@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from iclab import api
-from iclab.claims import Claim, holds_over_seeds, judged_at, measured_text, tally
+from iclab.claims import Claim, holds_over_seeds, judged_at, measured_text, summary
 from iclab.cli import _print_result, main
 from iclab.report import aggregate, write_index
 from iclab.report.index import seed_table
@@ -23,8 +23,9 @@ PAPER = "A. Author (2024)"
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def _claim(id: str, holds, measured=1.0, **extra) -> dict:
-    claim = Claim(id, PAPER, f"the paper says {id}", measured, "< 2", holds, **extra)
+def _claim(id: str, holds, measured=1.0, kind="paper", **extra) -> dict:
+    source = "Fig 1" if kind == "paper" else None
+    claim = Claim(id, PAPER, f"the paper says {id}", measured, "< 2", holds, kind, "trained", source, **extra)
     return claim.to_dict()
 
 
@@ -56,32 +57,36 @@ def _run(
 
 
 def _elsewhere(id: str, measured=0.5) -> dict:
-    claim = Claim(id, PAPER, f"the paper says {id}", measured, "< 0.1", False)
-    return judged_at(claim, "paper", "needs 10x the steps").to_dict()
+    claim = Claim(id, PAPER, f"the paper says {id}", measured, "< 0.1", False, "paper", "trained", "Fig 2")
+    return judged_at(claim, "long", "the model's distance to OLS", needed=0.01, reached=0.1).to_dict()
 
 
 @pytest.fixture
 def five_seeds(tmp_path):
-    """lsa-linear quick on seeds 0-4: ``four`` holds on 4 of 5, ``three`` on 3 of 5, ``far`` is judged at
-    paper scale everywhere, ``mixed`` judged here on seeds 1-4 (all hold) and at paper scale on seed 0.
-    Seed 0 also has an older run where everything failed (superseded), and seed 5 an unfinished run."""
+    """lsa-linear quick on the evaluation seeds 100-104: ``four`` holds on 4 of 5, ``three`` (with the paper's
+    number 0.2) on 3 of 5, ``far`` is judged at long scale everywhere, ``mixed`` judged here on seeds 101-104
+    (all hold) and at long scale on seed 100; the diagnostic ``sane`` fails on 2 of 5. Seed 100 also has an
+    older run where everything failed (superseded), seed 105 an unfinished run and seed 7 (a tuning seed) a
+    finished run that is listed apart and never counted."""
     root = tmp_path / "runs"
     _run(
         root,
-        "lsa-linear-seed0-old",
-        0,
+        "lsa-linear-seed100-old",
+        100,
         [_claim("four", False), _claim("three", False), _elsewhere("far"), _claim("mixed", False)],
         minute=0,
     )
-    for seed in range(5):
+    for k, seed in enumerate(range(100, 105)):
         claims = [
-            _claim("four", seed != 2, measured={"5": [4.6246 + seed, 5.1874], "20": [2.6488, 4.5585]}),
-            _claim("three", seed < 3, measured=0.1 * (seed + 1)),
-            _elsewhere("far", measured=0.5 + seed),
-            _elsewhere("mixed") if seed == 0 else _claim("mixed", True),
+            _claim("four", seed != 102, measured={"5": [4.6246 + k, 5.1874], "20": [2.6488, 4.5585]}),
+            _claim("three", k < 3, measured=0.1 * (k + 1), paper_value=0.2),
+            _elsewhere("far", measured=0.5 + k),
+            _elsewhere("mixed") if k == 0 else _claim("mixed", True),
+            _claim("sane", k < 3, kind="diagnostic"),
         ]
-        _run(root, f"lsa-linear-seed{seed}-new", seed, claims, minute=10 + seed)
-    _run(root, "lsa-linear-seed5-unfinished", 5, None, minute=20)
+        _run(root, f"lsa-linear-seed{seed}-new", seed, claims, minute=10 + k)
+    _run(root, "lsa-linear-seed105-unfinished", 105, None, minute=20)
+    _run(root, "lsa-linear-seed7", 7, [_claim("four", True), _claim("three", True)], minute=30)
     return root
 
 
@@ -108,13 +113,15 @@ def test_aggregation_counts_the_newest_finished_run_per_seed(five_seeds):
     board = aggregate(five_seeds)
     status = {r.folder.path.name: r.status for r in board.runs}
     assert status == {
-        **{f"lsa-linear-seed{s}-new": "counted" for s in range(5)},
-        "lsa-linear-seed0-old": "superseded",
-        "lsa-linear-seed5-unfinished": "not finished",
+        **{f"lsa-linear-seed{s}-new": "counted" for s in range(100, 105)},
+        "lsa-linear-seed100-old": "superseded",
+        "lsa-linear-seed105-unfinished": "not finished",
+        "lsa-linear-seed7": "not evaluation seeds",
     }
     rows = {row.id: row for row in board.rows}
-    assert list(rows) == ["four", "three", "far", "mixed"]
-    assert [r.seed for r in rows["four"].runs()] == [0, 1, 2, 3, 4]
+    assert list(rows) == ["four", "three", "far", "mixed", "sane"]
+    assert [row.kind for row in rows.values()] == ["paper"] * 4 + ["diagnostic"]
+    assert [r.seed for r in rows["four"].runs()] == [100, 101, 102, 103, 104]  # seed 7's run is not among them
     assert (rows["four"].held, rows["four"].judged, rows["four"].holds) == (4, 5, True)
     assert (rows["three"].held, rows["three"].judged, rows["three"].holds) == (3, 5, False)
     assert (rows["far"].judged, len(rows["far"].elsewhere), rows["far"].holds) == (0, 5, None)
@@ -133,38 +140,55 @@ def _text(page: str) -> str:
 def test_scoreboard_page_tallies_over_seeds(five_seeds):
     page = write_index(five_seeds).read_text()
     text = _text(page)
-    # four and mixed hold by the rule, three fails, far is counted apart.
+    # four and mixed hold by the rule, three does not reproduce, far is counted apart; the diagnostic apart.
     assert (
-        "2 of 3 claims hold over seeds (1 more measured, judged at another scale); seeds 0–4 of 1 experiment in 5 runs"
-        in text
+        "Paper claims: 2 of 3 hold, 1 do not reproduce here, 1 judged at another scale over seeds; diagnostics: 0 of "
+        "1 hold, 1 fail; seeds 100–104 of 1 experiment in 5 runs" in text
     )
     assert "wall time 2 min 30 s (sum over those runs)" in text
-    assert "also 1 superseded, 1 not finished (not counted)" in text
-    assert "at least 4 of 5 seeds (80%" in text
-    rows = {re.search(r"<b>([a-z]+)</b>", row).group(1): row for row in page.split("<tr>")[1:] if "<b>" in row}
+    assert "also 1 superseded, 1 not finished, 1 not evaluation seeds (not counted)" in text
+    assert "at least 4 of 5 seeds (80%" in text and "only runs on the evaluation seeds 100–104 count" in text
+    claims, diagnostics = page.split("<h2 id='diagnostics'>")[0], page.split("<h2 id='diagnostics'>")[1]
+    rows = {re.search(r"<b>([a-z]+)</b>", row).group(1): row for row in claims.split("<tr>")[1:] if "<b>" in row}
+    assert set(rows) == {"four", "three", "far", "mixed"}  # the paper's claims; the diagnostic has its own table
     assert "holds</span><br><small>on 4 of 5 seeds" in rows["four"]
-    assert "FAILS</span><br><small>on 3 of 5 seeds" in rows["three"]
-    assert "measured, judged at paper scale" in rows["far"] and "needs 10x the steps" in rows["far"]
-    assert "FAILS" not in rows["far"] and "holds<" not in rows["far"]
-    assert "on 4 of 4 seeds; 1 more judged at paper scale" in rows["mixed"]
+    assert "does not reproduce here</span><br><small>on 3 of 5 seeds" in rows["three"]
+    assert "<td data-label='the paper&#x27;s number'>0.2</td>" in rows["three"] and "Fig 1" in rows["three"]
+    assert (
+        "measured, judged at long scale" in rows["far"] and "the claim needs 0.01, this run reaches 0.1" in rows["far"]
+    )
+    assert "does not reproduce" not in rows["far"] and "holds<" not in rows["far"]
+    assert "on 4 of 4 seeds; 1 more judged at long scale" in rows["mixed"]
+    sane = diagnostics.split("<h2")[0]
+    assert "<b>sane</b>" in sane and "FAILS</span><br><small>on 3 of 5 seeds" in sane
     # Each seed's value on demand, as text, with its run's claim link (no figure here: the claim's row).
     assert rows["four"].count("<details>") == 1 and "{" not in _text(rows["four"])
-    assert "seed 2: ✗ 5: 6.625, 5.187; 20: 2.649, 4.559" in _text(rows["four"])
-    for seed in range(5):
+    assert "seed 102: ✗ 5: 6.625, 5.187; 20: 2.649, 4.559" in _text(rows["four"])
+    for seed in range(100, 105):
         assert f"lsa-linear-seed{seed}-new/report.html#claim-four" in rows["four"]
-    assert "lsa-linear-seed0-old/report.html#claim" not in page  # superseded: not counted, not linked as evidence
+    assert "lsa-linear-seed100-old/report.html#claim" not in page  # superseded: not counted, not linked as evidence
     assert "0.1 – 0.5 (5 seeds)" in _text(rows["three"])
-    assert "superseded by lsa-linear-seed0-new" in text and "not finished" in text
+    assert "superseded by lsa-linear-seed100-new" in text and "not finished" in text
+    # The tuning seed's run is listed apart, with its own verdicts, after the evaluation seeds' runs.
+    others = page.split("<h2 id='other-runs'>")[1]
+    assert "lsa-linear-seed7" in others and "lsa-linear-seed7" not in page.split("<h2 id='other-runs'>")[0]
 
 
 def test_markdown_seed_table(five_seeds):
     table = seed_table(five_seeds)
-    assert "| lsa-linear (quick) claim | seed 0 | seed 1 | seed 2 | seed 3 | seed 4 | holds |" in table
-    assert "| `four` | ✓ | ✓ | ✗ | ✓ | ✓ | 4/5 |" in table
-    assert "| `three` | ✓ | ✓ | ✓ | ✗ | ✗ | 3/5 ⚠ |" in table
-    assert "| `far` | ○ | ○ | ○ | ○ | ○ | judged at paper scale |" in table  # neither ✓ nor ✗
-    assert "| `mixed` | ○ | ✓ | ✓ | ✓ | ✓ | 4/4 (+1 judged at paper scale) |" in table
-    assert "lsa-linear seed 0: 30 s" in table and "seed 5" not in table
+    seeds = "seed 100 | seed 101 | seed 102 | seed 103 | seed 104"
+    assert f"| lsa-linear (quick) paper claim | {seeds} | holds | the paper's number |" in table
+    assert "| `four` | ✓ | ✓ | ✗ | ✓ | ✓ | 4/5 | – |" in table
+    assert "| `three` | ✓ | ✓ | ✓ | ✗ | ✗ | 3/5 ✗ does not reproduce | 0.2 |" in table
+    assert "| `far` | ○ | ○ | ○ | ○ | ○ | judged at long scale | – |" in table  # neither ✓ nor ✗
+    assert "| `mixed` | ○ | ✓ | ✓ | ✓ | ✓ | 4/4 (+1 judged at long scale) | – |" in table
+    assert f"| lsa-linear (quick) diagnostic | {seeds} | holds |" in table
+    assert "| `sane` | ✓ | ✓ | ✓ | ✗ | ✗ | 3/5 ⚠ |" in table
+    # A claim that does not reproduce lists its measured values beside the paper's number.
+    assert (
+        "- `three`: seed 100: 0.1; seed 101: 0.2; seed 102: 0.3; seed 103: 0.4; seed 104: 0.5 (the paper: 0.2)" in table
+    )
+    assert "lsa-linear seed 100: 30 s" in table and "seed 105" not in table and "seed 7" not in table
 
 
 def test_report_seed_table_command(five_seeds, tmp_path, capsys):
@@ -172,30 +196,33 @@ def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     assert main(["report", str(five_seeds), "--seed-table", str(out)]) == 0
     assert out.read_text() == seed_table(five_seeds) and (five_seeds / "index.html").exists()
     assert f"seed table: {out}" in capsys.readouterr().out
-    run = five_seeds / "lsa-linear-seed1-new"
+    run = five_seeds / "lsa-linear-seed101-new"
     assert main(["report", str(run), "--seed-table", str(tmp_path / "x.md")]) == 2
     assert "tables a folder of runs" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
 
 
 def test_runs_of_several_seeds_count_once_and_show_their_seeds(tmp_path):
     root = tmp_path / "runs"
-    for seed in (0, 3):
+    for seed in (100, 102):
         _run(
             root,
             f"symbols-lm-seed{seed}",
             seed,
-            [_claim("gain", seed == 0)],
-            minute=seed,
+            [_claim("gain", seed == 100)],
+            minute=seed - 100,
             experiment="symbols-lm",
-            seeds=3,
+            seeds=2,
         )
-    _run(root, "symbols-lm-paper", 0, [_claim("gain", True)], minute=9, experiment="symbols-lm", scale="paper")
+    _run(root, "symbols-lm-paper", 100, [_claim("gain", True)], minute=9, experiment="symbols-lm", scale="paper")
+    _run(root, "symbols-lm-beyond", 103, [_claim("gain", True)], minute=11, experiment="symbols-lm", seeds=3)
     board = aggregate(root)
     quick, paper = board.rows
     assert (quick.scale, quick.held, quick.judged, paper.scale, paper.judged) == ("quick", 1, 2, "paper", 1)
-    assert "| symbols-lm (quick) claim | seeds 0–2 | seeds 3–5 | holds |" in seed_table(root)
+    assert "| symbols-lm (quick) paper claim | seeds 100–101 | seeds 102–103 | holds |" in seed_table(root)
     text = _text(write_index(root).read_text())
-    assert "FAILS on 1 of 2 runs" in text and "0–5" in text
+    assert "does not reproduce here on 1 of 2 runs" in text and "100–103" in text
+    # A run whose seeds reach beyond the evaluation seeds (103–105) is not counted.
+    assert {r.folder.path.name: r.status for r in board.runs}["symbols-lm-beyond"] == "not evaluation seeds"
 
 
 def _judged_copy(run, tmp_path) -> RunFolder:
@@ -203,7 +230,7 @@ def _judged_copy(run, tmp_path) -> RunFolder:
     copy = tmp_path / "judged"
     shutil.copytree(run.path, copy)
     claims = json.loads((copy / "claims.json").read_text())
-    claims[0].update(holds=None, judged_at="paper", reason="the quick scale trains 20 steps")
+    claims[0].update(holds=None, judged_at="long", reason="the quick scale trains 20 steps")
     (copy / "claims.json").write_text(json.dumps(claims))
     return RunFolder(copy)
 
@@ -215,18 +242,17 @@ def test_claims_judged_elsewhere_in_report_cli_compare_and_api(tiny_runs, tmp_pa
     page = api.report(judged.path).read_text()
     first = claims[0]["id"]
     row = _text(re.search(f"<tr id='claim-{first}'>.*?</tr>", page).group(0))
-    assert "measured, judged at paper scale" in row and "the quick scale trains 20 steps" in row
-    assert "FAILS" not in row and "holds" not in row
-    held = tally(claims).held
-    assert f"{held} of {len(claims) - 1} claims hold (1 more measured, judged at another scale)" in _text(page)
+    assert "measured, judged at long scale" in row and "the quick scale trains 20 steps" in row
+    assert "does not reproduce" not in row and "holds" not in row
+    assert summary(claims) in _text(page) and "(1 more measured, judged at another scale)" in summary(claims)
 
     result = api.RunResult(judged, claims)
     _print_result(result)
     out = capsys.readouterr().out
-    assert f"[measured, judged at paper scale] {first}: measured" in out and "(the quick scale trains 20 steps)" in out
+    assert f"[measured, judged at long scale] {first}: measured" in out and "(the quick scale trains 20 steps)" in out
     assert result.all_hold == all(c["holds"] for c in claims[1:])
     assert api.RunResult(judged, [claims[0]]).all_hold  # nothing judged here fails
 
     assert main(["compare", str(runs["a"].path), str(judged.path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith(first))
-    assert line.rstrip().endswith("measured, judged at paper scale")
+    assert line.rstrip().endswith("measured, judged at long scale")

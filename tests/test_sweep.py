@@ -180,9 +180,12 @@ def test_claims_judged_elsewhere_are_neither_passes_nor_failures_in_a_sweep(tmp_
             "lsa-linear", {"experiment": "lsa-linear", "task": {"d": d}}, out=sweep.run(point_name(point)).path
         )
         run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 1.0 / d}])
-        far = Claim("far", "P", "needs the paper's steps", 0.5, "< 0.1", False)
+        far = Claim("far", "P", "needs the paper's steps", 0.5, "< 0.1", False, "paper", "trained", "Fig 1")
         run.write_claims(
-            [Claim("near", "P", "holds at d = 2", d, "< 3", d < 3), judged_at(far, "paper", "too few steps")]
+            [
+                Claim("near", "P", "holds at d = 2", d, "< 3", d < 3, "paper", "trained", "Fig 1"),
+                judged_at(far, "paper", "too few steps", needed=1e5, reached=20),
+            ]
         )
     _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
     claims = pd.read_parquet(sweep.claims_file)

@@ -125,16 +125,12 @@ def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
         "diagonal_mass.png",
     }
     assert (result.folder.path / "tokenizer.json").exists()
-    assert {c["id"] for c in result.claims} == {"kq-not-worse", "kq-gain", "kq-nodiag-not-worse", "kq-nodiag-gain"}
-    # The gain is measured at every scale and judged only at the long one; not-worse is judged here.
+    assert {c["id"] for c in result.claims} == {"kq-gain", "kq-nodiag-gain"}
+    # Judged at every scale, per seed: each modified model against the plain one of the same seed.
     for claim in result.claims:
-        gain = claim["id"].endswith("-gain")
-        assert (claim["holds"] is None) == gain and claim.get("judged_at") == ("long" if gain else None)
-        assert "relative gain" in claim["measured"]
-    judged = iclab.run(
-        "symbols-lm", overrides={**overrides, "gain_judged_at": None}, out=tmp_path / "here", progress=False
-    )
-    assert all(isinstance(c["holds"], bool) and "judged_at" not in c for c in judged.claims)
+        assert isinstance(claim["holds"], bool) and "judged_at" not in claim and claim["kind"] == "paper"
+        gains = claim["measured"]["relative gain"]
+        assert len(gains) == 2 and claim["holds"] == all(not g.startswith("-") for g in gains)
     metrics = result.metrics
     final = metrics[(metrics.metric == "validation_perplexity") & metrics.step.isna()]
     assert len(final) == 6 and (final.value > 1).all() and (final.value < 300).all()
@@ -143,8 +139,8 @@ def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
 
 
 def test_bad_config_is_rejected_before_training(tmp_path):
-    for key, value in (("variants", ["plain", "kv"]), ("variants", ["kq"]), ("seeds", 1)):
-        with pytest.raises(ConfigError, match="variant|seeds"):
+    for key, value in (("variants", ["plain", "kv"]), ("variants", ["kq"])):
+        with pytest.raises(ConfigError, match="variant"):
             iclab.run("symbols-lm", overrides={**TINY, key: value}, out=tmp_path / "run", progress=False)
 
 

@@ -121,18 +121,20 @@ class RunContext:
         loss: str = "mse",
         setting: str | None = None,
         prompt_format=PairedFormat(),
-    ) -> dict[Key, float]:
+        stderr: bool = False,
+    ) -> dict[Key, float] | dict[Key, tuple[float, float]]:
         """Every predictor's mean loss on the run's ``n_prompts`` evaluation prompts
         (:func:`iclab.metrics.evaluate`: a predictor is a model reading ``prompt_format``, a learner or
         an episode → predictions function), logged as metrics ``loss`` and ``<loss>_stderr``.
 
         A predictor's key is a learner's name (logged without a seed) or a trained model's
-        ``(name, seed)``; the returned means have the same keys."""
+        ``(name, seed)``; the returned means have the same keys (with ``stderr``, ``(mean, standard
+        error)`` pairs)."""
         losses = evaluate(predictors, task, n_prompts, self.config["seed"], loss, prompt_format=prompt_format)
-        for key, (mean, stderr) in losses.items():
+        for key, (mean, error) in losses.items():
             model, seed = key if isinstance(key, tuple) else (key, None)
-            self.log_metrics({loss: mean, f"{loss}_stderr": stderr}, setting=setting, model=model, seed=seed)
-        return {key: mean for key, (mean, _) in losses.items()}
+            self.log_metrics({loss: mean, f"{loss}_stderr": error}, setting=setting, model=model, seed=seed)
+        return losses if stderr else {key: mean for key, (mean, _) in losses.items()}
 
     def model(
         self,

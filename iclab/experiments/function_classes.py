@@ -50,7 +50,6 @@ from .base import Experiment, RunContext
 PAPER = "Garg et al. (NeurIPS 2022)"
 
 ROBUST_SHIFTS = (
-    "skewed",
     "subspace",
     "noisy",
     "random-orthants",
@@ -58,14 +57,39 @@ ROBUST_SHIFTS = (
     "overlapping",
     "scale-x=0.5",
     "scale-x=2",
+    "scale-y=0.333",
     "scale-y=0.5",
     "scale-y=2",
+    "scale-y=3",
 )
 """Shifts under which the paper found the linear model's errors close to least squares'."""
-FAILING_SHIFTS = ("scale-x=3",)
+FAILING_SHIFTS = ("scale-x=0.333", "scale-x=3")
 """Shifts under which the paper found it failing."""
-COMPARED_WITH_KNN = ("linear", "sparse-linear")
-"""The classes on which the paper compares the transformer with 3-NN and averaging."""
+HALF_OF_KNN_SHIFTS = ("skewed",)
+"""Shifts under which the paper found the model "not perfectly robust" but below half of 3-NN's error."""
+PAPER_SHIFT_ERRORS = {
+    "subspace": "0.036, 0.0014, 0.00057 at k = 10, 20, 40",
+    "random-orthants": "0.062, 0.004 at k = 20, 40",
+    "orthogonal": "close to 1 (optimal)",
+    "overlapping": "0.001, 0.001, 0.0005 at k = 10, 20, 40",
+    "scale-x=0.5": "0.013 at k = 40",
+    "scale-x=2": "0.043 at k = 40",
+    "scale-y=0.333": "0.0012 at k = 40",
+    "scale-y=0.5": "0.0008 at k = 40",
+    "scale-y=2": "0.0016 at k = 40",
+    "scale-y=3": "0.0278 at k = 40",
+    "scale-x=0.333": "0.30 at k = 40",
+    "scale-x=3": "0.58 at k = 40",
+}
+"""The paper's errors under each shift (d = 20; its Figs 8 and 9), shown beside the measured values."""
+RIVALS = {
+    "linear": ("§3.1, Fig 2", ("3-nn", "averaging")),
+    "sparse-linear": ("§5, Fig 5a", ("3-nn", "averaging")),
+    "decision-tree": ("§5, Fig 5b", ("3-nn",)),
+    "relu-net": ("§5, Fig 5c", ("3-nn",)),
+}
+"""Per class the paper compares with 3-NN or averaging: its figure and the baselines drawn there. On the
+other classes (not in the paper) the comparison with both is iclab's own check."""
 
 DEFAULTS = {
     "seed": 0,
@@ -179,18 +203,30 @@ DEFAULTS = {
     },
     # In units of the zero predictor's error: "nearly matches" and "close to" read as within a tenth of it.
     "tolerance": {"lasso_gap": 0.1, "net_gap": 0.1, "robust": 0.1},
-    # Claims whose required accuracy this scale's models cannot reach (the reason, in the run's numbers,
-    # is in each claim; docs/experiments/function-classes.md): measured, and judged at the paper's scale.
-    "judged_at_paper": ["sparse-beats-ols", "sparse-approaches-lasso"],
+    # Claims this scale may leave to the long scale: a run defers one only when its own numbers show its sparse
+    # model short of the accuracy the claim needs (docs/experiments/function-classes.md).
+    "judged_at_long": ["sparse-beats-ols", "sparse-approaches-lasso"],
 }
 
 _FROM_SCRATCH = {"init_from": None, "train": {"steps": 500000, "warmup": 0, "lr": 0.0001}}
 
 SCALES = {
     "quick": {},
+    # Long (well within an hour on a quiet 2-core CPU): quick with four times the steps for every class, which
+    # judges every claim (docs/experiments/function-classes.md, "The long scale").
+    "long": {
+        "judged_at_long": [],
+        "functions": {
+            "linear": {"train": {"steps": 32000, "warmup": 2000}},
+            "sparse-linear": {"train": {"steps": 4000, "warmup": 200}},
+            "linear-classification": {"train": {"steps": 4000, "warmup": 200}},
+            "noisy-linear": {"train": {"steps": 4000, "warmup": 200}},
+        },
+        "train": {"steps": 8000},
+    },
     # Their sizes (one GPU's work: docs/experiments/function-classes.md has our cost estimate).
     "paper": {
-        "judged_at_paper": [],
+        "judged_at_long": [],
         "d": 20,
         # Every class from scratch with the shared recipe, as the paper trained them.
         "functions": {
@@ -421,44 +457,42 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
         advantage = min((c["ols"]["mean"][k] - lasso[k]).item() for k in ks) if len(ks) else float("nan")
         excess = max((gpt(c, "sparse-linear", s)[task.d :] - c["ols"]["mean"][task.d :]).mean().item() for s in seeds)
         reason = (
-            f"sparsity can beat least squares here by at most the Lasso's margin ({advantage:.2g} at "
-            f"{ks.start} ≤ k < {ks.stop}), while this scale's sparse model is still {excess:.2g} above least "
-            f"squares where least squares is exact (k ≥ d, mean over k, worst seed)"
+            f"the sparse model must come within the effect sparsity can have, the Lasso's margin over least squares "
+            f"at {ks.start} ≤ k < {ks.stop} (its smallest), of least squares where that one is exact (k ≥ d); the "
+            f"model's excess there (mean over k, worst seed)"
         )
-        listed = config["judged_at_paper"]
+        sparse = C.paper("§5, Fig 5a", "0.58, 0.09 at k = 5, 10 against the Lasso's 0.62, 0.08 (s = 3, d = 20)")
+        claims = [
+            C.holds_if(
+                "sparse-beats-ols",
+                PAPER,
+                f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
+                f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
+                f"smallest margin (OLS − transformer) {margin:.4g}",
+                "> 0",
+                margin > 0,
+                about=sparse,
+                figure="classes",
+            ),
+            C.at_most(
+                "sparse-approaches-lasso",
+                PAPER,
+                f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
+                f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
+                "(largest gap over k and seeds)",
+                gap,
+                tol["lasso_gap"],
+                about=sparse,
+                figure="classes",
+            ),
+        ]
         out += [
-            C.judged_at_paper_if(
-                C.holds_if(
-                    "sparse-beats-ols",
-                    PAPER,
-                    f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
-                    f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
-                    f"smallest margin (OLS − transformer) {margin:.4g}",
-                    "> 0",
-                    margin > 0,
-                    figure="classes",
-                ),
-                listed,
-                reason,
-            ),
-            C.judged_at_paper_if(
-                C.at_most(
-                    "sparse-approaches-lasso",
-                    PAPER,
-                    f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
-                    f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
-                    "(largest gap over k and seeds)",
-                    gap,
-                    tol["lasso_gap"],
-                    figure="classes",
-                ),
-                listed,
-                reason,
-            ),
+            C.judged_at_if_unresolved(claim, config["judged_at_long"], "long", reason, needed=advantage, reached=excess)
+            for claim in claims
         ]
     if "decision-tree" in names:
         c, task = curves["decision-tree"], _task(config, "decision-tree")
-        small = slice(1, task.n_context // 2 + 1)
+        every = slice(1, None)
         rivals = {
             "tree(depth 4)": c["tree(depth 4)"]["mean"],
             "tree": c["tree"]["mean"],
@@ -469,19 +503,19 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
             own = {"xgboost": slow_errors["decision-tree", ("decision-tree", s)]}
             for rival, err in rivals.items():
                 mine = own.get(rival, gpt(c, "decision-tree", s))
-                margins[rival, s] = (err[small] - mine[small]).mean().item()
+                margins[rival, s] = (err[every] - mine[every]).mean().item()
         worst = min(margins.values())
         out.append(
             C.holds_if(
                 "tree-beats-greedy-and-boosted",
                 PAPER,
-                f"on depth-4 decision trees the transformer's mean error over 1 ≤ k ≤ {small.stop - 1} is below the "
-                "greedy "
-                f"tree's (depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for "
-                "XGBoost)",
+                f"on depth-4 decision trees the transformer's mean error over every prefix 1 ≤ k < {task.n_context} is "
+                "below the greedy tree's (depth 4 and unlimited) and XGBoost's (on the same "
+                f"{config['slow_prompts']} prompts for XGBoost)",
                 ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()),
                 "> 0 each",
                 worst > 0,
+                about=C.paper("§5, Fig 5b", "0.12 against greedy 0.80 and XGBoost 0.62 at k = 100"),
                 figure="classes",
             )
         )
@@ -498,6 +532,7 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
                 f"{config['slow_prompts']} prompts, worst seed)",
                 gap,
                 tol["net_gap"],
+                about=C.paper("§5, Fig 5c", "both 0.17 at k = 100"),
                 figure="classes",
             )
         )
@@ -508,29 +543,30 @@ def _claims(config, names, seeds, curves, slow_errors, ood):
 
 
 def _beats_knn_claims(names, seeds, curves) -> list[C.Claim]:
-    """Per class: the transformer's error at the longest prefix is below 3-NN's and averaging's, every seed.
-    ``curves[class][key]["mean"]`` is the error by prefix; a class's transformer is keyed ``(class, seed)``."""
+    """Per class: the transformer's error at the longest prefix is below the baselines the paper draws beside
+    it (:data:`RIVALS`: 3-NN and averaging, or 3-NN alone), every seed; on the classes the paper does not
+    compare, below both, as iclab's own check. ``curves[class][key]["mean"]`` is the error by prefix; a class's
+    transformer is keyed ``(class, seed)``."""
     out = []
     for name in names:
         c = curves[name]
-        rival = torch.minimum(c["3-nn"]["mean"][-1], c["averaging"]["mean"][-1]).item()
+        source, baselines = RIVALS.get(name, (None, ("3-nn", "averaging")))
+        rival = min(c[b]["mean"][-1].item() for b in baselines)
         margins = {s: rival - c[name, s]["mean"][-1].item() for s in seeds}
+        drawn = " and ".join({"3-nn": "3-NN", "averaging": "averaging"}[b] for b in baselines)
         scope = (
-            "as in the paper"
-            if name in COMPARED_WITH_KNN
-            else "iclab's extension: the paper compares 3-NN and averaging on linear and sparse linear functions only"
+            "the baselines of the paper's figure" if source else "iclab's extension: the paper has no such comparison"
         )
         out.append(
             C.holds_if(
                 f"beats-knn-and-averaging-{name}",
                 PAPER,
                 f"on {name} functions the transformer's error at the longest prefix (k = {len(c['3-nn']['mean']) - 1}) "
-                "is "
-                f"below both 3-NN's and averaging's, every seed ({scope})",
-                {f"margin, seed {s}": m for s, m in margins.items()}
-                | {"error of the better of 3-NN and averaging": rival},
-                "margin (better of 3-NN and averaging − transformer) > 0, every seed",
+                f"is below {drawn}'s, every seed ({scope})",
+                {f"margin, seed {s}": m for s, m in margins.items()} | {f"error of the better of {drawn}": rival},
+                f"margin (better of {drawn} − transformer) > 0, every seed",
                 min(margins.values()) > 0,
+                about=C.paper(source) if source else C.diagnostic("trained"),
                 figure="classes",
             )
         )
@@ -544,38 +580,74 @@ def _excess(table, s) -> float:
 
 
 def _shift_claims(config, seeds, ood):
+    """The paper's findings under each shift of :data:`ROBUST_SHIFTS`, :data:`FAILING_SHIFTS` and
+    :data:`HALF_OF_KNN_SHIFTS` that ran. Robustness is judged on a model that has learnt the task: its excess
+    over least squares on standard prompts is within the tolerance, and the shift raises it by at most that
+    much; a failure, by a rise beyond it."""
     if "standard" not in ood:
         return []
     tol = config["tolerance"]["robust"]
     base = {s: _excess(ood["standard"], s) for s in seeds}
+    learnt = max(base.values()) <= tol
+    on_standard = ", ".join(f"{v:.3g}" for v in base.values())
     out = []
     for name in ROBUST_SHIFTS + FAILING_SHIFTS:
         if name not in ood:
             continue
-        rise = max(_excess(ood[name], s) - base[s] for s in seeds)
         fails = name in FAILING_SHIFTS
+        rises = [_excess(ood[name], s) - base[s] for s in seeds]
         statement = (
-            f"under the {name} prompts the linear transformer's mean excess over least squares (normalised "
-            f"error above OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} from its "
-            f"excess on standard prompts ({', '.join(f'{v:.3g}' for v in base.values())}; worst seed)"
+            f"under the {name} prompts the linear transformer's mean excess over least squares (normalised error above "
+            f"OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} from its excess on standard "
+            f"prompts ({on_standard}; worst seed)"
         )
+        about = C.paper("§4, Figs 8 and 9" if name.startswith("scale") else "§4, Fig 8", PAPER_SHIFT_ERRORS.get(name))
         if fails:
-            rise = min(_excess(ood[name], s) - base[s] for s in seeds)
             out.append(
                 C.holds_if(
                     f"ood-fails-{name}",
                     PAPER,
                     "a failure the paper found: " + statement,
-                    rise,
+                    min(rises),
                     f"> {tol}",
-                    rise > tol,
+                    min(rises) > tol,
+                    about=about,
                     figure="shifts",
                 )
             )
         else:
             out.append(
-                C.at_most(f"ood-robust-{name}", PAPER, "robust in the paper: " + statement, rise, tol, figure="shifts")
+                C.holds_if(
+                    f"ood-robust-{name}",
+                    PAPER,
+                    "robust in the paper: " + statement + f", on a model that has learnt the task (excess on standard "
+                    f"prompts ≤ {tol})",
+                    {"rise": max(rises), "excess on standard prompts": max(base.values())},
+                    f"rise ≤ {tol}, standard excess ≤ {tol}",
+                    learnt and max(rises) <= tol,
+                    about=about,
+                    figure="shifts",
+                )
             )
+    for name in HALF_OF_KNN_SHIFTS:
+        if name not in ood:
+            continue
+        table = ood[name]
+        knn = table["3-nn"]["mean"][-1].item()
+        mine = max(table["linear", s]["mean"][-1].item() for s in seeds)
+        out.append(
+            C.holds_if(
+                f"ood-robust-{name}",
+                PAPER,
+                f"under the {name} prompts the linear transformer is not perfectly robust but stays below half of "
+                "3-NN's error at the longest prefix (worst seed)",
+                {"transformer": mine, "3-NN": knn},
+                "transformer < 3-NN / 2",
+                mine < knn / 2,
+                about=C.paper("§4, Fig 4a", "less than half the error of the nearest-neighbour baseline"),
+                figure="shifts",
+            )
+        )
     return out
 
 

@@ -53,7 +53,8 @@ DEFAULTS = {
     "ridge_lam": 0.1,
     "eval_prompts": 4000,
     "bootstrap": 1000,
-    "tolerance": {"ols_gap": 0.05},
+    # min_norm_spd: Akyürek et al.'s bound on SPD/d to OLS ("with squared error less than 0.01").
+    "tolerance": {"ols_gap": 0.05, "min_norm_spd": 0.01},
 }
 
 SCALES = {
@@ -141,7 +142,7 @@ def run(config: dict, ctx: RunContext):
         model, seed = key if isinstance(key, tuple) else (key, None)
         ctx.log_band("linear", model, "mse_over_d", curves[key], seed=seed)
 
-    # Squared prediction distance to OLS and to 3-NN (Akyürek et al.'s SPD, divided by d).
+    # Squared prediction distance to OLS and to 3-NN (Akyürek et al.'s SPD, divided by d; 3-NN's is logged only).
     spd = {}
     for seed in result.seeds:
         for ref in ("ols", "3-nn"):
@@ -166,8 +167,8 @@ def _claims(config, seeds, curves, spd, d, n):
     beaten = [(k, s) for s, g in zip(seeds, gpt) for k in late if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
     worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in late)
     early = range(1, min(d, n))
-    closer = [(spd[s, "ols"][k] < spd[s, "3-nn"][k]).item() for s in seeds for k in early]
-    ratio = max((spd[s, "ols"][k] / spd[s, "3-nn"][k]).item() for s in seeds for k in early)
+    bound = config["tolerance"]["min_norm_spd"]
+    to_ols = {k: max(spd[s, "ols"][k].item() for s in seeds) for k in early}  # worst seed at each k < d
     tol = config["tolerance"]["ols_gap"]
     return [
         C.at_most(
@@ -177,6 +178,7 @@ def _claims(config, seeds, curves, spd, d, n):
             f"(largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
             gap,
             tol,
+            about=C.paper("Garg et al. §3.1, Fig 2", "0.02 at k = d, 0.0006 at k = 2d (d = 20)"),
             figure="loss_by_prefix",
         ),
         C.holds_if(
@@ -186,16 +188,19 @@ def _claims(config, seeds, curves, spd, d, n):
             f"smallest margin {worst_margin:.4g}; failures (k, seed): {beaten or 'none'}",
             "margin > 0 at every k ≥ 2",
             not beaten,
+            about=C.paper("Garg et al. §3.1, Fig 2"),
             figure="loss_by_prefix",
         ),
         C.holds_if(
             "min-norm-below-d",
             PAPER,
-            "for 1 ≤ k < d the transformer's predictions are closer (SPD) to min-norm OLS than to 3-NN "
-            "(every k and seed)",
-            f"largest SPD(gpt, ols)/SPD(gpt, 3-nn) = {ratio:.3g}",
-            "< 1 at every k < d",
-            all(closer),
+            f"with fewer examples than d the transformer's predictions are consistent with min-norm OLS: SPD/d to it "
+            f"is below {bound:g} at every 1 ≤ k < d (Akyürek et al.'s threshold; worst seed; measured: SPD/d by k)",
+            {f"k={k}": v for k, v in to_ols.items()},
+            f"< {bound:g} at every k < d",
+            all(v < bound for v in to_ols.values()),
+            about=C.paper("Akyürek et al. §4.3, Fig 1; Garg et al. §3.2, Fig 3", f"SPD/d < {bound:g} (d = 8)"),
+            figure="loss_by_prefix",
         ),
     ]
 

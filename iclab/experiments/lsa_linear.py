@@ -24,6 +24,8 @@ from ..train import TrainConfig, data_source
 from .base import Experiment, RunContext
 
 PAPER = "Zhang, Frei, Bartlett (JMLR 2024)"
+SOURCES = {"optimum": "§4.1, Theorems 4.1 and 4.2 (M = N)", "preconditioner": "§4.1, Theorem 4.1"}
+"""Where the paper states each claim (docs/papers.md §1)."""
 
 DEFAULTS = {
     "seed": 0,
@@ -121,6 +123,7 @@ def _claims(s: Setting, config: dict) -> list:
             worst,
             s.optimal_loss,
             tol["loss_rel"],
+            about=C.paper(SOURCES["optimum"], round(s.optimal_loss, 4)),
             figure="learners",
         ),
         C.at_least(
@@ -129,15 +132,18 @@ def _claims(s: Setting, config: dict) -> list:
             f"{name} Λ: W_PV[y,y]·W_KQ[x,x] matches Γ⁻¹ in direction (cosine, worst seed)",
             min(s.cosines),
             tol["cosine"],
+            about=C.paper(SOURCES["preconditioner"]),
             figure="weights",
         ),
         C.holds_if(
             f"between-ols-and-averaging-{name}",
             PAPER,
-            f"{name} Λ: the LSA beats averaging and loses to OLS (every seed)",
+            f"{name} Λ: the LSA beats averaging and loses to OLS (every seed); a sanity bound of iclab's, implied "
+            "by the loss at the optimum",
             f"ols {ols:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} < averaging {averaging:.4g}",
             "ols < lsa < averaging",
             all(ols < v < averaging for v in model_losses),
+            about=C.diagnostic("trained"),
             figure="learners",
         ),
     ]

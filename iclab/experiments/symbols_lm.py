@@ -24,13 +24,14 @@ validation and test perplexities (mean and standard deviation over seeds), the l
 layer and head, and the attention's diagonal mass (mean A_ii over query positions i ≥ 1, on
 validation blocks) per layer and head for every variant, beside uniform causal attention's.
 
-The paper reports a small perplexity gain and no numbers; the claims check that the modified
-models are not worse beyond the seed spread, and report whether, and by how much, they are better.
+The paper reports a small perplexity gain and no numbers; the claims check, per seed, that each
+modified model's final validation perplexity is below the plain model's (same initial weights and
+batches), and report by how much.
 
-Scales: quick (a 2-layer, width-64 model that under-fits in 600 steps: the ``-gain`` claims are
-measured there and judged at ``long``), long (a 3-layer, width-128 model with dropout for about 14
-passes over the corpus, on one CPU core in about an hour) and paper (GPT-2 small on Wikitext-2). How the
-scales were chosen and what they measured: docs/experiments/symbols-lm.md.
+Scales: quick (a 2-layer, width-64 model that under-fits in 600 steps), long (a 3-layer, width-128
+model with dropout for about 14 passes over the corpus, the paper's over-fitting regime as far as a CPU
+reaches it) and paper (GPT-2 small on Wikitext-2); each judges the claims. How the scales were chosen and
+what they measured: docs/experiments/symbols-lm.md.
 """
 
 from __future__ import annotations
@@ -92,11 +93,6 @@ DEFAULTS = {
         "checkpoint_every": 200,
     },
     "eval": {"batch_size": 64, "diagonal_blocks": 32},
-    # sigmas: "beyond the seed spread" = more than this many standard errors of the difference of
-    # the two variants' mean final validation perplexities (from the seeds' standard deviations).
-    "tolerance": {"sigmas": 2.0},
-    # The scale that judges the -gain claims (null: this one); at others they are measured only.
-    "gain_judged_at": "long",
 }
 
 SCALES = {
@@ -111,7 +107,7 @@ SCALES = {
     # paper gives none).
     # Long (CPU, about an hour on one quiet core): the authors' regime as far as a CPU reaches it: a
     # 3-layer, width-128 model with their dropout of 0.1, about 14 passes over the language
-    # reference's training tokens, where the quick model under-fits. The -gain claims are judged here.
+    # reference's training tokens, where the quick model under-fits.
     "long": {
         "model": {"n_layers": 3, "n_heads": 4, "width": 128, "block": 128, "dropout": 0.1},
         "train": {
@@ -123,10 +119,8 @@ SCALES = {
             "log_every": 100,
             "checkpoint_every": 100,
         },
-        "gain_judged_at": None,
     },
     "paper": {
-        "gain_judged_at": None,
         "data": {"path": "wikitext-2-raw"},
         "tokenizer": {"vocab_size": 50257},
         "model": {"n_layers": 12, "n_heads": 12, "width": 768, "block": 1024, "dropout": 0.1},
@@ -151,8 +145,6 @@ def _validate(config: dict):
             raise ConfigError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
     if "plain" not in config["variants"] or len(config["variants"]) < 2:
         raise ConfigError("variants must hold plain and at least one modified variant to compare with it")
-    if config["seeds"] < 2:
-        raise ConfigError("symbols-lm compares variants beyond the seed spread: it needs seeds >= 2")
     if min(config["model"]["block"], config["eval"]["batch_size"], config["eval"]["diagonal_blocks"]) < 1:
         raise ConfigError("model.block, eval.batch_size and eval.diagonal_blocks must be >= 1")
 
@@ -265,62 +257,43 @@ def _mean(values) -> float:
 
 
 def _sd(values) -> float:
-    """The sample standard deviation over seeds."""
+    """The sample standard deviation over seeds (NaN for a single seed: there is no spread to measure)."""
+    if len(values) < 2:
+        return math.nan
     mean = _mean(values)
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
 def _claims(config: dict, final: dict) -> list:
-    sigmas = config["tolerance"]["sigmas"]
+    """Per modified variant: its final validation perplexity is below the plain model's on every seed of the
+    run (each pair shares its initial weights and batches, so a seed is a paired comparison)."""
     plain = final["plain"]["validation"]
     claims = []
     for variant in config["variants"]:
         if variant == "plain":
             continue
         modified = final[variant]["validation"]
-        difference = _mean(modified) - _mean(plain)
-        # The standard error of the difference of two means over independent seeds.
-        stderr = math.sqrt(_sd(modified) ** 2 / len(modified) + _sd(plain) ** 2 / len(plain))
-        what = "a·XXᵀ" if variant == "kq" else "a·XXᵀ with XXᵀ's diagonal masked"
-        summary = (
-            f"{variant} {_mean(modified):.4g} ± {_sd(modified):.2g}, plain {_mean(plain):.4g} ± {_sd(plain):.2g} "
-            f"(mean ± sd over {len(plain)} seeds); difference {difference:+.3g}, standard error {stderr:.2g}; "
-            f"relative gain {-difference / _mean(plain):+.2%}"
-        )
+        gains = [(p - m) / p for p, m in zip(plain, modified)]  # relative gain per seed
+        what = "a·XXᵀ" if variant == "kq" else "a·XXᵀ with XXᵀ's diagonal masked (the authors' notebook run)"
         claims.append(
             C.holds_if(
-                f"{variant}-not-worse",
+                f"{variant}-gain",
                 PAPER,
-                f"The language model with {what} is not worse than the plain one beyond the seed spread: its mean "
-                f"final validation perplexity exceeds the plain model's by at most {sigmas:g} standard errors of the "
-                "difference",
-                summary,
-                f"difference ≤ {sigmas:g} × standard error",
-                difference <= sigmas * stderr,
+                f"the language model with {what} reaches a lower final validation perplexity than the plain one (same "
+                f"initial weights and batches), on every seed of the run (measured: perplexities and the relative "
+                "gain per seed)",
+                {
+                    variant: [round(v, 3) for v in modified],
+                    "plain": [round(v, 3) for v in plain],
+                    "relative gain": [f"{g:+.2%}" for g in gains],
+                },
+                "lower than plain on every seed",
+                all(g > 0 for g in gains),
+                about=C.paper(
+                    "§5, the GPT-2 Wikitext figure",
+                    "a small gain, no number (the authors' review reply, Wikitext-103, both terms: 17.08 → 16.69)",
+                ),
                 figure="validation_perplexity",
-            )
-        )
-        gain = C.holds_if(
-            f"{variant}-gain",
-            PAPER,
-            f"The paper reports a small perplexity gain (no numbers): with {what} the mean final validation "
-            f"perplexity is lower than the plain model's by more than {sigmas:g} standard errors of the difference",
-            summary,
-            f"difference < −{sigmas:g} × standard error",
-            difference < -sigmas * stderr,
-            figure="validation_perplexity",
-        )
-        judged_at = config["gain_judged_at"]
-        claims.append(
-            gain
-            if judged_at is None
-            else C.judged_at(
-                gain,
-                judged_at,
-                "the paper's gain comes from a regime that over-fits (GPT-2 small, many epochs on Wikitext-2, "
-                "dropout); "
-                f"this scale's small model under-fits in {config['train']['steps']} steps, so it is judged at the "
-                f"{judged_at!r} scale (docs/experiments/symbols-lm.md)",
             )
         )
     return claims
@@ -331,7 +304,7 @@ def _figures(ctx: RunContext, config: dict, histories: dict, final: dict, a_valu
     for k, (variant, history) in enumerate(histories.items()):
         training_curve(axes[0], history, variant, metric="val_perplexity")
         values = final[variant]["validation"]
-        axes[1].errorbar([k], [_mean(values)], yerr=[_sd(values)], fmt="o", capsize=4)
+        axes[1].errorbar([k], [_mean(values)], yerr=[_sd(values)] if len(values) > 1 else None, fmt="o", capsize=4)
         axes[1].plot([k] * len(values), values, "k.", ms=3)
     axes[0].set_yscale("log")
     axes[0].set_ylabel("validation perplexity (min–max over seeds)")

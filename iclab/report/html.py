@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from ..claims import measured_text, tally, verdict_text
+from ..claims import kind_of, measured_text, summary, verdict_text
 from ..runs import RunFolder, write_atomic
 
 _STYLE = """
@@ -25,6 +25,7 @@ td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;o
 th{background:#f4f4f4}
 tr.paper th{background:#e4e9f2;font-size:15px}
 .ok{color:#17813a;font-weight:bold}.fail{color:#b3261e;font-weight:bold}.elsewhere{color:#555;font-style:italic}
+.finding{color:#8a4b00;font-weight:bold}
 .changed td{background:#fff6d5}
 tr:target td,figure:target{background:#fff6d5}
 .summary{font-size:1.15em}
@@ -111,9 +112,21 @@ def link(href: str, text: str, fragment: str | None = None) -> str:
 
 
 def verdict(claim: dict) -> str:
-    """A claim's verdict, coloured: holds, FAILS, or (neither) measured but judged at another scale."""
-    kind = "elsewhere" if claim["holds"] is None else "ok" if claim["holds"] else "fail"
-    return f"<span class='{kind}'>{html.escape(verdict_text(claim))}</span>"
+    """A claim's verdict, coloured: holds; does not reproduce here (a paper claim that failed: a finding);
+    FAILS (a diagnostic); or (neither) measured but judged at another scale."""
+    if claim["holds"] is None:
+        style = "elsewhere"
+    elif claim["holds"]:
+        style = "ok"
+    else:
+        style = "finding" if kind_of(claim) == "paper" else "fail"
+    return f"<span class='{style}'>{html.escape(verdict_text(claim))}</span>"
+
+
+def paper_value(claim: dict) -> str:
+    """The paper's own number for a claim, escaped (``—`` where the paper gives none)."""
+    number = claim.get("paper_value")
+    return "—" if number is None else value(number)
 
 
 def cell(label: str, content: str, attrs: str = "") -> str:
@@ -130,20 +143,38 @@ def table(headers: list[str], rows: list[str], cards: bool = True, bodies: bool 
 
 
 def claims_table(claims: list[dict], figures: set[str]) -> str:
-    """The claims with their verdicts, one anchored row each; a claim naming one of the run's
-    ``figures`` links to it, a claim judged at another scale says why under its verdict."""
-    rows = []
-    for c in claims:
+    """The claims with their verdicts, one anchored row each: the paper's claims (with their source in the
+    paper and the paper's number beside the measured one), then iclab's diagnostics in a table of their
+    own. A claim naming one of the run's ``figures`` links to it; a claim judged at another scale says why
+    under its verdict."""
+
+    def row(c: dict, columns: list[str]) -> str:
         figure = c.get("figure")
         shown = link("", figure_title(figure), figure_anchor(figure)) if figure in figures else "—"
         reason = f"<br><small>{html.escape(c['reason'])}</small>" if c.get("reason") else ""
-        rows.append(
-            f"<tr id='{html.escape(claim_anchor(c['id']))}'>{cell('verdict', verdict(c) + reason)}"
-            f"{cell('id', html.escape(c['id']))}{cell('statement', html.escape(c['statement']))}"
-            f"{cell('measured', value(c['measured']))}{cell('expected', html.escape(str(c['expected'])))}"
-            f"{cell('figure', shown)}</tr>"
+        cells = {
+            "verdict": verdict(c) + reason,
+            "id": html.escape(c["id"]),
+            "statement": html.escape(c["statement"]),
+            "source": html.escape(c.get("source") or "—"),
+            "measured": value(c["measured"]),
+            "the paper's number": paper_value(c),
+            "expected": html.escape(str(c["expected"])),
+            "figure": shown,
+        }
+        return f"<tr id='{html.escape(claim_anchor(c['id']))}'>" + "".join(cell(k, cells[k]) for k in columns) + "</tr>"
+
+    paper = ["verdict", "id", "statement", "source", "measured", "the paper's number", "expected", "figure"]
+    own = ["verdict", "id", "statement", "measured", "expected", "figure"]
+    parts = [table(paper, [row(c, paper) for c in claims if kind_of(c) == "paper"])]
+    diagnostics = [row(c, own) for c in claims if kind_of(c) == "diagnostic"]
+    if diagnostics:
+        parts.append(
+            "<h3 id='diagnostics'>Diagnostics</h3><p>iclab's own checks (an optimiser converged, the theory is "
+            "consistent, a sanity bound): not statements of the paper, and not counted among its claims.</p>"
+            + table(own, diagnostics)
         )
-    return table(["verdict", "id", "statement", "measured", "expected", "figure"], rows)
+    return "".join(parts)
 
 
 def environment_table(config: dict, info: dict) -> str:
@@ -210,7 +241,7 @@ def write_report(run: RunFolder) -> Path:
     parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
     if claims:
         parts.append(
-            f"<h2 id='claims'>Claims</h2><p class='summary'>{tally(claims)}.</p>"
+            f"<h2 id='claims'>Claims</h2><p class='summary'>{html.escape(summary(claims))}.</p>"
             f"{claims_table(claims, {f.stem for f in figures})}"
         )
     else:

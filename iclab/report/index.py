@@ -17,17 +17,37 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..claims import SEED_RULE, holds_over_seeds, tally
+from ..claims import EVALUATION_SEEDS, SEED_RULE, holds_over_seeds, kind_of, measured_text, summary
 from ..config import ConfigError
 from ..runs import RunFolder, write_atomic
-from .html import cell, claim_anchor, duration, figure_anchor, figure_title, link, page, seeds, table, value
+from .html import (
+    cell,
+    claim_anchor,
+    duration,
+    figure_anchor,
+    figure_title,
+    link,
+    page,
+    paper_value,
+    seeds,
+    table,
+    value,
+)
 
-_COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
+_COUNTED, _SUPERSEDED, _UNFINISHED, _OTHER_SEEDS = "counted", "superseded", "not finished", "not evaluation seeds"
+_EVALUATION = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
 COUNTED_RUNS = (
-    "per experiment, scale and seed the newest finished run counts; older runs of that seed and "
-    "unfinished runs are not counted"
+    f"only runs on the evaluation seeds {_EVALUATION} count, which no recipe was tuned on; per experiment, "
+    "scale and seed the newest finished run counts; older runs of that seed, unfinished runs and runs of "
+    "other seeds (tuning and exploration) are listed but not counted"
 )
 _MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
+
+
+def on_evaluation_seeds(config: dict) -> bool:
+    """Whether every seed a run trained is an evaluation seed (:data:`iclab.claims.EVALUATION_SEEDS`)."""
+    first = config.get("seed", 0)
+    return all(first + k in EVALUATION_SEEDS for k in range(config.get("seeds", 1)))
 
 
 def run_folders(root: str | Path) -> list[RunFolder]:
@@ -121,8 +141,13 @@ class ClaimRow:
         return holds_over_seeds(self.held, self.judged)
 
     def judged_at(self) -> str:
-        """The scales its judged-elsewhere entries name, e.g. ``paper``."""
+        """The scales its judged-elsewhere entries name, e.g. ``long``."""
         return ", ".join(dict.fromkeys(str(c.get("judged_at")) for c in self.elsewhere))
+
+    @property
+    def kind(self) -> str:
+        """``paper`` or ``diagnostic`` (:data:`iclab.claims.KINDS`), as the newest run states it."""
+        return kind_of(self.latest)
 
 
 @dataclass
@@ -135,6 +160,10 @@ class Scoreboard:
 
     def counted(self) -> list[Run]:
         return [r for r in self.runs if r.status == _COUNTED]
+
+    def of_kind(self, kind: str) -> list[ClaimRow]:
+        """The claim rows of one kind, ``paper`` or ``diagnostic``."""
+        return [row for row in self.rows if row.kind == kind]
 
     def groups(self) -> dict[tuple[str, str], list[ClaimRow]]:
         """The rows by (experiment, scale), in the order the experiments first ran."""
@@ -156,6 +185,9 @@ def aggregate(root: str | Path) -> Scoreboard:
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
     for run in sorted((r for r in runs if r.folder.finished), key=lambda r: r.ended):
+        if not on_evaluation_seeds(run.config):
+            run.status = _OTHER_SEEDS
+            continue
         key = (run.experiment, run.scale, run.seed)
         if key in newest:
             newest[key].status, newest[key].newer = _SUPERSEDED, run
@@ -193,7 +225,25 @@ def _count_of(count: int, runs: list[Run]) -> str:
 
 # --- the scoreboard page ---------------------------------------------------------------------------------------
 
-_CLAIM_HEADERS = ["claim", "the paper says", "measured", "expected", "verdict", "seeds", "evidence"]
+_CLAIM_HEADERS = [
+    "claim",
+    "the paper says",
+    "measured",
+    "the paper's number",
+    "expected",
+    "verdict",
+    "seeds",
+    "evidence",
+]
+_DIAGNOSTIC_HEADERS = ["check", "what it checks", "measured", "expected", "verdict", "seeds", "evidence"]
+
+
+def _verdict_word(row: ClaimRow) -> str:
+    """``holds``; ``does not reproduce here`` for a paper claim that fails by the rule (a finding);
+    ``FAILS`` for a diagnostic that does."""
+    if row.holds:
+        return "holds"
+    return "does not reproduce here" if row.kind == "paper" else "FAILS"
 
 
 def _verdict_cell(row: ClaimRow) -> str:
@@ -204,8 +254,9 @@ def _verdict_cell(row: ClaimRow) -> str:
             f"<br><small>{html.escape(reason)}</small>" if reason else ""
         )
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
+    style = "ok" if row.holds else "finding" if row.kind == "paper" else "fail"
     return (
-        f"<span class='{'ok' if row.holds else 'fail'}'>{'holds' if row.holds else 'FAILS'}</span>"
+        f"<span class='{style}'>{_verdict_word(row)}</span>"
         f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>"
     )
 
@@ -233,75 +284,118 @@ def _measured_cell(row: ClaimRow) -> str:
 def _claim_row(row: ClaimRow) -> str:
     newest, latest = max(row.results, key=lambda result: result[0].ended)
     name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
+    paper = row.kind == "paper"
+    source = f"<br><small>{html.escape(latest['source'])}</small>" if paper and latest.get("source") else ""
     return (
-        f"<tr>{cell('claim', name)}{cell('the paper says', html.escape(latest['statement']))}"
-        f"{cell('measured', _measured_cell(row))}{cell('expected', html.escape(str(latest['expected'])))}"
+        f"<tr>{cell('claim', name)}"
+        f"{cell('the paper says' if paper else 'what it checks', html.escape(latest['statement']) + source)}"
+        f"{cell('measured', _measured_cell(row))}"
+        + (cell("the paper's number", paper_value(latest)) if paper else "")
+        + f"{cell('expected', html.escape(str(latest['expected'])))}"
         f"{cell('verdict', _verdict_cell(row))}{cell('seeds', _seed_list(row.runs()))}"
         f"{cell('evidence', newest.evidence(latest))}</tr>"
     )
 
 
+def _counts(rows: list[ClaimRow], failing: str) -> str:
+    """``5 of 6 hold, 1 does not reproduce here, 2 judged at another scale``."""
+    judged = [row for row in rows if row.holds is not None]
+    held = sum(bool(row.holds) for row in judged)
+    parts = [f"{held} of {len(judged)} hold"]
+    if len(judged) > held:
+        parts.append(f"{len(judged) - held} {failing}")
+    if len(rows) > len(judged):
+        parts.append(f"{len(rows) - len(judged)} judged at another scale")
+    return ", ".join(parts)
+
+
 def _claims_by_paper(board: Scoreboard) -> str:
-    """One table of every claim row, a body per paper under a heading row."""
+    """One table of every paper claim row, a body per paper under a heading row."""
     papers: dict[str, list[ClaimRow]] = {}
-    for row in board.rows:
+    for row in board.of_kind("paper"):
         papers.setdefault(row.latest["paper"], []).append(row)
     bodies = []
     for k, (paper, rows) in enumerate(papers.items()):
         names = ", ".join(dict.fromkeys(row.experiment for row in rows))
-        judged = [row for row in rows if row.holds is not None]
-        elsewhere = len(rows) - len(judged)
-        counts = f"{sum(bool(row.holds) for row in judged)} of {len(judged)} hold" + (
-            f", {elsewhere} judged at another scale" if elsewhere else ""
-        )
         heading = (
             f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
-            f"<small>({html.escape(names)}; {counts})</small></th></tr>"
+            f"<small>({html.escape(names)}; {_counts(rows, 'do not reproduce here')})</small></th></tr>"
         )
         bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(row) for row in rows)}</tbody>")
     return table(_CLAIM_HEADERS, bodies, bodies=True)
 
 
-def _runs_table(board: Scoreboard) -> str:
+def _diagnostics(board: Scoreboard) -> str:
+    rows = board.of_kind("diagnostic")
+    if not rows:
+        return ""
+    return (
+        f"<h2 id='diagnostics'>Diagnostics</h2><p>iclab's own checks ({_counts(rows, 'fail')}): an optimiser "
+        "converged, the theory is consistent, a sanity bound. They are not statements of the papers and are not "
+        "counted among their claims; a failing diagnostic is a defect of the run or of iclab.</p>"
+        + table(_DIAGNOSTIC_HEADERS, [_claim_row(row) for row in rows])
+    )
+
+
+_RUN_HEADERS = ["experiment", "run", "status", "claims", "scale", "seeds", "wall time", "CPU time", "device"]
+
+
+def _runs_table(runs: list[Run]) -> str:
     rows = []
-    for r in board.runs:
+    for r in runs:
         status = f"superseded by {html.escape(r.newer.folder.path.name)}" if r.status == _SUPERSEDED else r.status
-        claims = tally(r.claims)
-        held = (
-            f"<span class='{'ok' if claims.all_hold else 'fail'}'>{html.escape(str(claims))}</span>"
+        claims = (
+            f"<span class='{'ok' if all(c['holds'] is not False for c in r.claims) else 'finding'}'>"
+            f"{html.escape(summary(r.claims))}</span>"
             if r.folder.finished
             else "not finished"
         )
         rows.append(
             f"<tr>{cell('experiment', html.escape(r.experiment))}{cell('run', r.name())}{cell('status', status)}"
-            f"{cell('claims', held)}{cell('scale', html.escape(r.scale))}"
+            f"{cell('claims', claims)}{cell('scale', html.escape(r.scale))}"
             f"{cell('seeds', html.escape(r.seeds))}{cell('wall time', duration(r.wall))}"
             f"{cell('CPU time', duration(r.info.get('cpu_seconds')))}"
             f"{cell('device', html.escape(str(r.info.get('device', '?'))))}</tr>"
         )
-    return table(["experiment", "run", "status", "claims", "scale", "seeds", "wall time", "CPU time", "device"], rows)
+    return table(_RUN_HEADERS, rows)
+
+
+def _runs(board: Scoreboard) -> str:
+    """The runs on the evaluation seeds (counted, superseded, unfinished), then every other run apart."""
+    evaluation = [r for r in board.runs if r.status != _OTHER_SEEDS]
+    others = [r for r in board.runs if r.status == _OTHER_SEEDS]
+    out = f"<h2 id='runs'>Runs on the evaluation seeds {_EVALUATION}</h2>" + (
+        _runs_table(evaluation) if evaluation else "<p>None yet: <code>iclab reproduce</code> runs them.</p>"
+    )
+    if others:
+        out += (
+            f"<h2 id='other-runs'>Other runs (not counted)</h2><p>Runs of seeds outside {_EVALUATION}: tuning "
+            "and exploration runs, listed with their own verdicts and never counted above.</p>" + _runs_table(others)
+        )
+    return out
 
 
 def _summary(board: Scoreboard) -> str:
-    judged = [row for row in board.rows if row.holds is not None]
+    papers, diagnostics = board.of_kind("paper"), board.of_kind("diagnostic")
+    judged = [row for row in papers if row.holds is not None]
     held = sum(bool(row.holds) for row in judged)
     counted = board.counted()
-    elsewhere = len(board.rows) - len(judged)
     others = [
         f"{sum(r.status == s for r in board.runs)} {s}"
-        for s in (_SUPERSEDED, _UNFINISHED)
+        for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS)
         if any(r.status == s for r in board.runs)
     ]
     return (
-        f"<p class='summary'><span class='{'ok' if held == len(judged) else 'fail'}'>{held} of {len(judged)} claims "
-        f"hold</span> over seeds"
-        + (f" ({elsewhere} more measured, judged at another scale)" if elsewhere else "")
+        f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
+        f"{_counts(papers, 'do not reproduce here')}</span> over seeds"
+        + (f"; diagnostics: {_counts(diagnostics, 'fail')}" if diagnostics else "")
         + f"; seeds {_seed_list(counted)} of {len(board.groups())} experiment{'s' * (len(board.groups()) != 1)} in "
         f"{len(counted)} run{'s' * (len(counted) != 1)}; wall time {duration(sum(r.wall or 0 for r in counted))} "
         "(sum over those runs)" + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
-        f"<p>The rule: {html.escape(SEED_RULE)}; {html.escape(COUNTED_RUNS)} (every run is listed below). A claim "
-        "measured here but judged at another scale is neither a pass nor a failure. Open a measured value for "
-        "each seed's value, verdict and links.</p>"
+        f"<p>The rule: {html.escape(SEED_RULE)}; {html.escape(COUNTED_RUNS)}. A paper claim that fails by the rule "
+        "does not reproduce here: a finding, reported with its measured values beside the paper's number. A "
+        "claim measured here but judged at another scale is neither a pass nor a failure. Open a measured value "
+        "for each seed's value, verdict and links.</p>"
     )
 
 
@@ -312,8 +406,8 @@ def write_index(root: str | Path) -> Path:
     body = (
         f"<h1>iclab scoreboard</h1>{_summary(board)}"
         f"<p>Written {stamp} from <code>{html.escape(str(board.root))}</code>.</p>"
-        f"<h2 id='claims'>Claims by paper</h2>{_claims_by_paper(board)}"
-        f"<h2 id='runs'>Runs</h2>{_runs_table(board)}"
+        f"<h2 id='claims'>The papers' claims</h2>{_claims_by_paper(board)}"
+        f"{_diagnostics(board)}{_runs(board)}"
     )
     index = board.root / "index.html"
     write_atomic(index, page("iclab scoreboard", body))
@@ -324,38 +418,63 @@ def write_index(root: str | Path) -> Path:
 
 
 def seed_table(root: str | Path) -> str:
-    """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment,
-    scale), a column per counted run, and the count and verdict over seeds."""
+    """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment, scale),
+    a column per counted run, the count and verdict over seeds; the paper's claims first (with the
+    paper's number, and the measured values of a claim that does not reproduce), then the diagnostics."""
     board = aggregate(root)
     sections, walls = [], []
     for (experiment, scale), rows in board.groups().items():
         runs = board.runs_of(rows)
         walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in runs]
-        lines = [
-            f"| {experiment} ({scale}) claim | " + " | ".join(r.label for r in runs) + " | holds |",
-            "|---|" + "---|" * (len(runs) + 1),
-        ]
-        for row in rows:
-            by_run = {id(run): claim for run, claim in row.results}
-            marks = [_MARKS[by_run[id(r)]["holds"]] if id(r) in by_run else "–" for r in runs]
-            lines.append(f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |")
+        marks = " | ".join(r.label for r in runs)
+        rule = "|---|" + "---|" * (len(runs) + 1)
+        lines = [f"| {experiment} ({scale}) paper claim | {marks} | holds | the paper's number |", rule + "---|"]
+        lines += [_seed_row(row, runs, paper=True) for row in rows if row.kind == "paper"]
+        diagnostics = [_seed_row(row, runs, paper=False) for row in rows if row.kind == "diagnostic"]
+        if diagnostics:
+            lines += ["", f"| {experiment} ({scale}) diagnostic | {marks} | holds |", rule, *diagnostics]
+        found = [_finding(row) for row in rows if row.kind == "paper" and row.holds is False]
+        if found:
+            lines += ["", "Does not reproduce here (measured, per seed):", "", *found]
         sections.append("\n".join(lines))
     return (
         "# Claims × seeds\n\n"
         f"Written by `iclab report ROOT --seed-table PATH` from the runs under ROOT ({COUNTED_RUNS}). The rule: "
-        f"{SEED_RULE}. ✓ holds, ✗ fails, ○ measured but judged at another scale (neither), – not in that run; ⚠ "
-        "marks a claim that does not hold by the rule.\n\n"
+        f"{SEED_RULE}. ✓ holds, ✗ fails, ○ measured but judged at another scale (neither), – not in that run. A "
+        "paper claim that fails by the rule does not reproduce here (✗ does not reproduce): a finding, with its "
+        "measured values listed under its section; a diagnostic (iclab's own check) that fails by the rule is "
+        "marked ⚠.\n\n"
         + "\n\n".join(sections)
         + f"\n\nWall times (on whatever machine and load ran them; not budgets): {'; '.join(walls) or 'none'}.\n"
     )
 
 
+def _seed_row(row: ClaimRow, runs: list[Run], paper: bool) -> str:
+    """A claim's line: its mark per run, the count over seeds and, for a paper claim, the paper's number."""
+    by_run = {id(run): claim for run, claim in row.results}
+    marks = [_MARKS[by_run[id(r)]["holds"]] if id(r) in by_run else "–" for r in runs]
+    line = f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |"
+    if not paper:
+        return line
+    number = row.latest.get("paper_value")
+    return line + (f" {measured_text(number)} |" if number is not None else " – |")
+
+
+def _finding(row: ClaimRow) -> str:
+    """A paper claim that does not reproduce: each seed's measured value, and the paper's number."""
+    paper = row.latest.get("paper_value")
+    values = "; ".join(f"{run.label}: {measured_text(claim['measured'])}" for run, claim in row.results)
+    return f"- `{row.id}`: {values}" + (f" (the paper: {measured_text(paper)})" if paper is not None else "")
+
+
 def _count(row: ClaimRow) -> str:
-    """``4/5``, ``3/5 ⚠``, ``2/2 (+1 judged at paper scale)`` or ``judged at paper scale``."""
+    """``4/5``, ``3/5 ✗ does not reproduce`` (a paper claim), ``3/5 ⚠`` (a diagnostic), ``2/2 (+1 judged at
+    long scale)`` or ``judged at long scale``."""
     if row.holds is None:
         return f"judged at {row.judged_at()} scale"
     more = f" (+{len(row.elsewhere)} judged at {row.judged_at()} scale)" if row.elsewhere else ""
-    return f"{row.held}/{row.judged}{'' if row.holds else ' ⚠'}{more}"
+    mark = "" if row.holds else " ✗ does not reproduce" if row.kind == "paper" else " ⚠"
+    return f"{row.held}/{row.judged}{mark}{more}"
 
 
 def write_seed_table(root: str | Path, path: str | Path) -> Path:

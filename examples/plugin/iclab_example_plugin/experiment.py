@@ -54,6 +54,7 @@ def run(config: dict, ctx: RunContext) -> list[claims.Claim]:
             "seed)",
             worst,
             share * losses["zero"],
+            about=claims.diagnostic("trained"),  # a sanity bound of ours; a paper claim names its source
         )
     ]
 

@@ -1,0 +1,238 @@
+"""The claim contract: every claim says what it is, and every paper claim about a trained model can fail.
+
+In the spirit of the learner contract (tests/test_learner_contract.py): each experiment runs at a tiny size
+with its models left untrained (learning rate 0 in every training block of the models its claims judge;
+probes, which read a model, still train), nothing deferred to another scale. Every claim must say its kind
+and subject, and a paper claim its source; every paper claim about a trained model must then fail
+(``holds: false``): an untrained model lacks every property the papers claim of a trained one. A claim that
+an untrained model satisfies by its nature (a model that does *not* learn something) is listed in
+:data:`NEGATIVE` and fails instead on the input given there, a record with the effect put back in.
+"""
+
+import pytest
+
+import iclab
+from iclab import claims as C
+
+UNTRAINED = {
+    "lsa-linear": {"seeds": 1, "train.steps": 20, "train.lr": 0.0, "eval_prompts": 500},
+    "gd-mechanism": {
+        "seeds": 1,
+        "train.steps": 4,
+        "sine.train.steps": 4,
+        "depths": [2],
+        "fit_prompts": 256,
+        "eval_prompts": 500,
+        "compare_prompts": 50,
+        "train.lr": 0.0,
+        "depth_lr": 0.0,
+        "sine.train.lr": 0.0,
+    },
+    "algorithm-selection": {
+        "task.n_context": 5,
+        "task.d": 3,
+        "model.width": 16,
+        "train.steps": 3,
+        "train.warmup": 1,
+        "train.lr": 0.0,
+        "noise_finetune.lr": 0.0,
+        "depths": [1, 2, 8],
+        "noise": [[0.0, 1.0], [0.5, 1.0]],
+        "eval_prompts": 64,
+        "ilwd.contexts": 8,
+        "ilwd.probes": 6,
+        "bootstrap": 20,
+        "probe.d": 3,
+        "probe.n_layers": 2,
+        "probe.train_prompts": 512,  # probes read a model: they train as they would on a trained one
+        "probe.test_prompts": 128,
+        "probe.train.steps": 400,
+        "probe.hidden_units": 16,
+        "judged_at_long": [],
+    },
+    "task-descriptors": {
+        "seeds": 1,
+        "task.d": 3,
+        "n_contexts": [10],
+        "deep_n_context": 10,
+        "deep_layers": [2],
+        "d_sweep": [3, 4],
+        "d_sweep_n_context": 10,
+        "one_hot.n_context": 10,
+        "train.steps": 5,
+        "train.lr": 0.0,
+        "deep_train.lr": 0.0,
+        "eval_prompts": 4096,
+        "eval_batch": 1024,
+        "theory.mean_draws": 2000,
+        "theory.flow_steps": 200,
+    },
+    "mesa-ar": {
+        "task.length": 12,
+        "starts": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
+        "full_model": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
+        "inits": [[0.5, 1.5]],
+        "size_sweep": {"sizes": [50, 100], "init": [0.5, 1.5]},
+        "gradient": {"draws": 400, "batches": 4},
+        "lr_scale": 0.0,
+        "train.steps": 5,
+        "train.train_size": 100,
+        "test_size": 100,
+        "scatter_draws": 200,
+    },
+    "symbols-lm": {
+        "seeds": 1,
+        "tokenizer.kind": "byte",
+        "model.width": 16,
+        "model.n_heads": 2,
+        "model.n_layers": 1,
+        "model.block": 16,
+        "train.steps": 4,
+        "train.warmup": 1,
+        "train.log_every": 2,
+        "train.batch_size": 4,
+        "train.lr": 0.0,
+        "eval.batch_size": 256,
+        "eval.diagonal_blocks": 4,
+    },
+    "function-classes": {
+        "d": 3,
+        "train.steps": 4,
+        "train.warmup": 1,
+        "train.lr": 0.0,
+        "train.checkpoint_every": 2,
+        "curriculum.every": 2,
+        "model.n_layers": 1,
+        "model.width": 16,
+        "functions.linear.model.n_layers": 2,
+        "eval_prompts": 16,
+        "slow_prompts": 2,
+        "bootstrap": 10,
+        "baselines.boosting_rounds": 2,  # the fitted network keeps its 100 steps: a reference that learnt
+        "functions.sparse-linear.sparsity": 1,
+        "functions.linear.train": {"steps": 4, "warmup": 1, "lr": 0.0},
+        **{
+            f"functions.{name}.train": {"steps": 2, "warmup": 1, "lr": 0.0}
+            for name in ("sparse-linear", "linear-classification", "noisy-linear")
+        },
+        "judged_at_long": [],
+    },
+    "abstract-symbols": {
+        "sweep.n": [4, 16],
+        "sweep.plain_n": [1024],
+        "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
+        "train.epochs": 2,
+        "train.lr": 0.0,
+        "train.log_every": 1,
+        "eval_samples": 50,
+        "transformer.width": 16,
+        "transformer.n_heads": 2,
+        "transformer.head_dim": 4,
+        "mlp.hidden": 16,
+        "copying.widths": [8, 16],
+        "copying.n": [4, 8],
+        "copying.epochs": 2,
+        "copying.head_dim": 3,
+        "kernel.draws": 4,
+        "kernel.strings": 4,
+        "kernel.width": 16,
+        "kernel.tasks": ["same-different"],
+    },
+    "gpt-linear": {
+        "train.steps": 10,
+        "train.compile": False,
+        "train.warmup": 2,
+        "train.lr": 0.0,
+        "model.n_layers": 1,
+        "model.width": 16,
+        "model.n_heads": 2,
+        "eval_prompts": 200,
+        "bootstrap": 50,
+    },
+}
+"""Per experiment: a tiny size with the judged models untrained (every such model's learning rate 0)."""
+
+NEGATIVE = {
+    "aba-abb-mlp-at-chance",
+    "same-different-mlp-at-chance",
+    "stays-diagonal-sparse-1",
+    "not-recovered-gaussian-1",
+}
+"""Paper claims that a model holds by not learning something: an untrained model holds them too, so each is
+shown to fail on a record with the effect (the model learns it) in the tests below."""
+
+
+@pytest.fixture(scope="module")
+def untrained(tmp_path_factory):
+    """Every experiment's claims at its tiny size with untrained models."""
+    root = tmp_path_factory.mktemp("untrained")
+    return {
+        name: iclab.run(name, overrides=overrides, out=root / name, progress=False).claims
+        for name, overrides in UNTRAINED.items()
+    }
+
+
+def test_every_experiment_is_checked():
+    assert set(UNTRAINED) == {name for name, _ in iclab.list_experiments()}
+
+
+@pytest.mark.parametrize("experiment", list(UNTRAINED))
+def test_every_claim_says_what_it_is(untrained, experiment):
+    for claim in untrained[experiment]:
+        assert claim["kind"] in C.KINDS and claim["subject"] in C.SUBJECTS, claim["id"]
+        assert (claim["kind"] == "paper") == bool(claim["source"]), claim["id"]
+        assert claim["paper"] and claim["statement"] and claim["expected"], claim["id"]
+
+
+@pytest.mark.parametrize("experiment", list(UNTRAINED))
+def test_no_paper_claim_about_a_trained_model_holds_on_an_untrained_one(untrained, experiment):
+    trained = [c for c in untrained[experiment] if c["kind"] == "paper" and c["subject"] == "trained"]
+    assert trained, "an experiment checks at least one paper claim about a trained model"
+    held = sorted(c["id"] for c in trained if c["holds"] is not False and c["id"] not in NEGATIVE)
+    assert not held, f"these paper claims hold (or are not judged) on untrained models: {held}"
+    listed = {c["id"] for c in trained} & NEGATIVE
+    assert all(c["holds"] for c in trained if c["id"] in listed), "a negative claim must hold on untrained models"
+
+
+def test_the_mlp_at_chance_claims_fail_on_an_mlp_that_learns():
+    from iclab.experiments.abstract_symbols import DEFAULTS, _sweep_claims
+
+    losses = {
+        spec: {"transformer": {64: [1.0], 1024: [0.1]}, "mlp": {64: [0.95], 1024: [0.3]}}  # the MLP learns at 1024
+        for spec in ("aba-abb", "same-different")
+    }
+    verdicts = {c.id: c.holds for c in _sweep_claims(DEFAULTS, losses)}
+    assert verdicts["aba-abb-mlp-at-chance"] is False and verdicts["same-different-mlp-at-chance"] is False
+    for spec in losses:
+        losses[spec]["mlp"][1024] = [0.97]
+    assert all(c.holds for c in _sweep_claims(DEFAULTS, losses) if c.id.endswith("mlp-at-chance"))
+
+
+def _mesa_setting(kind: str, full_offdiag: float, full_loss: float):
+    """A mesa-ar setting whose full model left the diagonal by ``full_offdiag`` and ends at ``full_loss``
+    (relative to predicting 0), its diagonal model at its training set's optimum."""
+    import torch
+
+    from iclab.experiments.mesa_ar import Run, Setting
+    from iclab.tasks import AutoregressiveSequences, StartDistribution
+    from iclab.theory import product_optimum
+
+    task = AutoregressiveSequences(5, 100, StartDistribution(kind, 1.0))
+    optimum = product_optimum(task)
+    ab = complex(optimum.product)
+    ratio = torch.full((98,), optimum.product * task.start.abs_moment(2, task.d))
+    diagonal = Run("d", "diagonal", (0.5, 1.5), 0, ab, ab, 0.0, 0.0, 0.5, ratio, None)
+    full = Run("f", "full", (0.5, 1.5), 0, ab, ab, 0.0, full_offdiag, full_loss, ratio, None)
+    return Setting(f"{kind}-1", kind, 1.0, task, optimum, 0.01, [diagonal], [full])
+
+
+def test_the_mesa_claims_of_what_a_model_does_not_do_fail_where_it_does():
+    from iclab.experiments.mesa_ar import DEFAULTS, _claims
+
+    def verdicts(kind, offdiag, loss):
+        return {c.id: c.holds for c in _claims(_mesa_setting(kind, offdiag, loss), DEFAULTS, None)}
+
+    assert verdicts("sparse", 0.001, 1e-5)["stays-diagonal-sparse-1"]
+    assert verdicts("sparse", 0.3, 1e-5)["stays-diagonal-sparse-1"] is False  # it left the diagonal
+    assert verdicts("gaussian", 0.001, 0.6)["not-recovered-gaussian-1"]
+    assert verdicts("gaussian", 0.001, 1e-4)["not-recovered-gaussian-1"] is False  # it recovered the sequence
