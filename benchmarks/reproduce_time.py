@@ -1,4 +1,5 @@
-"""Wall time of the whole quick reproduction, beside this machine's matmul rate.
+"""Wall time of the whole quick reproduction (every experiment on the five evaluation seeds), beside
+this machine's matmul rate.
 
 Run from the repository root, on a quiet machine (the time is the measurement):
 

@@ -146,29 +146,32 @@ def test_probe_recovers_a_planted_linear_target_and_not_noise():
     assert (probes.scores[1, 0].argmax(-1) == torch.arange(0, 2 * n, 2)).all()
 
 
+TINY = {
+    "task.n_context": 5,
+    "task.d": 3,
+    "model.width": 16,
+    "train.steps": 3,
+    "train.warmup": 1,
+    "train.checkpoint_every": 3,
+    "depths": [1, 2, 8],
+    "noise": [[0.0, 1.0], [0.5, 1.0]],
+    "eval_prompts": 64,
+    "ilwd.contexts": 8,
+    "ilwd.probes": 6,
+    "bootstrap": 20,
+    "probe.d": 3,
+    "probe.n_layers": 2,
+    "probe.train_prompts": 64,
+    "probe.test_prompts": 32,
+    "probe.train.steps": 3,
+    "probe.hidden_units": 8,
+}
+
+
 def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     import iclab
 
-    overrides = {
-        "task.n_context": 5,
-        "task.d": 3,
-        "model.width": 16,
-        "train.steps": 3,
-        "train.warmup": 1,
-        "train.checkpoint_every": 3,
-        "depths": [1, 2, 8],
-        "noise": [[0.0, 1.0], [0.5, 1.0]],
-        "eval_prompts": 64,
-        "ilwd.contexts": 8,
-        "ilwd.probes": 6,
-        "bootstrap": 20,
-        "probe.d": 3,
-        "probe.n_layers": 2,
-        "probe.train_prompts": 64,
-        "probe.test_prompts": 32,
-        "probe.train.steps": 3,
-        "probe.hidden_units": 8,
-    }
+    overrides = TINY
     result = iclab.run("algorithm-selection", overrides=overrides, out=tmp_path / "run", progress=False)
     figures = {p.stem for p in (tmp_path / "run" / "figures").glob("*.png")}
     assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2"}

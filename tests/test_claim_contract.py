@@ -10,6 +10,10 @@ an untrained model satisfies by its nature (a model that does *not* learn someth
 """
 
 import pytest
+import test_abstract_symbols
+import test_algorithm_selection
+import test_function_classes
+import test_symbols_lm
 
 import iclab
 from iclab import claims as C
@@ -29,21 +33,9 @@ UNTRAINED = {
         "sine.train.lr": 0.0,
     },
     "algorithm-selection": {
-        "task.n_context": 5,
-        "task.d": 3,
-        "model.width": 16,
-        "train.steps": 3,
-        "train.warmup": 1,
+        **test_algorithm_selection.TINY,
         "train.lr": 0.0,
         "noise_finetune.lr": 0.0,
-        "depths": [1, 2, 8],
-        "noise": [[0.0, 1.0], [0.5, 1.0]],
-        "eval_prompts": 64,
-        "ilwd.contexts": 8,
-        "ilwd.probes": 6,
-        "bootstrap": 20,
-        "probe.d": 3,
-        "probe.n_layers": 2,
         "probe.train_prompts": 512,  # probes read a model: they train as they would on a trained one
         "probe.test_prompts": 128,
         "probe.train.steps": 400,
@@ -80,36 +72,10 @@ UNTRAINED = {
         "test_size": 100,
         "scatter_draws": 200,
     },
-    "symbols-lm": {
-        "seeds": 1,
-        "tokenizer.kind": "byte",
-        "model.width": 16,
-        "model.n_heads": 2,
-        "model.n_layers": 1,
-        "model.block": 16,
-        "train.steps": 4,
-        "train.warmup": 1,
-        "train.log_every": 2,
-        "train.batch_size": 4,
-        "train.lr": 0.0,
-        "eval.batch_size": 256,
-        "eval.diagonal_blocks": 4,
-    },
+    "symbols-lm": {**test_symbols_lm.TINY, "seeds": 1, "tokenizer.kind": "byte", "train.lr": 0.0},
     "function-classes": {
-        "d": 3,
-        "train.steps": 4,
-        "train.warmup": 1,
+        **{k: v for k, v in test_function_classes.TINY.items() if k != "baselines.net_steps"},  # a net that learnt
         "train.lr": 0.0,
-        "train.checkpoint_every": 2,
-        "curriculum.every": 2,
-        "model.n_layers": 1,
-        "model.width": 16,
-        "functions.linear.model.n_layers": 2,
-        "eval_prompts": 16,
-        "slow_prompts": 2,
-        "bootstrap": 10,
-        "baselines.boosting_rounds": 2,  # the fitted network keeps its 100 steps: a reference that learnt
-        "functions.sparse-linear.sparsity": 1,
         "functions.linear.train": {"steps": 4, "warmup": 1, "lr": 0.0},
         **{
             f"functions.{name}.train": {"steps": 2, "warmup": 1, "lr": 0.0}
@@ -117,27 +83,7 @@ UNTRAINED = {
         },
         "judged_at_long": [],
     },
-    "abstract-symbols": {
-        "sweep.n": [4, 16],
-        "sweep.plain_n": [1024],
-        "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
-        "train.epochs": 2,
-        "train.lr": 0.0,
-        "train.log_every": 1,
-        "eval_samples": 50,
-        "transformer.width": 16,
-        "transformer.n_heads": 2,
-        "transformer.head_dim": 4,
-        "mlp.hidden": 16,
-        "copying.widths": [8, 16],
-        "copying.n": [4, 8],
-        "copying.epochs": 2,
-        "copying.head_dim": 3,
-        "kernel.draws": 4,
-        "kernel.strings": 4,
-        "kernel.width": 16,
-        "kernel.tasks": ["same-different"],
-    },
+    "abstract-symbols": {**test_abstract_symbols.TINY, "sweep.plain_n": [1024], "train.epochs": 2, "train.lr": 0.0},
     "gpt-linear": {
         "train.steps": 10,
         "train.compile": False,
