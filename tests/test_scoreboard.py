@@ -142,8 +142,8 @@ def test_scoreboard_page_tallies_over_seeds(five_seeds):
     text = _text(page)
     # four and mixed hold by the rule, three does not reproduce, far is counted apart; the diagnostic apart.
     assert (
-        "Paper claims: 2 of 3 hold, 1 do not reproduce here, 1 judged at another scale over seeds; diagnostics: 0 of "
-        "1 hold, 1 fail; seeds 100–104 of 1 experiment in 5 runs" in text
+        "Paper claims: 2 of 3 hold, 1 does not reproduce here, 1 judged at another scale over seeds; diagnostics: 0 "
+        "of 1 hold, 1 fails; seeds 100–104 of 1 experiment in 5 runs" in text
     )
     assert "wall time 2 min 30 s (sum over those runs)" in text
     assert "also 1 superseded, 1 not finished, 1 not evaluation seeds (not counted)" in text

@@ -297,13 +297,16 @@ def _claim_row(row: ClaimRow) -> str:
     )
 
 
-def _counts(rows: list[ClaimRow], failing: str) -> str:
-    """``5 of 6 hold, 1 does not reproduce here, 2 judged at another scale``."""
+def _counts(rows: list[ClaimRow]) -> str:
+    """``5 of 6 hold, 1 does not reproduce here, 2 judged at another scale`` (a diagnostic: ``1 fails``)."""
     judged = [row for row in rows if row.holds is not None]
     held = sum(bool(row.holds) for row in judged)
     parts = [f"{held} of {len(judged)} hold"]
-    if len(judged) > held:
-        parts.append(f"{len(judged) - held} {failing}")
+    missed = len(judged) - held
+    if missed and all(row.kind == "paper" for row in rows):
+        parts.append(f"{missed} {'does' if missed == 1 else 'do'} not reproduce here")
+    elif missed:
+        parts.append(f"{missed} fail{'s' * (missed == 1)}")
     if len(rows) > len(judged):
         parts.append(f"{len(rows) - len(judged)} judged at another scale")
     return ", ".join(parts)
@@ -319,7 +322,7 @@ def _claims_by_paper(board: Scoreboard) -> str:
         names = ", ".join(dict.fromkeys(row.experiment for row in rows))
         heading = (
             f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
-            f"<small>({html.escape(names)}; {_counts(rows, 'do not reproduce here')})</small></th></tr>"
+            f"<small>({html.escape(names)}; {_counts(rows)})</small></th></tr>"
         )
         bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(row) for row in rows)}</tbody>")
     return table(_CLAIM_HEADERS, bodies, bodies=True)
@@ -330,7 +333,7 @@ def _diagnostics(board: Scoreboard) -> str:
     if not rows:
         return ""
     return (
-        f"<h2 id='diagnostics'>Diagnostics</h2><p>iclab's own checks ({_counts(rows, 'fail')}): an optimiser "
+        f"<h2 id='diagnostics'>Diagnostics</h2><p>iclab's own checks ({_counts(rows)}): an optimiser "
         "converged, the theory is consistent, a sanity bound. They are not statements of the papers and are not "
         "counted among their claims; a failing diagnostic is a defect of the run or of iclab.</p>"
         + table(_DIAGNOSTIC_HEADERS, [_claim_row(row) for row in rows])
@@ -387,8 +390,8 @@ def _summary(board: Scoreboard) -> str:
     ]
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
-        f"{_counts(papers, 'do not reproduce here')}</span> over seeds"
-        + (f"; diagnostics: {_counts(diagnostics, 'fail')}" if diagnostics else "")
+        f"{_counts(papers)}</span> over seeds"
+        + (f"; diagnostics: {_counts(diagnostics)}" if diagnostics else "")
         + f"; seeds {_seed_list(counted)} of {len(board.groups())} experiment{'s' * (len(board.groups()) != 1)} in "
         f"{len(counted)} run{'s' * (len(counted) != 1)}; wall time {duration(sum(r.wall or 0 for r in counted))} "
         "(sum over those runs)" + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
