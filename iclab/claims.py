@@ -223,28 +223,40 @@ def kind_of(claim: dict) -> str:
     return claim.get("kind", "paper")
 
 
+def verdict_word(holds: bool, kind: str) -> str:
+    """A judged claim's verdict in words: ``holds``; for a failed paper claim ``does not reproduce here`` (a
+    finding, reported with the paper's number beside the measured one), for a failed diagnostic ``FAILS`` (a
+    defect of the run or of iclab)."""
+    if holds:
+        return "holds"
+    return "does not reproduce here" if kind == "paper" else "FAILS"
+
+
 @dataclass(frozen=True)
 class Tally:
-    """How many of a run's claims of one kind hold, of those judged at its scale, and how many are
-    judged elsewhere."""
+    """How many claims of one kind hold, of those judged at their scale, and how many are judged elsewhere
+    (of a run, or, on the scoreboard, the verdicts over seeds of a group of claims)."""
 
     held: int
     judged: int
     elsewhere: int
+    kind: str | None = None
 
     @property
     def all_hold(self) -> bool:
         return self.held == self.judged
 
-    def text(self, noun: str = "claims", failing: str = "failing") -> str:
-        """``3 of 5 claims hold, 2 failing (1 more measured, judged at another scale)``."""
-        more = f" ({self.elsewhere} more measured, judged at another scale)" if self.elsewhere else ""
-        missed = self.judged - self.held
-        head = f"{self.held} of {self.judged}" + (f" {noun}" if noun else "") + " hold"
-        return head + (f", {missed} {failing}" if missed else "") + more
-
     def __str__(self) -> str:
-        return self.text()
+        """``5 of 6 hold, 1 does not reproduce here, 2 judged at another scale`` (a diagnostic: ``1 fails``)."""
+        parts = [f"{self.held} of {self.judged} hold"]
+        missed = self.judged - self.held
+        if missed and self.kind == "paper":
+            parts.append(f"{missed} {'does' if missed == 1 else 'do'} not reproduce here")
+        elif missed:
+            parts.append(f"{missed} fail{'s' * (missed == 1)}")
+        if self.elsewhere:
+            parts.append(f"{self.elsewhere} judged at another scale")
+        return ", ".join(parts)
 
 
 def tally(claims: Iterable[dict], kind: str | None = None) -> Tally:
@@ -252,28 +264,32 @@ def tally(claims: Iterable[dict], kind: str | None = None) -> Tally:
     None counts apart)."""
     verdicts = [c["holds"] for c in claims if kind is None or kind_of(c) == kind]
     judged = [v for v in verdicts if v is not None]
-    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged))
+    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged), kind)
 
 
 def summary(claims: list[dict]) -> str:
-    """A run's claims in one line, paper claims first: ``paper claims: 5 of 6 hold, 1 not reproduced here;
+    """A run's claims in one line, paper claims first: ``paper claims: 5 of 6 hold, 1 does not reproduce here;
     diagnostics: 3 of 3 hold``."""
-    parts = [f"paper claims: {tally(claims, 'paper').text('', 'not reproduced here')}"]
+    parts = [f"paper claims: {tally(claims, 'paper')}"]
     diagnostics = tally(claims, "diagnostic")
     if diagnostics.judged or diagnostics.elsewhere:
-        parts.append(f"diagnostics: {diagnostics.text('')}")
+        parts.append(f"diagnostics: {diagnostics}")
     return "; ".join(parts)
 
 
 def verdict_text(claim: dict) -> str:
-    """``holds``; for a failed paper claim ``does not reproduce here`` (a finding, with the paper's number
-    beside the measured one), for a failed diagnostic ``FAILS`` (a defect of the run or of iclab); for a
-    claim judged elsewhere ``measured, judged at <scale> scale``."""
+    """A ``claims.json`` entry's verdict in words (:func:`verdict_word`), or ``measured, judged at <scale>
+    scale`` for a claim judged elsewhere."""
     if claim["holds"] is None:
         return f"measured, judged at {claim.get('judged_at') or 'another'} scale"
-    if claim["holds"]:
-        return "holds"
-    return "does not reproduce here" if kind_of(claim) == "paper" else "FAILS"
+    return verdict_word(claim["holds"], kind_of(claim))
+
+
+def paper_value_text(claim: dict) -> str:
+    """A ``claims.json`` entry's ``paper_value`` as text (:func:`measured_text`), ``—`` where the paper gives
+    none."""
+    number = claim.get("paper_value")
+    return "—" if number is None else measured_text(number)
 
 
 def measured_text(value: Any) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from .claims import kind_of, summary, verdict_text
+from .claims import kind_of, paper_value_text, summary, verdict_text
 from .config import ConfigError
 from .loading import open_source
 from .models.convert import to_hub
@@ -107,7 +107,7 @@ def model_card(facts: dict, claims: list[dict], source: Path) -> str:
         ]
         lines += [
             f"| {c['id']} | {kind_of(c)} | {verdict_text(c)} | {_cell(c['measured'])} | "
-            f"{_cell(c.get('paper_value')) if c.get('paper_value') is not None else '–'} | {_cell(c['expected'])} |"
+            f"{_cell(paper_value_text(c))} | {_cell(c['expected'])} |"
             for c in claims
         ]
         lines.append("")

@@ -83,7 +83,13 @@ UNTRAINED = {
         },
         "judged_at_long": [],
     },
-    "abstract-symbols": {**test_abstract_symbols.TINY, "sweep.plain_n": [1024], "train.epochs": 2, "train.lr": 0.0},
+    "abstract-symbols": {
+        **test_abstract_symbols.TINY,
+        "sweep.n": [4, 64],  # n = 64: the modification's claims
+        "sweep.plain_n": [1024],
+        "train.epochs": 2,
+        "train.lr": 0.0,
+    },
     "gpt-linear": {
         "train.steps": 10,
         "train.compile": False,
@@ -97,6 +103,26 @@ UNTRAINED = {
     },
 }
 """Per experiment: a tiny size with the judged models untrained (every such model's learning rate 0)."""
+
+EXPECTED = {
+    "abstract-symbols": {
+        f"{spec}-{claim}"
+        for spec, modified in (("aba-abb", "kq"), ("same-different", "kq-vo"))
+        for claim in (f"{modified}-by-64", "plain-needs-1024", "mlp-at-chance")
+    }
+    | {"copy-plain-inverse-scaling", "copy-modified-width-free"},
+    "algorithm-selection": {
+        "a-matches-ols",
+        "b-bayes-ridge-closest",
+        "c-one-layer-gd",
+        "c-two-to-four-layers-ridge",
+        "c-eight-plus-layers-ols",
+        "d-xty-decodable-before-w-ols",
+        "d-w-ols-decodability-rises",
+    },
+}
+"""Paper claims about trained models that a tiny size produces only when it covers them (a grid point, a depth):
+the contract runs must produce them all."""
 
 NEGATIVE = {
     "aba-abb-mlp-at-chance",
@@ -134,6 +160,7 @@ def test_every_claim_says_what_it_is(untrained, experiment):
 def test_no_paper_claim_about_a_trained_model_holds_on_an_untrained_one(untrained, experiment):
     trained = [c for c in untrained[experiment] if c["kind"] == "paper" and c["subject"] == "trained"]
     assert trained, "an experiment checks at least one paper claim about a trained model"
+    assert EXPECTED.get(experiment, set()) <= {c["id"] for c in trained}, "the tiny size must produce these claims"
     held = sorted(c["id"] for c in trained if c["holds"] is not False and c["id"] not in NEGATIVE)
     assert not held, f"these paper claims hold (or are not judged) on untrained models: {held}"
     listed = {c["id"] for c in trained} & NEGATIVE

@@ -37,7 +37,7 @@ def test_a_failed_paper_claim_does_not_reproduce_and_a_failed_diagnostic_fails()
     assert verdict_text(_claim(False, C.diagnostic()).to_dict()) == "FAILS"
     assert verdict_text(_claim(True, C.paper("Fig 1")).to_dict()) == "holds"
     found = [_claim(v, C.paper("Fig 1")).to_dict() for v in (True, False)] + [_claim(True, C.diagnostic()).to_dict()]
-    assert summary(found) == "paper claims: 1 of 2 hold, 1 not reproduced here; diagnostics: 1 of 1 hold"
+    assert summary(found) == "paper claims: 1 of 2 hold, 1 does not reproduce here; diagnostics: 1 of 1 hold"
 
 
 def test_a_deferral_carries_the_runs_numbers_or_is_refused():

@@ -40,6 +40,7 @@ not of the finding.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -111,8 +112,8 @@ DEFAULTS = {
     },
     "bootstrap": 1000,
     # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0); a target counts as
-    # decodable at R² ≥ probe_decodable; w_OLS's R² must rise by ≥ 0.1 from the first block to the
-    # last (a held-out R² on 1024 prompts moves by ~0.01 between probes).
+    # decodable at R² ≥ probe_decodable; w_OLS's R² must rise by ≥ 0.1 from the input layer (the read-in)
+    # to the last block (a held-out R² on 1024 prompts moves by ~0.01 between probes).
     # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
     # Claims this scale may leave to the long scale: each run defers one only when its own numbers show
     # its models short of the accuracy the claim needs (docs/experiments/algorithm-selection.md).
@@ -212,7 +213,7 @@ def _validate(config: dict):
     if not config["depths"] or min(config["depths"]) < 1:
         raise ConfigError("depths must be a non-empty list of positive layer counts")
     if config["probe"]["n_layers"] < 2:
-        raise ConfigError("probe.n_layers must be >= 2 (the claims compare the first block with the last)")
+        raise ConfigError("probe.n_layers must be >= 2 (the claims follow the probes through the blocks)")
     TrainConfig.from_config(config["train"])
     TrainConfig.from_config(config["probe"]["train"])
     if config["noise_finetune"] is not None:
@@ -313,8 +314,10 @@ def _noiseless(config, ctx):
     mean_spd = {label: s["mean"][1:].mean().item() for label, s in spds.items()}
     mean_ilwd = {label: s["mean"][1:].mean().item() for label, s in ilwds.items()}
     bound, share = config["tolerance"]["ols_match"], config["tolerance"]["ols_match_share"]
-    below = (spds["ols"]["mean"][1:] < bound) & (ilwds["ols"]["mean"][1:] < bound)  # (N − 1,) k = 1…N − 1
-    share_below = below.double().mean().item()
+    worse = torch.maximum(spds["ols"]["mean"][1:], ilwds["ols"]["mean"][1:])  # (N − 1,) k = 1…N − 1
+    share_below = (worse < bound).double().mean().item()
+    # The claim holds when this quantile of the per-k distances is below the bound (what a deferral cites).
+    at_share = worse.sort().values[math.ceil(share * len(worse)) - 1].item()
     claim = C.holds_if(
         "a-matches-ols",
         PAPER,
@@ -341,9 +344,10 @@ def _noiseless(config, ctx):
             claim,
             config["judged_at_long"],
             "long",
-            f"both SPD/d and ILWD to OLS must come below {bound:g}; the larger of this run's means over k",
+            f"both SPD/d and ILWD to OLS must come below {bound:g} at {share:.0%} of the prefixes; this run's "
+            f"{share:.0%} quantile over the prefixes of the larger of the two",
             needed=bound,
-            reached=max(mean_spd["ols"], mean_ilwd["ols"]),
+            reached=at_share,
         )
     ]
 

@@ -269,8 +269,13 @@ def _classes(config: dict) -> list[str]:
     for name in names:
         if name not in config["functions"]:
             raise ConfigError(f"unknown function class {name!r}; choose from {', '.join(config['functions'])}")
-        _task(config, name)
+        task = _task(config, name)
         _train_config(config, name)
+        if name == "sparse-linear" and task.sparsity + 1 >= min(task.d, task.n_context):
+            raise ConfigError(
+                f"functions.sparse-linear.sparsity must be below d − 1 = {task.d - 1} (and n_context − 1): the sparse "
+                "claims compare the model with least squares at k + 1 ≤ prefix < d"
+            )
         source = config["functions"][name]["init_from"]
         if source is not None and (
             source not in names[: names.index(name)]

@@ -49,7 +49,7 @@ SOURCES = {
     "one_layer": "§3, Fig 2",
     "recurrent": "§3, Fig 3(a)",
     "depth": "§3, Fig 3(b) (5 per-layer layers: loss close to 0, aligned with GD++)",
-    "falls": "§3, Figs 1 and 3 (implied: ≈ 0.2 at 1 layer, ≈ 0.1 at 2 recurrent layers, close to 0 at 5)",
+    "falls": "§3, Figs 1 and 3 (≈ 0.2 at 1 layer, ≈ 0.1 at 2 recurrent layers, close to 0 at 5 per-layer layers)",
     "sine": "§3, Proposition 2, Fig 4",
 }
 """Where the paper states each part's claims (docs/papers.md §2)."""
@@ -365,7 +365,8 @@ def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
         parts.append(part)
     layers = [one_layer, *parts]
     # Each added layer must lower the loss by more than the evaluation's noise: 2 standard errors of the
-    # difference of the two means (the depths' prompts are independent draws of the same stream).
+    # difference of the two means, taken as independent (the depths share their prompts, so this is
+    # conservative: the paired difference would be less noisy).
     drops = [(a.mean - b.mean) / (a.mean_stderr**2 + b.mean_stderr**2) ** 0.5 for a, b in zip(layers, layers[1:])]
     parts[0].claims.insert(
         0,

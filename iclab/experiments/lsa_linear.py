@@ -123,7 +123,7 @@ def _claims(s: Setting, config: dict) -> list:
             worst,
             s.optimal_loss,
             tol["loss_rel"],
-            about=C.paper(SOURCES["optimum"], round(s.optimal_loss, 4)),
+            about=C.paper(SOURCES["optimum"]),  # the paper gives the formula, not a number
             figure="learners",
         ),
         C.at_least(

@@ -314,7 +314,7 @@ def _claims(s: Setting, config: dict, contrast: ExpectedGradient | None) -> list
         draws = config["gradient"]["draws"]
         contrasted = f"; all-ones starts, outside the theorem: z = {contrast.z:.3g}" if contrast else ""
         # The test's power at this sample size: the off-diagonal gradient norm it detects with 80% probability.
-        detectable = C.detectable_effect(worst.off / worst.z, tol["gradient_z"])
+        detectable = C.detectable_effect(worst.noise, tol["gradient_z"])
         out.append(
             C.holds_if(
                 f"offdiag-gradient-vanishes-{name}",

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from ..claims import kind_of, measured_text, summary, verdict_text
+from ..claims import kind_of, measured_text, paper_value_text, summary, verdict_text
 from ..runs import RunFolder, write_atomic
 
 _STYLE = """
@@ -111,22 +111,22 @@ def link(href: str, text: str, fragment: str | None = None) -> str:
     return f"<a href='{html.escape(target)}'>{html.escape(text)}</a>"
 
 
+def verdict_class(holds: bool | None, kind: str) -> str:
+    """The style of a verdict: ``ok`` (holds), ``finding`` (a paper claim that does not reproduce), ``fail``
+    (a failed diagnostic) or ``elsewhere`` (judged at another scale)."""
+    if holds is None:
+        return "elsewhere"
+    return "ok" if holds else "finding" if kind == "paper" else "fail"
+
+
 def verdict(claim: dict) -> str:
-    """A claim's verdict, coloured: holds; does not reproduce here (a paper claim that failed: a finding);
-    FAILS (a diagnostic); or (neither) measured but judged at another scale."""
-    if claim["holds"] is None:
-        style = "elsewhere"
-    elif claim["holds"]:
-        style = "ok"
-    else:
-        style = "finding" if kind_of(claim) == "paper" else "fail"
-    return f"<span class='{style}'>{html.escape(verdict_text(claim))}</span>"
+    """A claim's verdict, coloured by :func:`verdict_class`."""
+    return f"<span class='{verdict_class(claim['holds'], kind_of(claim))}'>{html.escape(verdict_text(claim))}</span>"
 
 
 def paper_value(claim: dict) -> str:
-    """The paper's own number for a claim, escaped (``—`` where the paper gives none)."""
-    number = claim.get("paper_value")
-    return "—" if number is None else value(number)
+    """The paper's own number for a claim, escaped (:func:`iclab.claims.paper_value_text`)."""
+    return html.escape(paper_value_text(claim))
 
 
 def cell(label: str, content: str, attrs: str = "") -> str:

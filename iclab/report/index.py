@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..claims import EVALUATION_SEEDS, SEED_RULE, holds_over_seeds, kind_of, measured_text, summary
+from ..claims import EVALUATION_SEEDS, SEED_RULE, Tally, holds_over_seeds, kind_of, measured_text, summary, verdict_word
 from ..config import ConfigError
 from ..runs import RunFolder, write_atomic
 from .html import (
@@ -32,6 +32,7 @@ from .html import (
     seeds,
     table,
     value,
+    verdict_class,
 )
 
 _COUNTED, _SUPERSEDED, _UNFINISHED, _OTHER_SEEDS = "counted", "superseded", "not finished", "not evaluation seeds"
@@ -184,10 +185,11 @@ def aggregate(root: str | Path) -> Scoreboard:
     root = Path(root)
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
-    for run in sorted((r for r in runs if r.folder.finished), key=lambda r: r.ended):
+    for run in runs:  # finished or not, a run of other seeds is listed apart
         if not on_evaluation_seeds(run.config):
             run.status = _OTHER_SEEDS
-            continue
+    evaluation = (r for r in runs if r.folder.finished and r.status != _OTHER_SEEDS)
+    for run in sorted(evaluation, key=lambda r: r.ended):
         key = (run.experiment, run.scale, run.seed)
         if key in newest:
             newest[key].status, newest[key].newer = _SUPERSEDED, run
@@ -238,14 +240,6 @@ _CLAIM_HEADERS = [
 _DIAGNOSTIC_HEADERS = ["check", "what it checks", "measured", "expected", "verdict", "seeds", "evidence"]
 
 
-def _verdict_word(row: ClaimRow) -> str:
-    """``holds``; ``does not reproduce here`` for a paper claim that fails by the rule (a finding);
-    ``FAILS`` for a diagnostic that does."""
-    if row.holds:
-        return "holds"
-    return "does not reproduce here" if row.kind == "paper" else "FAILS"
-
-
 def _verdict_cell(row: ClaimRow) -> str:
     """The verdict over seeds with its count, or, when no run judged it here, where it is judged."""
     if row.holds is None:
@@ -254,9 +248,8 @@ def _verdict_cell(row: ClaimRow) -> str:
             f"<br><small>{html.escape(reason)}</small>" if reason else ""
         )
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
-    style = "ok" if row.holds else "finding" if row.kind == "paper" else "fail"
     return (
-        f"<span class='{style}'>{_verdict_word(row)}</span>"
+        f"<span class='{verdict_class(row.holds, row.kind)}'>{verdict_word(row.holds, row.kind)}</span>"
         f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>"
     )
 
@@ -297,19 +290,11 @@ def _claim_row(row: ClaimRow) -> str:
     )
 
 
-def _counts(rows: list[ClaimRow]) -> str:
-    """``5 of 6 hold, 1 does not reproduce here, 2 judged at another scale`` (a diagnostic: ``1 fails``)."""
+def _counts(rows: list[ClaimRow]) -> Tally:
+    """The verdicts over seeds of ``rows`` (claims of one kind) as a :class:`~iclab.claims.Tally`."""
     judged = [row for row in rows if row.holds is not None]
-    held = sum(bool(row.holds) for row in judged)
-    parts = [f"{held} of {len(judged)} hold"]
-    missed = len(judged) - held
-    if missed and all(row.kind == "paper" for row in rows):
-        parts.append(f"{missed} {'does' if missed == 1 else 'do'} not reproduce here")
-    elif missed:
-        parts.append(f"{missed} fail{'s' * (missed == 1)}")
-    if len(rows) > len(judged):
-        parts.append(f"{len(rows) - len(judged)} judged at another scale")
-    return ", ".join(parts)
+    kind = rows[0].kind if rows else None
+    return Tally(sum(bool(row.holds) for row in judged), len(judged), len(rows) - len(judged), kind)
 
 
 def _claims_by_paper(board: Scoreboard) -> str:

@@ -175,15 +175,16 @@ class ExpectedGradient:
     ``w_kq`` ``(2d, 2d)`` and ``w_pv`` ``(d, 2d)`` are the mean gradients (complex128, in PyTorch's
     convention for complex weights: ∂L/∂Re W + i ∂L/∂Im W). ``off`` and ``on`` are the Frobenius
     norms of the mean off and on the diagonal initialisation's support (the diagonals of W^{KQ}'s
-    bottom-left block and of W^{PV}'s left block), and ``z`` = ``off`` / √(Σ of the off-support
-    real coordinates' squared standard errors): ≈ 1 when the expectation off the support is zero,
-    growing like √draws when it is not.
+    bottom-left block and of W^{PV}'s left block), ``noise`` = √(Σ of the off-support real coordinates'
+    squared standard errors), and ``z`` = ``off`` / ``noise``: ≈ 1 when the expectation off the support
+    is zero, growing like √draws when it is not (0 when there is no noise to measure it against).
     """
 
     w_kq: torch.Tensor
     w_pv: torch.Tensor
     off: float
     on: float
+    noise: float
     z: float
 
 
@@ -249,5 +250,10 @@ def expected_gradient(
     off, noise = mean[~on].norm().item(), stderr[~on].norm().item()
     w_kq, w_pv = torch.view_as_complex(mean.view(-1, 2)).split([4 * d * d, 2 * d * d])
     return ExpectedGradient(
-        w_kq.view(2 * d, 2 * d), w_pv.view(d, 2 * d), off, mean[on].norm().item(), off / noise if noise > 0 else 0.0
+        w_kq.view(2 * d, 2 * d),
+        w_pv.view(d, 2 * d),
+        off,
+        mean[on].norm().item(),
+        noise,
+        off / noise if noise > 0 else 0.0,
     )
