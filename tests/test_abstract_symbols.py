@@ -130,10 +130,11 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     ids = set(claims)
     for spec in ("aba-abb", "same-different"):
         assert {f"{spec}-plain-needs-1024", f"{spec}-mlp-at-chance"} <= ids
-        # The plain model's grid stops at 32 here: the claim's second half (n ≥ 1024) is left to the paper's
-        # scale, with both numbers of the deferral.
+        # The plain model's grid stops at 32 here: the claim's second half (n ≥ 1024) is left to the quick
+        # scale, whose grid reaches it, with both numbers of the deferral.
         needs = claims[f"{spec}-plain-needs-1024"]
         assert needs["holds"] is None and (needs["needed"], needs["reached"]) == (1024, 32)
+        assert needs["judged_at"] == "quick"
         assert claims[f"{spec}-plain-needs-1024"]["measured"].keys() == {"4", "16", "32"}
     assert {
         "copy-plain-inverse-scaling",
