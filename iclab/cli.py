@@ -27,7 +27,11 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run one experiment into a new run folder")
     run.add_argument("experiment")
-    run.add_argument("--scale", default="quick", help="quick (minutes on a CPU) or paper (default: quick)")
+    run.add_argument(
+        "--scale",
+        default="quick",
+        help="quick (minutes on a CPU), long (within an hour on a CPU, where defined) or paper (default: quick)",
+    )
     run.add_argument("--seeds", type=int, help="number of seeds")
     run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
     run.add_argument(
@@ -56,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
-    reproduce.add_argument("--scale", default="quick")
+    reproduce.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
     reproduce.add_argument(
@@ -101,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)",
     )
     sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
-    sweep.add_argument("--scale", default="quick", help="quick or paper (default: quick)")
+    sweep.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
     sweep.add_argument(
         "--set",
         dest="overrides",

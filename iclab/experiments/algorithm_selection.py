@@ -135,9 +135,9 @@ DEFAULTS = {
 # Paper scale: the paper's sizes, each model from scratch (its cost: docs/experiments/algorithm-selection.md).
 SCALES = {
     "quick": {},
-    # Long (about an hour on a quiet 2-core CPU): the quick task (d = 4, N = 8) with models twice as wide
+    # Long (within an hour on a quiet 2-core CPU): the quick task (d = 4, N = 8) with models twice as wide
     # (64, 4 heads) trained 20 000 steps, 8 layers for (a), (b)'s fine-tuned models and (d)'s probes; it
-    # judges every claim (docs/experiments/algorithm-selection.md, "The long scale").
+    # judges every claim (docs/experiments/algorithm-selection.md, "The long scale" and its time).
     "long": {
         "judged_at_long": [],
         "model": {"n_layers": 8, "n_heads": 4, "width": 64},

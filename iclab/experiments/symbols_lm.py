@@ -105,9 +105,9 @@ SCALES = {
     # has GPT-2's vocabulary size but is trained on Wikitext-2's training split; the steps (about
     # 20 passes over the ~2.4M training tokens), warm-up, decay and clipping are our choices (the
     # paper gives none).
-    # Long (CPU, about an hour on one quiet core): the authors' regime as far as a CPU reaches it: a
-    # 3-layer, width-128 model with their dropout of 0.1, about 14 passes over the language
-    # reference's training tokens, where the quick model under-fits.
+    # Long (minutes a seed on a CPU; times in docs/experiments/symbols-lm.md): the authors' regime as far
+    # as a CPU reaches it: a 3-layer, width-128 model with their dropout of 0.1, about 14 passes over the
+    # language reference's training tokens, where the quick model under-fits.
     "long": {
         "model": {"n_layers": 3, "n_heads": 4, "width": 128, "block": 128, "dropout": 0.1},
         "train": {
