@@ -12,6 +12,8 @@ Quick start::
 The API is imported on first use, so ``import iclab`` (and ``iclab --help``) start no torch.
 """
 
+from .version import __version__ as __version__  # iclab.__version__
+
 _API = {name: "api" for name in ("RunResult", "list_experiments", "report", "reproduce", "resume", "run")}
 _API.update({name: "sweeps" for name in ("SweepResult", "resume_sweep", "sweep")})
 _API.update(
@@ -24,7 +26,6 @@ _API.update(
     }
 )
 __all__ = sorted(_API)
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str):

@@ -26,9 +26,9 @@ from tqdm.auto import tqdm
 
 from . import experiments
 from .claims import EVALUATION_SEEDS, tally
-from .config import ConfigError, dump, parse_assignment, set_key
+from .config import ConfigError, differences, dump, merge, parse_assignment, set_key
 from .devices import pick_device
-from .experiments.base import RunContext, iclab_version
+from .experiments.base import RunContext
 from .report import (
     run_folders,
     write_evaluation_report,
@@ -40,8 +40,24 @@ from .report import (
 from .report.tensorboard import check_tensorboard, write_events
 from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
+from .version import __version__
 
 log = logging.getLogger(__name__)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """A run stopped by Ctrl-C; its message says where it stopped and how to go on (the command line
+    prints it in one line and exits with 130)."""
+
+
+def _interrupted(folder: RunFolder, kept: bool, fresh: bool) -> RunInterrupted:
+    if kept:
+        latest = max(folder.weights(), key=lambda c: c.step, default=None)
+        where = f" (the latest: {latest.model} at step {latest.step})" if latest else ""
+        return RunInterrupted(f"interrupted; its checkpoints are kept{where}: `iclab resume {folder.path}` continues")
+    if fresh:
+        return RunInterrupted("interrupted before the first checkpoint: nothing to resume, the run folder was removed")
+    return RunInterrupted(f"interrupted before the first checkpoint: `iclab resume {folder.path}` starts it again")
 
 
 @dataclass
@@ -96,6 +112,14 @@ def run(
     return _execute(folder, config, dev, progress, fresh=True)
 
 
+def resolved_config(
+    experiment: str, scale: str = "quick", overrides: Iterable[str] | Mapping[str, object] = ()
+) -> dict:
+    """The config a run of ``experiment`` at ``scale`` with ``overrides`` would use, checked as a run
+    checks it, without running anything (``iclab show``)."""
+    return _config(experiment, scale, None, overrides)
+
+
 def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[str] | Mapping[str, object]) -> dict:
     """A run's resolved and checked config, ``experiment`` first."""
     spec = experiments.get(experiment)
@@ -142,12 +166,30 @@ def resume(
     return _execute(folder, config, device, progress)
 
 
+NOT_RECIPE = ("seed", "seeds", "resume_overrides")
+"""Config keys a run may set without leaving its scale's recipe (which seeds it trains; what a resume changed,
+whose changed values are compared themselves)."""
+
+
+def recipe_changes(config: Mapping) -> dict:
+    """The keys where a run's ``config`` differs from its scale's recipe, with the run's values: a run
+    with any is a variant, which the scoreboard shows apart and never counts. Keys a config written by
+    an older iclab lacks are the recipe's; a scale that no longer resolves is itself the change."""
+    try:
+        recipe = resolved_config(config["experiment"], config["scale"])
+    except ConfigError as err:
+        return {"scale": f"{config['scale']} (no recipe: {err})"}
+    normal = lambda c: yaml.safe_load(dump({k: v for k, v in c.items() if k not in NOT_RECIPE}))  # as config.yaml
+    return differences(normal(merge(recipe, config)), normal(recipe))
+
+
 def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: bool = False) -> RunResult:
     """Run the experiment into ``folder``. A ``fresh`` run that fails before its first checkpoint
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
     context = RunContext(folder, device, progress, experiment=spec.name, config=config)
+    changes = recipe_changes(config)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
@@ -155,6 +197,8 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
         kept = folder.has_checkpoint
         if fresh and not kept:
             folder.discard()
+        if isinstance(err, KeyboardInterrupt):
+            raise _interrupted(folder, kept, fresh) from None
         if isinstance(err, TrainingDiverged):
             resume = f"`iclab resume {folder.path} --set train.lr=<smaller>`"
             if kept:
@@ -175,6 +219,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
             "resumed": not fresh,
             "wall_seconds": round(time.perf_counter() - wall, 2),
             "cpu_seconds": round(time.process_time() - cpu, 2),
+            "recipe_changes": changes,
         }
     )
     folder.write_claims(claims)
@@ -186,7 +231,7 @@ def _environment(device) -> dict:
     """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
     Python, torch, the device and torch's CPU threads."""
     return {
-        "iclab": iclab_version(),
+        "iclab": __version__,
         **_git_commit(),
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -307,7 +352,7 @@ def reproduce(
     seed_list = parse_seeds(seeds) if by_seed else [seed]
     one_seed = {"seeds": 1} if by_seed else {}
     plans = [
-        (name, s, _config(name, scale, None, overrides if s is None else {**overrides, "seed": s, **one_seed}))
+        (name, s, _named_config(name, scale, overrides if s is None else {**overrides, "seed": s, **one_seed}))
         for s in seed_list
         for name in names
     ]
@@ -357,6 +402,14 @@ def _end_when_orphaned(parent: int, every: float = 1.0):
     while os.getppid() == parent:
         time.sleep(every)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _named_config(experiment: str, scale: str, overrides: Mapping[str, object]) -> dict:
+    """:func:`_config` for one experiment of a reproduction, whose errors name the experiment."""
+    try:
+        return _config(experiment, scale, None, overrides)
+    except ConfigError as err:
+        raise ConfigError(f"{experiment}: {err}") from None
 
 
 def _reproduce_one(root: str, by_seed: bool, device: str | None, progress: bool, plan: tuple) -> RunResult:

@@ -1,7 +1,8 @@
-"""The ``iclab`` command line: list, run, resume, reproduce, sweep, report, compare, eval, export.
+"""The ``iclab`` command line: list, show, run, resume, reproduce, sweep, report, compare, eval, export.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
-``iclab: error: ...`` and exits with status 2. The API (torch, pandas, matplotlib) is imported only
+``iclab: error: ...`` and exits with status 2; Ctrl-C prints one line (where a run stopped and how to
+go on) and exits with 130. The API (torch, pandas, matplotlib) is imported only
 by the verbs that run something, so ``iclab --help`` and ``iclab list`` answer at once.
 """
 
@@ -15,12 +16,14 @@ import time
 
 from . import experiments
 from .claims import measured_text, summary, verdict_text
-from .config import ConfigError
+from .config import ConfigError, dump
+from .version import __version__
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iclab", description="A laboratory for in-context learning research.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
+    parser.add_argument("--version", action="version", version=f"iclab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sub.add_parser("list", help="list the experiments")
@@ -44,6 +47,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
+
+    show = sub.add_parser("show", help="print an experiment's resolved config (nothing runs)")
+    show.add_argument("experiment")
+    show.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
+    show.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for iclab run"
+    )
 
     resume = sub.add_parser(
         "resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)"
@@ -306,7 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         from . import api
 
-        if args.command == "run":
+        if args.command == "show":
+            print(dump(api.resolved_config(args.experiment, args.scale, args.overrides)), end="")
+        elif args.command == "run":
             overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
             _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
         elif args.command == "resume":
@@ -343,6 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"iclab: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # a run says where it stopped (api.RunInterrupted); others stop cleanly
+        again = "; the same command again keeps the finished runs and resumes the others"
+        print(f"iclab: {str(err) or 'interrupted'}" + (again if args.command == "reproduce" else ""), file=sys.stderr)
+        return 130
     return 0
 
 

@@ -32,6 +32,19 @@ def merge(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict:
     return out
 
 
+def differences(config: Mapping[str, Any], reference: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The dotted keys where ``config`` differs from ``reference`` (blocks compared key by key), each with
+    ``config``'s value (``"(absent)"`` for a key only ``reference`` has)."""
+    out = {}
+    for key in {**reference, **config}:
+        mine, theirs = config.get(key, "(absent)"), reference.get(key, "(absent)")
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
+            out.update(differences(mine, theirs, f"{prefix}{key}."))
+        elif key not in config or key not in reference or mine != theirs:
+            out[prefix + key] = mine
+    return out
+
+
 def _flat_keys(config: Mapping[str, Any], prefix: str = "") -> list[str]:
     keys = []
     for key, value in config.items():

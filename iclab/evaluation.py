@@ -23,7 +23,6 @@ import torch
 
 from .config import ConfigError, parse_assignment
 from .devices import pick_device
-from .experiments.base import iclab_version
 from .learners import learner as make_learner
 from .loading import LoadedModel, open_source
 from .metrics import attention_patterns, band_rows, error_metric, normalised_errors, prefix_query_predictions
@@ -35,6 +34,7 @@ from .rng import generator
 from .runs import EvaluationFolder
 from .shifts import shift as make_shift
 from .tasks import task_from_description
+from .version import __version__
 
 DEFAULT_LEARNERS = ("ols", "3-nn", "averaging")
 """Garg et al.'s baselines for every function class."""
@@ -208,7 +208,7 @@ def evaluate(
         "bootstrap": bootstrap,
         "eval_seed": source.seed,
         "metric": metric,
-        "iclab": iclab_version(),
+        "iclab": __version__,
     }
     existed = out is not None and Path(out).exists()
     folder = EvaluationFolder.create(spec, out, root=source.path)

@@ -47,12 +47,15 @@ def export(
     out.mkdir(parents=True, exist_ok=True)
     save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "README.md").write_text(model_card(config["iclab"], claims, source.path))
+    (out / "README.md").write_text(model_card(config["iclab"], claims, source.path.name))
+    for file in out.iterdir():
+        file.chmod(0o644)  # readable by whoever the folder is shared or uploaded with, whatever the umask
     return out
 
 
-def model_card(facts: dict, claims: list[dict], source: Path) -> str:
-    """The README of an export: what the model is, what it was trained on and what its run found."""
+def model_card(facts: dict, claims: list[dict], source: str) -> str:
+    """The README of an export: what the model is, what it was trained on and what its run found;
+    ``source`` names the run folder (its name only: a card never records a local path)."""
     experiment = facts.get("experiment")
     tags = ["in-context-learning", "iclab"] + ([experiment] if experiment else [])
     origin = (

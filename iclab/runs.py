@@ -31,6 +31,10 @@ from .claims import Claim
 from .config import ConfigError, dump
 
 
+class FolderTaken(ConfigError):
+    """The folder a run would claim exists with something in it (an automatic name then tries the next)."""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """One weights file of a run (see :mod:`iclab.train` for the layout): the model's name in the
@@ -132,7 +136,7 @@ class RunFolder(_Folder):
             try:
                 folder._claim(config)
                 return folder
-            except ConfigError:
+            except FolderTaken:
                 continue
 
     def _claim(self, config: dict) -> None:
@@ -141,15 +145,17 @@ class RunFolder(_Folder):
             self._created = True
         except FileExistsError:
             if not self.path.is_dir():
-                raise ConfigError(f"{self.path} already exists and is not a folder") from None
+                raise FolderTaken(f"{self.path} already exists and is not a folder") from None
+        except OSError as err:  # a parent that is a file, no permission, a read-only disk
+            raise ConfigError(f"cannot create the run folder {self.path}: {err.strerror}") from None
         try:
             write_atomic(self.config_file, dump(config), exclusive=True)
         except FileExistsError:
-            raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten") from None
+            raise FolderTaken(f"{self.path} already exists and is not empty; runs are never overwritten") from None
         # Another process's scratch file is no content: it is claiming this folder too, and loses.
         if any(p != self.config_file and not p.name.endswith(SCRATCH_SUFFIX) for p in self.path.iterdir()):
             self.config_file.unlink()
-            raise ConfigError(f"{self.path} already exists and is not empty; runs are never overwritten")
+            raise FolderTaken(f"{self.path} already exists and is not empty; runs are never overwritten")
 
     def discard(self) -> None:
         """Remove what :meth:`create` made: the folder (or, for an ``out`` that existed empty, its contents)."""
@@ -375,3 +381,5 @@ def _new_folder(path: Path) -> Path:
             return candidate
         except FileExistsError:
             continue
+        except OSError as err:  # a parent that is a file, no permission, a read-only disk
+            raise ConfigError(f"cannot create the folder {candidate}: {err.strerror}") from None

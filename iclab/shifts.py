@@ -4,8 +4,9 @@ A shift maps a task's episode to another, applied at evaluation only:
 ``shift(episode, task, generator) -> Episode``. The shifted episode asks one query per prefix:
 ``x_query[:, k]`` is to be predicted from the first k context examples, k = 0…K−1 (K ≤ N), and
 ``y_query[:, k]`` is its label. Shifts that keep every example as the query of the prefix before
-it return ``x_query = xs`` (the usual prefix evaluation). Labels of moved inputs are recomputed
-with ``task.function`` and the episode's ``truth``, so the function stays the prompt's own.
+it return ``x_query = xs`` (the usual prefix evaluation). Labels of moved or new inputs are drawn
+with ``task.labels`` and the episode's ``truth``, so the function stays the prompt's own and the
+labels keep the task's noise (or its signs, for classification); an example shown again keeps its label.
 
 =====================  ===============================================================================
 name                   shifted prompt
@@ -62,14 +63,14 @@ def _as_prefix_queries(episode: Episode) -> Episode:
     return replace(episode, x_query=episode.xs, y_query=episode.ys)
 
 
-def _relabel(episode: Episode, task, xs: torch.Tensor) -> Episode:
-    """Context inputs ``xs`` with their labels under the prompt's own function, as prefix queries."""
-    return _as_prefix_queries(replace(episode, xs=xs, ys=task.function(xs, episode.truth)))
+def _relabel(episode: Episode, task, xs: torch.Tensor, generator: torch.Generator) -> Episode:
+    """Context inputs ``xs`` with labels drawn as the task draws them, as prefix queries."""
+    return _as_prefix_queries(replace(episode, xs=xs, ys=task.labels(xs, episode.truth, generator)))
 
 
-def _with_queries(episode: Episode, task, queries: torch.Tensor) -> Episode:
+def _with_queries(episode: Episode, task, queries: torch.Tensor, generator: torch.Generator) -> Episode:
     """The episode's context with ``queries`` ``(B, K, d)`` (query k after k examples), labelled."""
-    return replace(episode, x_query=queries, y_query=task.function(queries, episode.truth))
+    return replace(episode, x_query=queries, y_query=task.labels(queries, episode.truth, generator))
 
 
 class Standard(Shift):
@@ -91,7 +92,7 @@ class InputMap(Shift):
         lam = torch.as_tensor(self.eigenvalues(d), dtype=torch.float64)
         u, _ = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=torch.float64))
         t = u @ torch.diag(lam) @ u.T * math.sqrt(d / lam.pow(2).sum())
-        return _relabel(episode, task, episode.xs @ t.to(episode.xs))
+        return _relabel(episode, task, episode.xs @ t.to(episode.xs), generator)
 
 
 @dataclass(frozen=True, repr=False)
@@ -107,7 +108,7 @@ class ScaleInputs(Shift):
         return self.scale**2
 
     def __call__(self, episode, task, generator):
-        return _relabel(episode, task, self.scale * episode.xs)
+        return _relabel(episode, task, self.scale * episode.xs, generator)
 
 
 @dataclass(frozen=True, repr=False)
@@ -144,7 +145,8 @@ class RandomOrthants(Shift):
     def __call__(self, episode, task, generator):
         xs = episode.xs
         signs = torch.randint(2, (len(xs), 1, xs.shape[2]), generator=generator).to(xs) * 2 - 1
-        return _with_queries(_relabel(episode, task, xs.abs() * signs), task, xs)
+        moved = _relabel(episode, task, xs.abs() * signs, generator)
+        return replace(moved, x_query=xs, y_query=episode.ys)  # the unshifted examples, labels and all
 
 
 class Orthogonal(Shift):
@@ -157,7 +159,7 @@ class Orthogonal(Shift):
         q, r = torch.linalg.qr(xs[:, :k].transpose(1, 2))  # (B, d, K), (B, K, K)
         sign = torch.sign(r.diagonal(dim1=1, dim2=2))  # (B, K)
         queries = q.transpose(1, 2) * (sign * xs[:, :k].norm(dim=-1))[..., None]  # (B, K, d)
-        return _with_queries(episode, task, queries)
+        return _with_queries(episode, task, queries, generator)
 
 
 class Overlapping(Shift):
@@ -169,17 +171,19 @@ class Overlapping(Shift):
         earlier = (torch.rand(len(xs), n, generator=generator, dtype=torch.float64) * torch.arange(n)).long()
         earlier[:, 0] = 0  # no earlier example: x_1 itself, as Garg et al.
         queries = xs.gather(1, earlier.to(xs.device)[..., None].expand(-1, -1, xs.shape[2]))
-        return _with_queries(episode, task, queries)
+        return _with_queries(episode, task, queries, generator)
 
 
 class Duplicated(Shift):
     name = "duplicated"
 
     def __call__(self, episode, task, generator):
-        xs = episode.xs
-        doubled = xs.repeat_interleave(2, dim=1)[:, : episode.n_context]
+        xs, n = episode.xs, episode.n_context
+        doubled = replace(  # an example shown twice is the same example: its label too
+            episode, xs=xs.repeat_interleave(2, dim=1)[:, :n], ys=episode.ys.repeat_interleave(2, dim=1)[:, :n]
+        )
         fresh = torch.randn(xs.shape, generator=generator, dtype=xs.dtype).to(xs.device)
-        return _with_queries(_relabel(episode, task, doubled), task, fresh)
+        return _with_queries(doubled, task, fresh, generator)
 
 
 def _skewed(d: int) -> list[float]:

@@ -135,6 +135,15 @@ class TrainConfig:
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 1 or self.log_every < 1 or self.checkpoint_every < 1:
             raise ConfigError("train.steps, batch_size, log_every and checkpoint_every must be >= 1")
+        if not (math.isfinite(self.lr) and self.lr >= 0):
+            raise ConfigError(f"train.lr must be a finite number >= 0 (0 keeps the initial weights), got {self.lr}")
+        if self.warmup < 0 or self.weight_decay < 0 or not 0 <= self.momentum < 1:
+            raise ConfigError(
+                f"train.warmup and weight_decay must be >= 0 and momentum in [0, 1), got {self.warmup}, "
+                f"{self.weight_decay} and {self.momentum}"
+            )
+        if self.clip is not None and not self.clip > 0:
+            raise ConfigError(f"train.clip must be > 0 or null, got {self.clip}")
         if self.optimizer not in ("adam", "adamw", "sgd"):
             raise ConfigError(f"train.optimizer must be adam, adamw or sgd, got {self.optimizer!r}")
         if self.schedule not in ("constant", "cosine"):

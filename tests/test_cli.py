@@ -1,10 +1,13 @@
 import json
+import re
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
+import yaml
 
+import iclab
 from iclab import api
 from iclab.cli import main
 
@@ -20,6 +23,9 @@ FAST = ["--set", "train.steps=40", "--set", "eval_prompts=2000", "--seeds", "2"]
         (["run", "lsa-linear", "--set", "covariances.anisotropic=[1.0, 2.0]"], "length d=5"),
         (["run", "lsa-linear", "--scale", "enormous"], "unknown scale"),
         (["run", "lsa-linear", "--seeds", "0"], "--seeds"),
+        (["run", "lsa-linear", "--set", "train.lr=-0.1"], "train.lr must be a finite number >= 0"),
+        (["run", "lsa-linear", "--set", "train.warmup=-1"], "train.warmup and weight_decay must be >= 0"),
+        (["run", "lsa-linear", "--set", "train.clip=0"], "train.clip must be > 0"),
         (["report", "/nonexistent/run"], "not a run folder"),
     ],
 )
@@ -27,6 +33,36 @@ def test_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):
     assert main(argv + ["--out", str(tmp_path / "r")] if argv[0] == "run" else argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("iclab: error:") and message in err and err.count("\n") == 1
+
+
+def test_an_output_path_under_a_file_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["run", "lsa-linear", "--out", str(tmp_path / "file" / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("iclab: error: cannot create the run folder") and err.count("\n") == 1
+
+
+def test_show_prints_the_resolved_config_and_runs_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["show", "algorithm-selection", "--scale", "long", "--set", "train.lr=0.002"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["experiment"] == "algorithm-selection" and shown["scale"] == "long"
+    assert shown["train"]["steps"] == 20000 and shown["train"]["lr"] == 0.002 and shown["model"]["width"] == 64
+    assert not any(tmp_path.iterdir())
+    assert main(["show", "lsa-linear", "--set", "train.lr=-1"]) == 2
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"iclab {iclab.__version__}"
+
+
+def test_reproduce_names_the_experiment_a_key_is_unknown_to(tmp_path, capsys):
+    assert main(["reproduce", "--set", "eval_prompts=100", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert re.match(r"iclab: error: [a-z-]+: unknown config key", err) and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())  # checked before anything ran
 
 
 def test_module_entry_point_exit_status():
@@ -151,3 +187,20 @@ def test_listing_and_help_import_no_heavy_module():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "lsa-linear" in done.stdout
+
+
+def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, capsys):
+    from iclab.experiments.base import RunContext
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    tiny = ["--set", "train.steps=4", "--set", "eval_prompts=50", "--seed", "3"]
+    monkeypatch.setattr(RunContext, "evaluate", interrupt)  # after the model trained: its checkpoint is kept
+    out = tmp_path / "stopped"
+    assert main(["run", "lsa-linear", *tiny, "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "at step 4" in err and f"`iclab resume {out}` continues" in err
+    monkeypatch.setattr(RunContext, "model", interrupt)  # before any checkpoint: nothing to resume
+    assert main(["run", "lsa-linear", *tiny, "--out", str(tmp_path / "early")]) == 130
+    assert "nothing to resume" in capsys.readouterr().err and not (tmp_path / "early").exists()

@@ -9,6 +9,7 @@ import torch
 import yaml
 
 import iclab
+from iclab import api, experiments
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.loading import load_model
@@ -222,6 +223,13 @@ def test_paired_format_models_evaluate_and_token_models_are_refused(lsa_run, tmp
     assert not (tmp_path / "no").exists()
 
 
+def test_a_run_records_how_it_differs_from_its_recipe(lsa_run):
+    info = json.loads((lsa_run / "run.json").read_text())
+    assert info["recipe_changes"] == {"train.steps": 20, "eval_prompts": 500}  # the fixture's overrides
+    recipe = {"experiment": "lsa-linear", **experiments.get("lsa-linear").resolve("quick")}
+    assert api.recipe_changes({**recipe, "seed": 100, "seeds": 3}) == {}  # which seeds is not the recipe
+
+
 def test_export_is_a_hub_folder_that_loads_to_the_same_model(gpt_run, tmp_path, capsys):
     out = tmp_path / "export"
     assert main(["export", str(gpt_run), str(out), "--seed", "1"]) == 0
@@ -231,6 +239,9 @@ def test_export_is_a_hub_folder_that_loads_to_the_same_model(gpt_run, tmp_path, 
     assert config["iclab"]["train"]["steps"] == 12 and config["iclab"]["task"]["kind"] == "linear-regression"
     card = (out / "README.md").read_text()
     assert "library_name: iclab" in card and "tracks-ols" in card and "## Training recipe" in card
+    assert f"`{gpt_run.name}`" in card and str(gpt_run.parent) not in card  # the run's name, no local path
+    assert str(gpt_run.parent) not in (out / "config.json").read_text()
+    assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o644}
     exported, original = load_model(out), load_model(gpt_run, seed=1)
     assert (exported.name, exported.seed, exported.step) == ("gpt", 1, 12)
     tokens = torch.randn(3, 20, 6, generator=generator(0))

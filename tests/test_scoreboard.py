@@ -191,6 +191,27 @@ def test_markdown_seed_table(five_seeds):
     assert "lsa-linear seed 100: 30 s" in table and "seed 105" not in table and "seed 7" not in table
 
 
+def test_a_variant_is_shown_apart_and_never_counted(five_seeds):
+    """A run whose config differs from its scale's recipe (a newer 50-step run of seed 101 that fails
+    everything) neither counts nor supersedes the recipe's run of that seed."""
+    variant = _run(five_seeds, "lsa-linear-seed101-short", 101, [_claim("four", False), _claim("three", False)], 40)
+    variant.write_info({**variant.read_info(), "recipe_changes": {"train.steps": 50}})
+    board = aggregate(five_seeds)
+    status = {r.folder.path.name: r.status_text() for r in board.runs}
+    assert status["lsa-linear-seed101-short"] == "variant: train.steps=50"
+    assert status["lsa-linear-seed101-new"] == "counted"
+    four = next(row for row in board.rows if row.id == "four")
+    assert (four.held, four.judged) == (4, 5) and variant.path not in [r.folder.path for r in four.runs()]
+    page = write_index(five_seeds).read_text()
+    counted, others = page.split("<h2 id='other-runs'>")
+    assert "lsa-linear-seed101-short" in others and "lsa-linear-seed101-short" not in counted
+    assert "variant: train.steps=50" in _text(others)
+    assert "1 not evaluation seeds, 1 variant (not counted)" in _text(page)
+    table = seed_table(five_seeds)
+    assert "- lsa-linear-seed101-short (lsa-linear, quick, seed 101): variant: train.steps=50" in table
+    assert "| `four` | ✓ | ✓ | ✗ | ✓ | ✓ | 4/5 | – |" in table
+
+
 def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     out = tmp_path / "docs" / "seed-table.md"
     assert main(["report", str(five_seeds), "--seed-table", str(out)]) == 0

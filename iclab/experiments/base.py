@@ -16,7 +16,6 @@ Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a pa
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +32,7 @@ from ..runs import RunFolder
 from ..tasks import describe_task
 from ..tasks.base import Episode
 from ..train import TrainConfig, TrainResult, train
+from ..version import __version__
 
 Key = Hashable
 """A result's key: a learner's or reference's name (``"ols"``), or a trained model's ``(name, seed)``."""
@@ -42,14 +42,6 @@ Key = Hashable
 COMMON_DEFAULTS = {
     "log": {"tensorboard": False},  # true: TensorBoard event files under tb/ (needs the tensorboard package)
 }
-
-
-def iclab_version() -> str | None:
-    """The installed iclab's version (None when imported from a source tree that was never installed)."""
-    try:
-        return importlib.metadata.version("iclab")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 @dataclass
@@ -190,7 +182,7 @@ class RunContext:
                 "setting": setting,
                 "prompt_format": None if prompt_format is None else describe_format(prompt_format),
                 "task": None if task is None else describe_task(task),
-                "iclab": iclab_version(),
+                "iclab": __version__,
             }
 
         result = train(

@@ -4,7 +4,9 @@ Both come from one :func:`aggregate`: a row per (experiment, scale, claim) over 
 root, with each counted run's verdict and measured value, and the verdict over seeds by
 :data:`iclab.claims.SEED_RULE`. Which runs count (:data:`COUNTED_RUNS`): per (experiment, scale,
 base seed) the newest finished run (by the time it finished); older runs of that seed are listed as
-superseded and unfinished runs as not finished, and neither is counted. A run of several seeds (``seeds`` > 1)
+superseded and unfinished runs as not finished, and neither is counted; nor is a run of seeds outside the
+evaluation seeds, or a variant (a run whose ``run.json`` lists ``recipe_changes``: keys set apart from its
+scale's recipe), each listed apart with its own verdicts. A run of several seeds (``seeds`` > 1)
 gives one verdict and counts once, shown with its seeds. A claim a run measured but judged at
 another scale (``holds`` None, ``judged_at``) is counted apart: neither a pass nor a failure.
 """
@@ -35,12 +37,14 @@ from .html import (
     verdict_class,
 )
 
-_COUNTED, _SUPERSEDED, _UNFINISHED, _OTHER_SEEDS = "counted", "superseded", "not finished", "not evaluation seeds"
+_COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
+_OTHER_SEEDS, _VARIANT = "not evaluation seeds", "variant"  # listed apart, never counted
 _EVALUATION = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
 COUNTED_RUNS = (
     f"only runs on the evaluation seeds {_EVALUATION} count, which no recipe was tuned on; per experiment, "
-    "scale and seed the newest finished run counts; older runs of that seed, unfinished runs and runs of "
-    "other seeds (tuning and exploration) are listed but not counted"
+    "scale and seed the newest finished run of the scale's recipe counts; older runs of that seed, unfinished "
+    "runs, runs of other seeds (tuning and exploration) and variants (runs whose config differs from the recipe) "
+    "are listed but not counted"
 )
 _MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
 
@@ -73,7 +77,16 @@ class Run:
         self.seeds = seeds(self.config)
         self.label = f"seed{'s' * (self.config.get('seeds', 1) > 1)} {self.seeds}"  # seed 0, seeds 0–2
         self.wall = self.info.get("wall_seconds")
+        self.changes = self.info.get("recipe_changes") or {}  # what makes it a variant
         self.status, self.newer = _UNFINISHED, None
+
+    def status_text(self) -> str:
+        """Its status as the runs tables show it: a variant names the keys that differ from the recipe."""
+        if self.status == _SUPERSEDED:
+            return f"superseded by {self.newer.folder.path.name}"
+        if self.status == _VARIANT:
+            return f"variant: {', '.join(f'{k}={v}' for k, v in self.changes.items())}"
+        return self.status
 
     @property
     def started(self) -> float:
@@ -185,10 +198,12 @@ def aggregate(root: str | Path) -> Scoreboard:
     root = Path(root)
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
-    for run in runs:  # finished or not, a run of other seeds is listed apart
+    for run in runs:  # finished or not, a run of other seeds is listed apart; so is a variant
         if not on_evaluation_seeds(run.config):
             run.status = _OTHER_SEEDS
-    evaluation = (r for r in runs if r.folder.finished and r.status != _OTHER_SEEDS)
+        elif run.changes:
+            run.status = _VARIANT
+    evaluation = (r for r in runs if r.folder.finished and r.status not in (_OTHER_SEEDS, _VARIANT))
     for run in sorted(evaluation, key=lambda r: r.ended):
         key = (run.experiment, run.scale, run.seed)
         if key in newest:
@@ -331,7 +346,7 @@ _RUN_HEADERS = ["experiment", "run", "status", "claims", "scale", "seeds", "wall
 def _runs_table(runs: list[Run]) -> str:
     rows = []
     for r in runs:
-        status = f"superseded by {html.escape(r.newer.folder.path.name)}" if r.status == _SUPERSEDED else r.status
+        status = html.escape(r.status_text())
         claims = (
             f"<span class='{'ok' if all(c['holds'] is not False for c in r.claims) else 'finding'}'>"
             f"{html.escape(summary(r.claims))}</span>"
@@ -350,15 +365,16 @@ def _runs_table(runs: list[Run]) -> str:
 
 def _runs(board: Scoreboard) -> str:
     """The runs on the evaluation seeds (counted, superseded, unfinished), then every other run apart."""
-    evaluation = [r for r in board.runs if r.status != _OTHER_SEEDS]
-    others = [r for r in board.runs if r.status == _OTHER_SEEDS]
+    evaluation = [r for r in board.runs if r.status not in (_OTHER_SEEDS, _VARIANT)]
+    others = [r for r in board.runs if r.status in (_OTHER_SEEDS, _VARIANT)]
     out = f"<h2 id='runs'>Runs on the evaluation seeds {_EVALUATION}</h2>" + (
         _runs_table(evaluation) if evaluation else "<p>None yet: <code>iclab reproduce</code> runs them.</p>"
     )
     if others:
         out += (
-            f"<h2 id='other-runs'>Other runs (not counted)</h2><p>Runs of seeds outside {_EVALUATION}: tuning "
-            "and exploration runs, listed with their own verdicts and never counted above.</p>" + _runs_table(others)
+            f"<h2 id='other-runs'>Other runs (not counted)</h2><p>Runs of seeds outside {_EVALUATION} (tuning "
+            "and exploration) and variants (a config that differs from the scale's recipe, the keys that differ "
+            "in their status), listed with their own verdicts and never counted above.</p>" + _runs_table(others)
         )
     return out
 
@@ -368,11 +384,8 @@ def _summary(board: Scoreboard) -> str:
     judged = [row for row in papers if row.holds is not None]
     held = sum(bool(row.holds) for row in judged)
     counted = board.counted()
-    others = [
-        f"{sum(r.status == s for r in board.runs)} {s}"
-        for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS)
-        if any(r.status == s for r in board.runs)
-    ]
+    statuses = {s: sum(r.status == s for r in board.runs) for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT)}
+    others = [f"{n} {s}{'s' * (s == _VARIANT and n != 1)}" for s, n in statuses.items() if n]
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
         f"{_counts(papers)}</span> over seeds"
@@ -433,8 +446,18 @@ def seed_table(root: str | Path) -> str:
         "measured values listed under its section; a diagnostic (iclab's own check) that fails by the rule is "
         "marked ⚠.\n\n"
         + "\n\n".join(sections)
+        + _variants(board)
         + f"\n\nWall times (on whatever machine and load ran them; not budgets): {'; '.join(walls) or 'none'}.\n"
     )
+
+
+def _variants(board: Scoreboard) -> str:
+    """The variants under the root, with the keys that differ from their recipe (never counted above)."""
+    variants = [r for r in board.runs if r.status == _VARIANT]
+    lines = [f"- {r.folder.path.name} ({r.experiment}, {r.scale}, {r.label}): {r.status_text()}" for r in variants]
+    if not lines:
+        return ""
+    return "\n\nVariants, not counted (a config that differs from the scale's recipe):\n\n" + "\n".join(lines)
 
 
 def _seed_row(row: ClaimRow, runs: list[Run], paper: bool) -> str:

@@ -158,7 +158,7 @@ class NoisyLinear(LinearFunctions):
         return self.scale * super().function(x, truth)
 
     def labels(self, x, truth, generator):
-        noise = torch.randn(x.shape[:2], generator=generator, device=x.device, dtype=x.dtype)
+        noise = torch.randn(x.shape[:2], generator=generator, device=generator.device, dtype=x.dtype).to(x)
         return self.function(x, truth) + self.scale * self.noise * noise
 
 

@@ -181,9 +181,16 @@ class LinearRegression:
         return self.w_scale**2 * share * self.inputs.mean_square() + self.noise**2
 
     def function(self, x: torch.Tensor, truth) -> torch.Tensor:
-        """wᵀx without label noise: x ``(B, T, d)`` → ``(B, T)`` under each prompt's ``truth["w"]``
-        (what :mod:`iclab.shifts` relabels moved inputs with)."""
+        """wᵀx without label noise: x ``(B, T, d)`` → ``(B, T)`` under each prompt's ``truth["w"]``."""
         return torch.einsum("btd,bd->bt", x, truth["w"].to(x))
+
+    def labels(self, x: torch.Tensor, truth, generator: torch.Generator) -> torch.Tensor:
+        """The labels a prompt shows: wᵀx plus N(0, σ²) noise drawn from ``generator`` (what
+        :mod:`iclab.shifts` labels moved inputs with, so a shifted prompt keeps the task's noise)."""
+        y = self.function(x, truth)
+        if self.noise > 0:
+            y = y + self.noise * torch.randn(y.shape, generator=generator, device=generator.device, dtype=y.dtype).to(y)
+        return y
 
     def sample_w(self, batch: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
         w = self.w_scale * torch.randn(batch, self.d, generator=generator, device=generator.device, dtype=dtype)
@@ -198,9 +205,7 @@ class LinearRegression:
         n = self.n_context
         x, truth = self.inputs.sample(batch, n + self.n_query, generator, dtype)
         w = self.sample_w(batch, generator, dtype)
-        y = torch.einsum("bnd,bd->bn", x, w)
-        if self.noise > 0:
-            y = y + self.noise * torch.randn(y.shape, generator=generator, device=y.device, dtype=dtype)
+        y = self.labels(x, {"w": w}, generator)
         return Episode(x[:, :n], y[:, :n], x[:, n:], y[:, n:], truth={"w": w, **truth})
 
 
