@@ -31,6 +31,8 @@ import json
 import logging
 import math
 import os
+import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -521,6 +523,8 @@ class _SeedGroup:
     def _run(self, progress: bool, callback: Callback | None):
         c = self.config
         bar = tqdm(total=c.steps, initial=self.step, desc=self.name, disable=None if progress else True, leave=False)
+        lines = progress and bar.disable  # no terminal to draw a bar on (a log file, a pipe): a line per log step
+        since = (self.step, time.perf_counter())
         while self.step < c.steps:
             for group in self.optimizer.param_groups:
                 group["lr"] = c.lr_at(self.step)
@@ -539,6 +543,8 @@ class _SeedGroup:
                 if callback is not None:
                     self._record(callback(self.step, self.models()) or {})
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
+                if lines:
+                    self._progress_line(losses.detach().cpu().tolist(), *since)
             if self.checkpoint_dir is not None and self.step in self.kept:
                 self._save_kept()
             due = self.step % c.checkpoint_every == 0 and not above  # never a state that may be blowing up
@@ -546,6 +552,17 @@ class _SeedGroup:
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _progress_line(self, losses: list[float], first_step: int, started: float) -> None:
+        """One line on stderr: the step, each seed's loss, the rate since this session began and the time left."""
+        rate = (self.step - first_step) / max(time.perf_counter() - started, 1e-9)
+        left = (self.config.steps - self.step) / rate
+        print(
+            f"{self.name}: step {self.step}/{self.config.steps}, loss {', '.join(f'{v:.4g}' for v in losses)}, "
+            f"{rate:.3g} steps/s, {left:.0f} s left",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def _stop_if_diverged(self, losses: torch.Tensor, step: int) -> bool:
         """Raise :class:`TrainingDiverged` if a seed's loss ``(S,)`` is non-finite or has been above its

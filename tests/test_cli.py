@@ -199,8 +199,10 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
     monkeypatch.setattr(RunContext, "evaluate", interrupt)  # after the model trained: its checkpoint is kept
     out = tmp_path / "stopped"
     assert main(["run", "lsa-linear", *tiny, "--out", str(out)]) == 130
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "at step 4" in err and f"`iclab resume {out}` continues" in err
+    said = [
+        line for line in capsys.readouterr().err.splitlines() if line.startswith("iclab:")
+    ]  # after training's lines
+    assert len(said) == 1 and "at step 4" in said[0] and f"`iclab resume {out}` continues" in said[0]
     monkeypatch.setattr(RunContext, "model", interrupt)  # before any checkpoint: nothing to resume
     assert main(["run", "lsa-linear", *tiny, "--out", str(tmp_path / "early")]) == 130
     assert "nothing to resume" in capsys.readouterr().err and not (tmp_path / "early").exists()

@@ -1,5 +1,6 @@
 import dataclasses
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -242,6 +243,16 @@ def test_fixed_training_set_is_reused():
         assert batch.tokens.shape[0] == 8
         assert all((row == full).all(-1).all(-1).any() for row in batch.tokens)
     assert not torch.equal(a.tokens, b.tokens)
+
+
+def test_without_a_terminal_training_logs_a_line_per_log_step(capsys):
+    cfg = TrainConfig(steps=20, batch_size=16, lr=0.01, log_every=5)
+    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0, 1], name="lsa", progress=True)
+    lines = capsys.readouterr().err.strip().splitlines()  # pytest's stderr is no terminal
+    assert [line.split(",")[0] for line in lines] == [f"lsa: step {s}/20" for s in (5, 10, 15, 20)]
+    assert all(re.search(r"loss [\d.e+-]+, [\d.e+-]+, [\d.e+-]+ steps/s, \d+ s left$", line) for line in lines)
+    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False)
+    assert capsys.readouterr().err == ""  # progress off: silent
 
 
 def test_schedule_and_config_validation():
