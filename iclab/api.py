@@ -129,7 +129,16 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
-    spec.validate(config)
+    try:
+        spec.validate(config)
+    except ConfigError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as err:  # a value of a kind no check foresaw
+        if not overrides:
+            raise  # the recipe itself: a bug, not bad input
+        given = overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides)
+        changed = ", ".join(f"{key}={value!r}" for key, value in given)
+        raise ConfigError(f"{experiment} cannot run with {changed}: {type(err).__name__}: {err}") from None
     check_tensorboard(config)
     return config
 
