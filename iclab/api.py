@@ -150,34 +150,46 @@ def resume(
     overrides: Iterable[str] | Mapping[str, object] = (),
 ) -> RunResult:
     """Finish an interrupted run: training continues from its last checkpoints, and a run stopped
-    before its first checkpoint starts again from its ``config.yaml`` in the same folder.
+    before its first checkpoint starts again from its ``config.yaml`` in the same folder. A finished
+    run continues for more steps (a larger ``train.steps`` among ``overrides``) as a new run folder
+    beside it, which starts from a copy of its checkpoints and records it as ``continued_from``.
 
     ``overrides`` change config keys for the rest of the run (e.g. ``{"train.lr": 1e-4}`` after a
     divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``.
     """
     folder = RunFolder.open(path)
-    if folder.finished:
-        raise ConfigError(f"{path} has already finished (claims.json exists)")
     stored = folder.read_config()
     spec = experiments.get(stored["experiment"])
     config = spec.complete(stored)  # a config.yaml written before a training default was filled in gets it
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
+    steps = lambda c: (c.get("train") or {}).get("steps", 0)
+    if folder.finished and not steps(config) > steps(stored):
+        raise ConfigError(
+            f"{path} has already finished (claims.json exists); `iclab resume {path} --set train.steps=N` with N "
+            f"above its {steps(stored)} continues it for more steps, as a new run"
+        )
     spec.validate(config)
     check_tensorboard(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
         config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
+    if folder.finished:  # the finished run stays as it is; its continuation starts from its checkpoints
+        config["continued_from"] = folder.path.name
+        child = RunFolder.create(config["experiment"], config, root=folder.path.parent)
+        shutil.copytree(folder.checkpoints, child.checkpoints)
+        return _execute(child, config, device, progress)
+    if pairs:
         folder.write_config(config)
     if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
         folder.restart()
     return _execute(folder, config, device, progress)
 
 
-NOT_RECIPE = ("seed", "seeds", "resume_overrides")
+NOT_RECIPE = ("seed", "seeds", "resume_overrides", "continued_from")
 """Config keys a run may set without leaving its scale's recipe (which seeds it trains; what a resume changed,
-whose changed values are compared themselves)."""
+whose changed values are compared themselves; the run a continuation started from)."""
 
 
 def recipe_changes(config: Mapping) -> dict:

@@ -56,7 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     resume = sub.add_parser(
-        "resume", help="finish an interrupted run from its checkpoints (or afresh from its config.yaml)"
+        "resume",
+        help="finish an interrupted run from its checkpoints (or afresh from its config.yaml); continue a finished "
+        "one with --set train.steps=N as a new run",
     )
     resume.add_argument("run_dir")
     resume.add_argument("--device")

@@ -5,7 +5,9 @@ import sys
 
 import pandas as pd
 import pytest
+import torch
 import yaml
+from safetensors.torch import load_file
 
 import iclab
 from iclab import api
@@ -206,3 +208,25 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
     monkeypatch.setattr(RunContext, "model", interrupt)  # before any checkpoint: nothing to resume
     assert main(["run", "lsa-linear", *tiny, "--out", str(tmp_path / "early")]) == 130
     assert "nothing to resume" in capsys.readouterr().err and not (tmp_path / "early").exists()
+
+
+def test_a_finished_run_continues_for_more_steps_as_a_new_run(tmp_path, capsys):
+    constant = ["--set", "train.schedule=constant", "--set", "train.warmup=0", "--set", "eval_prompts=200"]
+    tiny = [*constant, "--seeds", "1", "--seed", "3"]
+    parent, alone = tmp_path / "runs" / "parent", tmp_path / "alone"
+    assert main(["run", "lsa-linear", "--set", "train.steps=10", *tiny, "--out", str(parent)]) == 0
+    finished = (parent / "claims.json").read_text()
+    assert main(["resume", str(parent)]) == 2 and "train.steps=N" in capsys.readouterr().err
+    assert main(["resume", str(parent), "--set", "train.steps=15"]) == 0
+    (child,) = [p for p in parent.parent.iterdir() if p != parent]
+    config = yaml.safe_load((child / "config.yaml").read_text())
+    assert config["continued_from"] == "parent" and config["train"]["steps"] == 15
+    assert (parent / "claims.json").read_text() == finished  # the parent is left as it was
+    logged = pd.read_parquet(child / "metrics.parquet").query("metric == 'train_loss'")
+    assert {10, 15} <= set(logged.step)  # its history goes on from the parent's last step
+    # Ten steps, then five more, train what fifteen steps from scratch train (a constant rate: the same steps).
+    assert main(["run", "lsa-linear", "--set", "train.steps=15", *tiny, "--out", str(alone)]) == 0
+    for weights in alone.glob("checkpoints/*/seed3/model.safetensors"):
+        continued, fresh = load_file(child / weights.relative_to(alone)), load_file(weights)
+        assert all(torch.equal(continued[k], fresh[k]) for k in fresh)
+    assert json.loads((child / "claims.json").read_text()) == json.loads((alone / "claims.json").read_text())
