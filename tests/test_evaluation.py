@@ -1,6 +1,7 @@
 """Trained models as objects: load_model, iclab eval / iclab.evaluate, iclab export."""
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -132,6 +133,7 @@ def test_eval_writes_an_evaluation_folder_the_report_rereads(gpt_run, capsys):
     out = capsys.readouterr().out
     (folder,) = _eval_folders(gpt_run)
     assert str(folder) in out and "skewed" in out and "ridge(0.1)" in out
+    assert re.search(r"setting\s+k\s+model\s+step", out)  # each printed error names its prefix length
     assert {p.name for p in folder.iterdir()} == {"evaluation.yaml", "metrics.parquet", "figures", "report.html"}
     assert {p.name for p in (folder / "figures").iterdir()} == {"by_prefix.png"}
     spec = yaml.safe_load((folder / "evaluation.yaml").read_text())

@@ -12,10 +12,14 @@ from .html import figure_section, page
 
 
 def final_errors(metrics):
-    """The error at the largest prefix k of every setting, model and step (bands as columns)."""
+    """The error at the largest prefix of every setting (its k, which a shift may change), model and step
+    (bands as columns)."""
     last = metrics[metrics["n"] == metrics.groupby("setting")["n"].transform("max")]
-    last = last.assign(step=last["step"].astype("string").fillna("–"))  # learners are not trained: no step
-    return last.pivot_table(index=["setting", "model", "step"], columns="metric", values="value", sort=False)
+    last = last.assign(
+        k=last["n"].astype(int),
+        step=last["step"].astype("string").fillna("–"),  # learners are not trained: no step
+    )
+    return last.pivot_table(index=["setting", "k", "model", "step"], columns="metric", values="value", sort=False)
 
 
 def write_evaluation_report(folder: EvaluationFolder) -> Path:
