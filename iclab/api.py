@@ -236,7 +236,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     folder.write_info(
         {
             **_environment(device),
-            "started": started.isoformat(timespec="seconds"),
+            "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second (the index)
             "resumed": not fresh,
             "wall_seconds": round(time.perf_counter() - wall, 2),
             "cpu_seconds": round(time.process_time() - cpu, 2),
