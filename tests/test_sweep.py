@@ -8,12 +8,14 @@ import time
 
 import pandas as pd
 import pytest
+from matplotlib.image import imread
 
 import iclab
 from iclab.claims import Claim, judged_at
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.report import write_sweep_report
+from iclab.report.sweep import _key_figure, point_values
 from iclab.runs import RunFolder, SweepFolder
 from iclab.sweeps import _write_tables, expand, parse_grid, point_name
 
@@ -196,3 +198,29 @@ def test_claims_judged_elsewhere_are_neither_passes_nor_failures_in_a_sweep(tmp_
     assert "<td>near</td><td class='fail'>1 / 2</td><td>task.d=3</td>" in across
     assert "<td>far</td><td class='elsewhere'>measured, judged at paper scale (2)</td><td>–</td>" in across
     assert "1 / 1 <span class='elsewhere'>(+1 judged at paper scale)</span>" in page.split("Claims by point")[1]
+
+
+def test_a_points_value_keeps_its_models_apart():
+    """Each model's last logged value, averaged over its run's seeds only (never over models)."""
+    metrics = pd.DataFrame(
+        {
+            "point": ["p"] * 6,
+            "model": ["a", "a", "a", "b", "b", None],
+            "seed": [0, 0, 1, 0, 0, None],
+            "step": [5, 10, 10, 5, 10, None],
+            "metric": ["loss"] * 6,
+            "value": [3.0, 1.0, 2.0, 30.0, 10.0, 7.0],
+        }
+    )
+    assert point_values(metrics, "loss").to_dict("records") == [
+        {"point": "p", "model": "a", "value": 1.5},
+        {"point": "p", "model": "b", "value": 10.0},
+    ]
+    untrained = metrics.assign(step=None)  # a metric of no training step: every row, a theory's as model –
+    assert point_values(untrained, "loss").set_index("model").value.to_dict() == {"a": 2.0, "b": 20.0, "–": 7.0}
+
+
+def test_the_sweep_figure_has_a_panel_per_model(tmp_path):
+    values = pd.DataFrame({"lr": [0.1, 0.2] * 2, "model": ["a", "a", "b", "b"], "value": [1.0, 2.0, 10.0, 20.0]})
+    figure = _key_figure(tmp_path / "lr.png", values, "lr", [], "loss", "one run per point")
+    assert imread(figure).shape[1] == 2 * 5.0 * 110  # two panels of 5 inches at 110 dpi

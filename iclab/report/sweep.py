@@ -13,14 +13,16 @@ from ..runs import SweepFolder, write_atomic
 from .html import page
 
 
-def point_values(metrics: pd.DataFrame, metric: str) -> pd.Series:
-    """One number per point: the mean of ``metric``'s rows, at each point's last logged step when
-    the metric is logged during training (e.g. the final ``train_loss`` averaged over models)."""
+def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One number per point and model (columns ``point``, ``model``, ``value``): the mean of the model's
+    ``metric`` rows over its run's seeds, at the model's last logged step when the metric is logged during
+    training (e.g. the final ``train_loss``). Rows of no model (a theory's) are the model ``–``."""
     rows = metrics[metrics["metric"] == metric]
+    rows = rows.assign(model=rows["model"].fillna("–"))
     logged = rows[rows["step"].notna()]
     if not logged.empty:
-        rows = logged[logged["step"] == logged.groupby("point")["step"].transform("max")]
-    return rows.groupby("point")["value"].mean()
+        rows = logged[logged["step"] == logged.groupby(["point", "model"])["step"].transform("max")]
+    return rows.groupby(["point", "model"], sort=False)["value"].mean().reset_index()
 
 
 def _holding(claims: pd.DataFrame) -> str:
@@ -35,34 +37,37 @@ def _holding(claims: pd.DataFrame) -> str:
     return f"<td class='{'ok' if held == judged.sum() else 'fail'}'>{held} / {int(judged.sum())}{more}</td>"
 
 
-def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str) -> Path:
-    """``metric`` against ``key``: one line per combination of the other swept keys, the mean over
-    seeds with a min–max band."""
+def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str, band: str) -> Path:
+    """``metric`` against ``key``, a panel per model: one line per combination of the other swept keys,
+    with ``band`` (what the shaded band spans) in the axis label."""
     from .figures import new_figure, save
 
-    fig, axes = new_figure(1, width=5.5, height=3.8)
-    ax = axes[0]
+    models = list(dict.fromkeys(values["model"]))
+    fig, axes = new_figure(len(models), width=5.0, height=3.8)
     numeric = pd.api.types.is_numeric_dtype(values[key])
     categories = list(dict.fromkeys(values[key]))
-    for label, group in values.groupby(others, sort=False) if others else [((), values)]:
-        stats = group.groupby(key, sort=False)["value"].agg(["mean", "min", "max"])
-        stats = stats.sort_index() if numeric else stats.reindex([c for c in categories if c in stats.index])
-        x = stats.index.to_numpy() if numeric else [categories.index(c) for c in stats.index]
-        name = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,)))
-        line = ax.plot(x, stats["mean"], marker="o", label=name or metric)[0]
-        ax.fill_between(x, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
-    if numeric:
-        if (values[key] > 0).all() and values[key].max() / values[key].min() >= 100:
-            ax.set_xscale("log")
-        if values[key].nunique() <= 10:
-            ax.set_xticks(sorted(values[key].unique()))
-            ax.minorticks_off()
-    else:
-        ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=30, fontsize=8)
-    ax.set_xlabel(key)
-    ax.set_ylabel(f"{metric} (mean, min–max over seeds)")
-    if others:
-        ax.legend(fontsize=7)
+    for ax, model in zip(axes, models):
+        of_model = values[values["model"] == model]
+        for label, group in of_model.groupby(others, sort=False) if others else [((), of_model)]:
+            stats = group.groupby(key, sort=False)["value"].agg(["mean", "min", "max"])
+            stats = stats.sort_index() if numeric else stats.reindex([c for c in categories if c in stats.index])
+            x = stats.index.to_numpy() if numeric else [categories.index(c) for c in stats.index]
+            name = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,)))
+            line = ax.plot(x, stats["mean"], marker="o", label=name or metric)[0]
+            ax.fill_between(x, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
+        if numeric:
+            if (values[key] > 0).all() and values[key].max() / values[key].min() >= 100:
+                ax.set_xscale("log")
+            if values[key].nunique() <= 10:
+                ax.set_xticks(sorted(values[key].unique()))
+                ax.minorticks_off()
+        else:
+            ax.set_xticks(range(len(categories)), [str(c) for c in categories], rotation=30, fontsize=8)
+        ax.set_title(model, fontsize=9)
+        ax.set_xlabel(key)
+        ax.set_ylabel(f"{metric} ({band})", fontsize=8)
+        if others:
+            ax.legend(fontsize=7)
     return save(fig, path)
 
 
@@ -103,7 +108,10 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
     swept = [k for k in keys if k != "seed"]
     if not metrics.empty and not finished.empty:
         values = finished.set_index("point")[keys].join(
-            point_values(metrics, spec["metric"]).rename("value"), how="inner"
+            point_values(metrics, spec["metric"]).set_index("point"), how="inner"
+        )
+        band = (  # what a point's band spans: the swept seeds, or nothing (one run per point)
+            "mean, min–max over the swept seeds" if "seed" in keys else "one run per point: its mean over its seeds"
         )
         if values.empty:
             parts.append(f"<p>No point logged the metric <code>{html.escape(spec['metric'])}</code>.</p>")
@@ -114,6 +122,7 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
                 key,
                 [k for k in swept if k != key],
                 spec["metric"],
+                band,
             )
             data = base64.b64encode(figure.read_bytes()).decode()
             parts.append(
