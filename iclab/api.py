@@ -201,7 +201,7 @@ def recipe_changes(config: Mapping) -> dict:
     except ConfigError as err:
         return {"scale": f"{config['scale']} (no recipe: {err})"}
     normal = lambda c: yaml.safe_load(dump({k: v for k, v in c.items() if k not in NOT_RECIPE}))  # as config.yaml
-    return differences(normal(merge(recipe, config)), normal(recipe))
+    return {key: mine for key, (mine, _) in differences(normal(merge(recipe, config)), normal(recipe)).items()}
 
 
 def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: bool = False) -> RunResult:

@@ -32,16 +32,20 @@ def merge(base: Mapping[str, Any], updates: Mapping[str, Any]) -> dict:
     return out
 
 
-def differences(config: Mapping[str, Any], reference: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """The dotted keys where ``config`` differs from ``reference`` (blocks compared key by key), each with
-    ``config``'s value (``"(absent)"`` for a key only ``reference`` has)."""
+ABSENT = "(absent)"
+"""What :func:`differences` gives for a key one config lacks."""
+
+
+def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") -> dict[str, tuple[Any, Any]]:
+    """The dotted keys where configs ``a`` and ``b`` differ (blocks compared key by key, an empty block as
+    a value), each with its two values (:data:`ABSENT` for a key one of them lacks), ``a``'s keys first."""
     out = {}
-    for key in {**reference, **config}:
-        mine, theirs = config.get(key, "(absent)"), reference.get(key, "(absent)")
-        if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
+    for key in {**a, **b}:
+        mine, theirs = a.get(key, ABSENT), b.get(key, ABSENT)
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping) and mine and theirs:
             out.update(differences(mine, theirs, f"{prefix}{key}."))
-        elif key not in config or key not in reference or mine != theirs:
-            out[prefix + key] = mine
+        elif key not in a or key not in b or mine != theirs:
+            out[prefix + key] = (mine, theirs)
     return out
 
 

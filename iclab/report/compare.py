@@ -13,11 +13,10 @@ from typing import Any
 import pandas as pd
 
 from ..claims import measured_text, verdict_text
-from ..config import ConfigError
+from ..config import ABSENT, ConfigError, differences
 from ..runs import RunFolder, write_atomic
 from .html import cell, duration, link, page, seeds, table, value, verdict
 
-_ABSENT = "(absent)"
 _KEYS = ["setting", "model", "n", "metric"]
 _CONFIG = ["key", "A", "B"]
 _CLAIMS = ["id", "A measured", "B measured", "B − A", "A", "B"]
@@ -52,7 +51,7 @@ class Comparison:
             out += ["Configs are identical.", ""]
         rows = []
         for c in self.claims:
-            measured = [_short(measured_text(x["measured"])) if x else _ABSENT for x in (c["a"], c["b"])]
+            measured = [_short(measured_text(x["measured"])) if x else ABSENT for x in (c["a"], c["b"])]
             verdicts = [verdict_text(x) if x else "" for x in (c["a"], c["b"])]
             rows.append((c["id"], *measured, _number(c["difference"]), *verdicts))
         changed = sum(c["changed"] for c in self.claims)
@@ -81,7 +80,7 @@ class Comparison:
         ]
         claims = []
         for c in self.claims:
-            measured = [value(x["measured"]) if x else _ABSENT for x in (c["a"], c["b"])]
+            measured = [value(x["measured"]) if x else ABSENT for x in (c["a"], c["b"])]
             verdicts = [verdict(x) if x else "" for x in (c["a"], c["b"])]
             claims.append(
                 _html_row(_CLAIMS, [html.escape(c["id"]), *measured, _number(c["difference"]), *verdicts], c["changed"])
@@ -109,12 +108,7 @@ class Comparison:
 def compare_runs(a: str | Path, b: str | Path) -> Comparison:
     """Compare two finished run folders; :class:`ConfigError` if either is not one."""
     run_a, run_b = _finished(a), _finished(b)
-    flat_a, flat_b = _flat(run_a.read_config()), _flat(run_b.read_config())
-    config = [
-        (k, flat_a.get(k, _ABSENT), flat_b.get(k, _ABSENT))
-        for k in dict.fromkeys([*flat_a, *flat_b])
-        if flat_a.get(k, _ABSENT) != flat_b.get(k, _ABSENT)
-    ]
+    config = [(k, a, b) for k, (a, b) in differences(run_a.read_config(), run_b.read_config()).items()]
     return Comparison(run_a, run_b, config, _claims(run_a.read_claims(), run_b.read_claims()), _metrics(run_a, run_b))
 
 
@@ -123,17 +117,6 @@ def _finished(path: str | Path) -> RunFolder:
     if not run.finished:
         raise ConfigError(f"{path} has not finished (no claims.json); `iclab resume {path}` completes it")
     return run
-
-
-def _flat(config: dict, prefix: str = "") -> dict:
-    """``{"train": {"lr": 1}}`` → ``{"train.lr": 1}``."""
-    out = {}
-    for key, item in config.items():
-        if isinstance(item, dict) and item:
-            out.update(_flat(item, f"{prefix}{key}."))
-        else:
-            out[prefix + key] = item
-    return out
 
 
 def _is_number(x) -> bool:
