@@ -145,6 +145,7 @@ def test_compare_shows_the_changed_key_and_metrics(tiny_runs, tmp_path, capsys):
     assert not re.search(r"\sols\s", changed)  # the reference learners' losses did not
     html = _Page(page.read_text())
     assert "train.lr" in html.text and "preconditioner_cosine" in html.text
+    assert "Training curves" in html.text and "alt='training curves of A and B'" in page.read_text()
     assert any(link.endswith(f"{a.name}/report.html") for link in html.links)
 
 

@@ -1,11 +1,14 @@
 """Two finished runs side by side: config keys that differ, claims and final metrics with their
-differences (B − A), as a terminal table or an HTML page (``iclab compare A B [--html PATH]``)."""
+differences (B − A), as a terminal table or an HTML page (``iclab compare A B [--html PATH]``, which
+also overlays the two runs' training curves)."""
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,7 +98,7 @@ class Comparison:
             f"<h2>Claims ({sum(c['changed'] for c in self.claims)} of {len(claims)} "
             f"differ)</h2>{table(_CLAIMS, claims)}"
             f"<h2>Final metrics, mean over seeds ({self.metrics.changed.sum()} of {len(metrics)} differ)</h2>"
-            f"{table(_METRICS, metrics)}"
+            f"{table(_METRICS, metrics)}{_curves(self.a, self.b)}"
         )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +106,37 @@ class Comparison:
         except OSError as err:
             raise ConfigError(f"cannot write {path}: {err.strerror}") from None
         return path
+
+
+def _curves(a: RunFolder, b: RunFolder) -> str:
+    """The two runs' training losses overlaid, a panel per model (A solid, B dashed), as an embedded figure."""
+    from .figures import new_figure, save, training_curve
+
+    losses = {}
+    for name, run in (("A", a), ("B", b)):
+        metrics = run.read_metrics()
+        losses[name] = metrics[(metrics.metric == "train_loss") & metrics.step.notna()]
+    models = list(dict.fromkeys([*losses["A"].model, *losses["B"].model]))
+    if not models:
+        return ""
+    fig, axes = new_figure(len(models), width=4.2, height=3.2)
+    for ax, model in zip(axes, models):
+        for name, style in (("A", "-"), ("B", "--")):
+            rows = losses[name][losses[name].model == model]
+            if not rows.empty:
+                line = training_curve(ax, rows, name)
+                line.set(linestyle=style, marker="o" if rows.step.nunique() <= 20 else "", markersize=3)
+        if all((losses[n].value > 0).all() for n in losses):
+            ax.set_yscale("log")
+        ax.set_title(model, fontsize=9)
+        ax.set_ylabel("training loss", fontsize=8)
+        ax.legend(fontsize=7)
+    with tempfile.TemporaryDirectory() as scratch:
+        data = base64.b64encode(save(fig, Path(scratch) / "curves.png").read_bytes()).decode()
+    return (
+        "<h2>Training curves</h2><p>A solid, B dashed: the mean over each run's seeds, with its min–max band.</p>"
+        f"<img src='data:image/png;base64,{data}' alt='training curves of A and B'>"
+    )
 
 
 def compare_runs(a: str | Path, b: str | Path) -> Comparison:
