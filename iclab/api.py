@@ -129,16 +129,7 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
             raise ConfigError(f"--seeds must be >= 1, got {seeds}")
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
-    try:
-        spec.validate(config)
-    except ConfigError:
-        raise
-    except (TypeError, ValueError, KeyError, AttributeError) as err:  # a value of a kind no check foresaw
-        if not overrides:
-            raise  # the recipe itself: a bug, not bad input
-        given = overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides)
-        changed = ", ".join(f"{key}={value!r}" for key, value in given)
-        raise ConfigError(f"{experiment} cannot run with {changed}: {type(err).__name__}: {err}") from None
+    spec.validate(config)
     check_tensorboard(config)
     return config
 
@@ -164,12 +155,8 @@ def resume(
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     for key, value in pairs:
         set_key(config, key, value)
-    steps = lambda c: (c.get("train") or {}).get("steps", 0)
-    if folder.finished and not steps(config) > steps(stored):
-        raise ConfigError(
-            f"{path} has already finished (claims.json exists); `iclab resume {path} --set train.steps=N` with N "
-            f"above its {steps(stored)} continues it for more steps, as a new run"
-        )
+    if folder.finished:
+        _check_continuation(path, spec, spec.complete(stored), config)
     spec.validate(config)
     check_tensorboard(config)
     device = pick_device(device)
@@ -178,7 +165,11 @@ def resume(
     if folder.finished:  # the finished run stays as it is; its continuation starts from its checkpoints
         config["continued_from"] = folder.path.name
         child = RunFolder.create(config["experiment"], config, root=folder.path.parent)
-        shutil.copytree(folder.checkpoints, child.checkpoints)
+        try:
+            shutil.copytree(folder.checkpoints, child.checkpoints)
+        except BaseException:  # a partial copy would resume from truncated files
+            child.discard()
+            raise
         return _execute(child, config, device, progress)
     if pairs:
         folder.write_config(config)
@@ -187,9 +178,26 @@ def resume(
     return _execute(folder, config, device, progress)
 
 
-NOT_RECIPE = ("seed", "seeds", "resume_overrides", "continued_from")
-"""Config keys a run may set without leaving its scale's recipe (which seeds it trains; what a resume changed,
-whose changed values are compared themselves; the run a continuation started from)."""
+NOT_RECIPE = ("seed", "seeds", "log")
+"""Config keys a run may set without leaving its scale's recipe: which seeds it trains and what it logs. A
+resume's overrides and a continuation's parent (``resume_overrides``, ``continued_from``) make a variant:
+part of its training followed another config."""
+
+
+def _check_continuation(path, spec, stored: dict, config: dict) -> None:
+    """A finished run continues only for more steps, and only where every model trains from scratch on
+    the ``train`` block (:attr:`~iclab.experiments.base.Experiment.continuable`)."""
+    before, after = stored.get("train", {}), config.get("train", {})
+    if not spec.continuable or before.get("epochs") is not None:
+        raise ConfigError(
+            f"{path} has already finished (claims.json exists); {spec.name} cannot continue a finished run (some "
+            "of its models are built from others or sized by epochs): start a new run with more steps"
+        )
+    if not after.get("steps", 0) > before.get("steps", 0):
+        raise ConfigError(
+            f"{path} has already finished (claims.json exists); `iclab resume {path} --set train.steps=N` with N "
+            f"above its {before.get('steps')} continues it for more steps, as a new run"
+        )
 
 
 def recipe_changes(config: Mapping) -> dict:

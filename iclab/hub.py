@@ -48,8 +48,9 @@ def export(
     save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "README.md").write_text(model_card(config["iclab"], claims, source.path.name))
+    out.chmod(0o755)  # readable by whoever the folder is shared or uploaded with, whatever the umask
     for file in out.iterdir():
-        file.chmod(0o644)  # readable by whoever the folder is shared or uploaded with, whatever the umask
+        file.chmod(0o644)
     return out
 
 

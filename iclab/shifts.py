@@ -24,7 +24,7 @@ name                   shifted prompt
                        orthant); the query after k examples is the unshifted x_{k+1}, in a random orthant
 ``orthogonal``         the query after k < d examples is x_{k+1} minus its projection on the span of
                        x_1…x_k, rescaled to ‖x_{k+1}‖ (K = min(N, d))
-``overlapping``        the query after k ≥ 1 examples is a copy of one of them, chosen uniformly
+``overlapping``        the query after k ≥ 1 examples is a copy of one of them, chosen uniformly, label and all
 ``duplicated``         every context example is shown twice in a row (x_1, x_1, x_2, x_2, …); the
                        query after k examples is a fresh input (ours: not among Garg et al.'s)
 =====================  ===============================================================================
@@ -170,8 +170,9 @@ class Overlapping(Shift):
         n = episode.n_context
         earlier = (torch.rand(len(xs), n, generator=generator, dtype=torch.float64) * torch.arange(n)).long()
         earlier[:, 0] = 0  # no earlier example: x_1 itself, as Garg et al.
-        queries = xs.gather(1, earlier.to(xs.device)[..., None].expand(-1, -1, xs.shape[2]))
-        return _with_queries(episode, task, queries, generator)
+        earlier = earlier.to(xs.device)
+        queries = xs.gather(1, earlier[..., None].expand(-1, -1, xs.shape[2]))
+        return replace(episode, x_query=queries, y_query=episode.ys.gather(1, earlier))  # shown again: its label
 
 
 class Duplicated(Shift):

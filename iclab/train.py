@@ -139,7 +139,11 @@ class TrainConfig:
             raise ConfigError("train.steps, batch_size, log_every and checkpoint_every must be >= 1")
         if not (math.isfinite(self.lr) and self.lr >= 0):
             raise ConfigError(f"train.lr must be a finite number >= 0 (0 keeps the initial weights), got {self.lr}")
-        if self.warmup < 0 or self.weight_decay < 0 or not 0 <= self.momentum < 1:
+        if (
+            self.warmup < 0
+            or not (math.isfinite(self.weight_decay) and self.weight_decay >= 0)
+            or not 0 <= self.momentum < 1
+        ):
             raise ConfigError(
                 f"train.warmup and weight_decay must be >= 0 and momentum in [0, 1), got {self.warmup}, "
                 f"{self.weight_decay} and {self.momentum}"

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 import iclab
 from iclab import api
 from iclab.cli import main
+from iclab.runs import RunFolder
 
 FAST = ["--set", "train.steps=40", "--set", "eval_prompts=2000", "--seeds", "2"]
 
@@ -230,3 +231,12 @@ def test_a_finished_run_continues_for_more_steps_as_a_new_run(tmp_path, capsys):
         continued, fresh = load_file(child / weights.relative_to(alone)), load_file(weights)
         assert all(torch.equal(continued[k], fresh[k]) for k in fresh)
     assert json.loads((child / "claims.json").read_text()) == json.loads((alone / "claims.json").read_text())
+    assert "continued_from" in json.loads((child / "run.json").read_text())["recipe_changes"]  # a variant
+
+
+def test_an_experiment_with_models_built_from_others_does_not_continue(tmp_path, capsys):
+    config = api.resolved_config("algorithm-selection", "quick", {"seed": 100})  # probes, fine-tuned models
+    run = RunFolder.create("algorithm-selection", config, out=tmp_path / "finished")
+    run.claims_file.write_text("[]")
+    assert main(["resume", str(run.path), "--set", "train.steps=5000"]) == 2
+    assert "cannot continue a finished run" in capsys.readouterr().err and list(tmp_path.iterdir()) == [run.path]

@@ -100,5 +100,9 @@ def test_an_example_shown_again_keeps_its_label():
     doubled = shifts.shift("duplicated")(episode, task, generator(4))
     assert torch.equal(doubled.ys[:, 0::2], doubled.ys[:, 1::2])
     assert torch.equal(doubled.ys[:, 0::2], episode.ys[:, : N // 2])
+    overlap = shifts.shift("overlapping")(episode, task, generator(4))
+    for k in range(1, N):  # the query is an earlier example, label and all
+        shown = (overlap.x_query[:, k, None] == episode.xs[:, :k]).all(-1)
+        assert torch.equal(overlap.y_query[:, k], (episode.ys[:, :k] * shown).sum(1) / shown.sum(1))
     orthants = shifts.shift("random-orthants")(episode, task, generator(4))
     assert torch.equal(orthants.x_query, episode.xs) and torch.equal(orthants.y_query, episode.ys)

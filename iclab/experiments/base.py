@@ -243,6 +243,10 @@ class Experiment:
     keys the experiment leaves out filled with its defaults, so every ``--set <block>.<key>`` works and
     ``config.yaml`` shows the whole recipe. Blocks of overrides to a training block (e.g. ``deep_train``
     in ``task-descriptors``) are not listed and stay partial.
+
+    ``continuable``: every model trains from scratch on the ``train`` block for ``train.steps`` (none is
+    built from another model, fine-tuned, probed or sized by epochs), so a finished run can go on for
+    more steps (``iclab resume DIR --set train.steps=N``) from its checkpoints.
     """
 
     name: str
@@ -252,6 +256,7 @@ class Experiment:
     run: Callable[[dict, RunContext], list[Claim]]
     checks: Callable[[dict], None] | None = None
     train_blocks: tuple[str, ...] | None = None
+    continuable: bool = False
 
     def __post_init__(self):
         if self.train_blocks is None:
@@ -284,8 +289,17 @@ class Experiment:
         the experiment's own ``checks``. Called by :func:`iclab.run` and :func:`iclab.resume` before
         any folder is made or touched, and by :func:`iclab.sweep` for every grid point before Ray
         starts, so a bad value fails at once with one line instead of inside a run (or a Ray worker)."""
-        if config.get("seeds", 1) < 1:
-            raise ConfigError(f"seeds must be >= 1, got {config['seeds']}")
+        try:
+            self._check_runnable(config)
+        except ConfigError:
+            raise
+        except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError, IndexError) as err:
+            # a value of a kind no check foresaw (null where a number is needed): still one line
+            raise ConfigError(f"{self.name} cannot run this config: {type(err).__name__}: {err}") from None
+
+    def _check_runnable(self, config: dict) -> None:
+        if not isinstance(config.get("seeds", 1), int) or config.get("seeds", 1) < 1:
+            raise ConfigError(f"seeds must be >= 1 (an integer), got {config['seeds']!r}")
         for path in self.train_blocks:
             block = _block(config, path)
             if block is not None:

@@ -234,6 +234,7 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
 
 
 EXPERIMENT = Experiment(
+    continuable=True,
     name="gpt-linear",
     paper=PAPER,
     defaults=DEFAULTS,

@@ -205,6 +205,7 @@ def _figures(ctx: RunContext, settings: list[Setting]):
 
 
 EXPERIMENT = Experiment(
+    continuable=True,
     name="lsa-linear",
     paper=PAPER,
     defaults=DEFAULTS,

@@ -110,7 +110,7 @@ class Comparison:
 
 def _curves(a: RunFolder, b: RunFolder) -> str:
     """The two runs' training losses overlaid, a panel per model (A solid, B dashed), as an embedded figure."""
-    from .figures import new_figure, save, training_curve
+    from .figures import panel_grid, save, training_curve
 
     losses = {}
     for name, run in (("A", a), ("B", b)):
@@ -119,7 +119,7 @@ def _curves(a: RunFolder, b: RunFolder) -> str:
     models = list(dict.fromkeys([*losses["A"].model, *losses["B"].model]))
     if not models:
         return ""
-    fig, axes = new_figure(len(models), width=4.2, height=3.2)
+    fig, axes = panel_grid(len(models), width=4.2, height=3.2)
     for ax, model in zip(axes, models):
         for name, style in (("A", "-"), ("B", "--")):
             rows = losses[name][losses[name].model == model]

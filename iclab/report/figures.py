@@ -18,6 +18,16 @@ def new_figure(n_panels: int = 1, width: float = 4.5, height: float = 3.4, rows:
     return fig, axes.ravel()
 
 
+def panel_grid(n_panels: int, width: float, height: float, columns: int = 4):
+    """``n_panels`` axes in rows of at most ``columns`` (a figure of many models stays a readable size);
+    the grid's unused axes are hidden."""
+    shown = min(n_panels, columns)
+    fig, axes = new_figure(shown, width, height, rows=-(-n_panels // shown))
+    for ax in axes[n_panels:]:
+        ax.set_visible(False)
+    return fig, axes[:n_panels]
+
+
 def save(fig, path: Path) -> Path:
     """Save as PNG and close."""
     fig.tight_layout()

@@ -40,10 +40,10 @@ def _holding(claims: pd.DataFrame) -> str:
 def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str, band: str) -> Path:
     """``metric`` against ``key``, a panel per model: one line per combination of the other swept keys,
     with ``band`` (what the shaded band spans) in the axis label."""
-    from .figures import new_figure, save
+    from .figures import panel_grid, save
 
     models = list(dict.fromkeys(values["model"]))
-    fig, axes = new_figure(len(models), width=5.0, height=3.8)
+    fig, axes = panel_grid(len(models), width=5.0, height=3.8)
     numeric = pd.api.types.is_numeric_dtype(values[key])
     categories = list(dict.fromkeys(values[key]))
     for ax, model in zip(axes, models):
