@@ -20,6 +20,11 @@ from .config import ConfigError, dump
 from .version import __version__
 
 
+def _overrides(parser: argparse.ArgumentParser, help: str) -> None:
+    """The repeatable ``--set KEY=VALUE`` option (into ``args.overrides``) that every verb touching a config takes."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iclab", description="A laboratory for in-context learning research.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
@@ -37,23 +42,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seeds", type=int, help="number of seeds")
     run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
-    run.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key, e.g. --set train.steps=500 (repeatable)",
-    )
+    _overrides(run, "override a config key, e.g. --set train.steps=500 (repeatable)")
     run.add_argument("--out", help="the run folder to create (default runs/<experiment>-<timestamp>)")
     run.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
 
     show = sub.add_parser("show", help="print an experiment's resolved config (nothing runs)")
     show.add_argument("experiment")
     show.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
-    show.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="as for iclab run"
-    )
+    _overrides(show, "as for iclab run")
 
     resume = sub.add_parser(
         "resume",
@@ -62,14 +58,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     resume.add_argument("run_dir")
     resume.add_argument("--device")
-    resume.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence",
-    )
+    _overrides(resume, "change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
     reproduce.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
@@ -93,14 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="run N experiments at once, each in its own process with 1/N of the CPU threads (default 1)",
     )
-    reproduce.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key of every experiment run (repeatable)",
-    )
+    _overrides(reproduce, "override a config key of every experiment run (repeatable)")
 
     sweep = sub.add_parser(
         "sweep",
@@ -118,14 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
     sweep.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
-    sweep.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a config change shared by every point (repeatable)",
-    )
+    _overrides(sweep, "a config change shared by every point (repeatable)")
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
     sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
     sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")

@@ -38,7 +38,8 @@ from .html import (
 )
 
 _COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
-_OTHER_SEEDS, _VARIANT = "not evaluation seeds", "variant"  # listed apart, never counted
+_OTHER_SEEDS, _VARIANT = "not evaluation seeds", "variant"
+_APART = (_OTHER_SEEDS, _VARIANT)  # listed apart from the evaluation runs, never counted
 _EVALUATION = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
 COUNTED_RUNS = (
     f"only runs on the evaluation seeds {_EVALUATION} count, which no recipe was tuned on; per experiment, "
@@ -203,7 +204,7 @@ def aggregate(root: str | Path) -> Scoreboard:
             run.status = _OTHER_SEEDS
         elif run.changes:
             run.status = _VARIANT
-    evaluation = (r for r in runs if r.folder.finished and r.status not in (_OTHER_SEEDS, _VARIANT))
+    evaluation = (r for r in runs if r.folder.finished and r.status not in _APART)
     for run in sorted(evaluation, key=lambda r: r.ended):
         key = (run.experiment, run.scale, run.seed)
         if key in newest:
@@ -365,8 +366,8 @@ def _runs_table(runs: list[Run]) -> str:
 
 def _runs(board: Scoreboard) -> str:
     """The runs on the evaluation seeds (counted, superseded, unfinished), then every other run apart."""
-    evaluation = [r for r in board.runs if r.status not in (_OTHER_SEEDS, _VARIANT)]
-    others = [r for r in board.runs if r.status in (_OTHER_SEEDS, _VARIANT)]
+    evaluation = [r for r in board.runs if r.status not in _APART]
+    others = [r for r in board.runs if r.status in _APART]
     out = f"<h2 id='runs'>Runs on the evaluation seeds {_EVALUATION}</h2>" + (
         _runs_table(evaluation) if evaluation else "<p>None yet: <code>iclab reproduce</code> runs them.</p>"
     )
