@@ -8,7 +8,9 @@ Run from the repository root, on a quiet machine (the time is the measurement):
                                                         # into DIR (default: a temporary folder)
     python benchmarks/reproduce_time.py --existing DIR  # reads a finished reproduction's run folders instead
 
-Writes the key ``"reproduce_time"`` of ``benchmarks/results.json`` (other keys kept): the total wall
+Writes the key ``"reproduce_time"`` of ``benchmarks/results.json`` (other keys kept), and each
+experiment's measured time per run at each scale into ``iclab/experiments/times.json`` (what ``iclab list``
+and ``iclab show`` print; other experiments and scales kept): the total wall
 time, the runs at a time (``jobs``), each counted run's experiment, seeds, wall and CPU time (from
 its ``run.json``), torch's thread count and the float32 matmul rate measured in this process with that thread count
 (``train_throughput.matmul_flops``). ``wall_x_matmul_gflop`` (wall seconds × GFLOP/s: the GFLOP
@@ -23,6 +25,9 @@ and measures the matmul rate now, so the folder must come from this machine. No 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +36,7 @@ import torch
 from train_throughput import matmul_flops, store_result
 
 from iclab import api
+from iclab.experiments import TIMES
 from iclab.report import aggregate
 
 
@@ -60,6 +66,28 @@ def summarise(board, total_wall: float, source: str, threads: int, gflops: float
     }
 
 
+def record_times(board, jobs: int | None, path: Path) -> dict:
+    """Store, per experiment and scale of the counted runs of ``board``, the median wall time of a run and
+    how its runs ran (seeds per run, threads, runs at a time, commit, date, CPUs) in ``path``."""
+    times = json.loads(path.read_text()) if path.exists() else {}
+    groups: dict[tuple, list] = {}
+    for run in board.counted():
+        groups.setdefault((run.experiment, run.scale), []).append(run)
+    for (experiment, scale), runs in groups.items():
+        times.setdefault("experiments", {}).setdefault(experiment, {})[scale] = {
+            "seconds": round(statistics.median(r.wall for r in runs), 1),
+            "runs": len(runs),
+            "seeds_per_run": statistics.mode(r.config.get("seeds", 1) for r in runs),
+            "threads": statistics.mode(r.info.get("threads") for r in runs),
+            "jobs": jobs,
+            "commit": statistics.mode(r.info.get("commit", "")[:7] for r in runs) or None,
+            "date": max(r.info.get("started", "") for r in runs)[:10],
+            "cpus": os.cpu_count(),
+        }
+    path.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+    return times
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group()
@@ -67,7 +95,12 @@ def main(argv: list[str] | None = None) -> dict:
     where.add_argument(
         "--existing", type=Path, metavar="DIR", help="read this finished reproduction instead of running"
     )
-    parser.add_argument("--jobs", type=int, default=2, help="experiments at a time (default 2, as make reproduce)")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        help="experiments at a time: of the reproduction this runs (default 2, as make reproduce), or, with "
+        "--existing, of the one that ran (recorded; unknown if not given)",
+    )
     args = parser.parse_args(argv)
     if args.existing is not None:
         board = aggregate(args.existing)
@@ -77,8 +110,9 @@ def main(argv: list[str] | None = None) -> dict:
         if len(threads) == 1:  # the matmul rate at the runs' own thread count
             torch.set_num_threads(threads.pop())
         total, source = sum(r.wall or 0 for r in board.counted()), "the counted runs' own wall times (--existing)"
-        jobs = None  # not known from the folders
+        jobs = args.jobs  # not known from the folders: as the caller says
     else:
+        args.jobs = args.jobs or 2
         with tempfile.TemporaryDirectory() as scratch:
             root = args.out or Path(scratch)
             start = time.perf_counter()
@@ -93,6 +127,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{result['wall_x_matmul_gflop']:.0f} GFLOP"
     )
     store_result("reproduce_time", result)
+    record_times(board, jobs, TIMES)
     return result
 
 

@@ -24,6 +24,12 @@ converged, the theory is consistent, a sanity bound)."""
 SUBJECTS = ("trained", "theory")
 """What a claim judges: a trained model's behaviour, or a closed form or simulation of the theory."""
 
+SMOKE_SCALE = "smoke"
+"""The scale every experiment has for checking the pipeline in seconds (training, evaluation, claims,
+report): its models are too small and short to learn, so its verdicts mean nothing and no scoreboard counts
+it."""
+SMOKE_NOTE = "smoke scale: the pipeline ran, the verdicts mean nothing"
+
 EVALUATION_SEEDS = (100, 101, 102, 103, 104)
 """The seeds verdicts over seeds are taken on: the same for every experiment, outside every tuning set
 (recipes are chosen on seeds below 100). ``iclab reproduce`` runs them unless told otherwise; the

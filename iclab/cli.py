@@ -15,8 +15,9 @@ import sys
 import time
 
 from . import experiments
-from .claims import measured_text, summary, verdict_text
+from .claims import SMOKE_NOTE, SMOKE_SCALE, measured_text, summary, verdict_text
 from .config import ConfigError, dump
+from .formatting import duration
 from .version import __version__
 
 
@@ -38,7 +39,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--scale",
         default="quick",
-        help="quick (minutes on a CPU), long (within an hour on a CPU, where defined) or paper (default: quick)",
+        help="smoke (the pipeline in seconds; its verdicts mean nothing), quick (minutes on a CPU), long (within "
+        "an hour on a CPU, where defined) or paper (default: quick); `iclab list` shows each experiment's",
     )
     run.add_argument("--seeds", type=int, help="number of seeds")
     run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
@@ -48,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="print an experiment's resolved config (nothing runs)")
     show.add_argument("experiment")
-    show.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
+    show.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
     _overrides(show, "as for iclab run")
 
     resume = sub.add_parser(
@@ -61,7 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     _overrides(resume, "change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
     reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
-    reproduce.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
+    reproduce.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
     reproduce.add_argument(
@@ -99,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)",
     )
     sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
-    sweep.add_argument("--scale", default="quick", help="quick, long or paper (default: quick)")
+    sweep.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
     _overrides(sweep, "a config change shared by every point (repeatable)")
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
     sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
@@ -242,6 +244,35 @@ def _sweep(args) -> int:
     return min(result.failed, 125)
 
 
+def _scale_and_time(experiment: str):
+    """A scale's name with the measured wall time of one run of its recipe, where one was measured."""
+
+    def text(scale: str) -> str:
+        measured = experiments.measured_time(experiment, scale)
+        if measured is None:
+            return scale
+        run = "a seed" if measured["seeds_per_run"] == 1 else f"a run of {measured['seeds_per_run']} seeds"
+        return f"{scale} ({duration(measured['seconds'])} {run})"
+
+    return text
+
+
+def _estimate(experiment: str, scale: str, config: dict, changed: bool) -> str:
+    """What ``iclab show`` says of a run's time: the recipe's measured time, scaled by its seeds."""
+    measured = experiments.measured_time(experiment, scale)
+    if measured is None:
+        return f"estimated time: not measured for {experiment} at {scale}"
+    per_seed = measured["seconds"] / measured["seeds_per_run"]
+    seeds = config.get("seeds", 1)
+    return (
+        f"estimated time: about {duration(per_seed * seeds)} for {seeds} seed{'s' * (seeds > 1)}"
+        f"{' (of the recipe: the overrides may change it)' if changed else ''}; measured "
+        f"{duration(measured['seconds'])} a run of {measured['seeds_per_run']} seed(s), median of {measured['runs']}, "
+        f"{measured['threads']} thread(s) on {measured['cpus']} CPUs, {measured['jobs'] or '?'} runs at a time, "
+        f"commit {measured['commit']}, {measured['date']}"
+    )
+
+
 def _print_result(result) -> None:
     for claim in result.claims:
         reason = f" ({claim['reason']})" if claim.get("reason") else ""
@@ -249,13 +280,14 @@ def _print_result(result) -> None:
             f"  [{verdict_text(claim)}] {claim['id']}: measured {measured_text(claim['measured'])}, "
             f"expected {claim['expected']}{reason}"
         )
-    print(f"{result.path}: {summary(result.claims)}; report {result.folder.report_file}")
+    smoke = f" ({SMOKE_NOTE})" if result.folder.read_config().get("scale") == SMOKE_SCALE else ""
+    print(f"{result.path}: {summary(result.claims)}{smoke}; report {result.folder.report_file}")
 
 
 def _print_times(results, elapsed: float, jobs: int) -> None:
     """Each run's experiment, seeds, wall and CPU time (from its run.json), their totals, and the
     command's elapsed time (below the total wall when ``jobs`` runs went at once)."""
-    from .report.html import duration, seeds
+    from .report.html import seeds
 
     configs = [r.folder.read_config() for r in results]
     rows = [(c["experiment"], seeds(c), r.folder.read_info()) for c, r in zip(configs, results)]
@@ -282,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in experiments.names():
                 source = experiments.origin(name)
                 print(f"{name:20s} {experiments.summary(name)}" + (f" [{source}]" if source else ""))
+                print(f"{'':20s} scales: {', '.join(map(_scale_and_time(name), experiments.scales(name))) or '?'}")
             return 0
         if args.command == "compare":  # reads folders only: no torch
             from .report import compare_runs
@@ -294,7 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         from . import api
 
         if args.command == "show":
-            print(dump(api.resolved_config(args.experiment, args.scale, args.overrides)), end="")
+            config = api.resolved_config(args.experiment, args.scale, args.overrides)
+            print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
         elif args.command == "run":
             overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
             _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))

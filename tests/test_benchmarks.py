@@ -58,7 +58,8 @@ def test_the_results_file_records_no_path_of_the_machine():
 def test_reproduce_time_reads_a_finished_reproduction(tiny_runs, tmp_path, monkeypatch):
     root, runs = tiny_runs
     monkeypatch.setattr(train_throughput, "RESULTS", tmp_path / "results.json")
-    result = reproduce_time.main(["--existing", str(root)])
+    monkeypatch.setattr(reproduce_time, "TIMES", tmp_path / "times.json")
+    result = reproduce_time.main(["--existing", str(root), "--jobs", "1"])
     text = (tmp_path / "results.json").read_text()
     assert json.loads(text)["reproduce_time"] == json.loads(json.dumps(result))
     counted = [runs["gpt"], runs["b"]]  # lsa-a is an older run of lsa-b's seed
@@ -70,3 +71,6 @@ def test_reproduce_time_reads_a_finished_reproduction(tiny_runs, tmp_path, monke
         and result["wall_x_matmul_gflop"] == result["total_wall_seconds"] * result["matmul_gflops"]
     )
     assert str(root) not in text and str(tmp_path) not in text
+    times = json.loads((tmp_path / "times.json").read_text())["experiments"]  # what `iclab list` and `show` print
+    assert times["gpt-linear"]["quick"]["seconds"] == round(walls[0], 1)
+    assert times["lsa-linear"]["quick"] == {**times["lsa-linear"]["quick"], "runs": 1, "seeds_per_run": 1, "jobs": 1}

@@ -1,6 +1,6 @@
 """The claim contract: every claim says what it is, and every paper claim about a trained model can fail.
 
-In the spirit of the learner contract (tests/test_learner_contract.py): each experiment runs at a tiny size
+In the spirit of the learner contract (tests/test_learner_contract.py): each experiment runs at its smoke scale
 with its models left untrained (learning rate 0 in every training block of the models its claims judge;
 probes, which read a model, still train), nothing deferred to another scale. Every claim must say its kind
 and subject, and a paper claim its source; every paper claim about a trained model must then fail
@@ -10,99 +10,39 @@ an untrained model satisfies by its nature (a model that does *not* learn someth
 """
 
 import pytest
-import test_abstract_symbols
-import test_algorithm_selection
-import test_function_classes
-import test_symbols_lm
 
 import iclab
 from iclab import claims as C
 
+FUNCTIONS = ("linear", "sparse-linear", "linear-classification", "noisy-linear")
+
 UNTRAINED = {
-    "lsa-linear": {"seeds": 1, "train.steps": 20, "train.lr": 0.0, "eval_prompts": 500},
-    "gd-mechanism": {
-        "seeds": 1,
-        "train.steps": 4,
-        "sine.train.steps": 4,
-        "depths": [2],
-        "fit_prompts": 256,
-        "eval_prompts": 500,
-        "compare_prompts": 50,
-        "train.lr": 0.0,
-        "depth_lr": 0.0,
-        "sine.train.lr": 0.0,
-    },
+    "lsa-linear": {"train.lr": 0.0},
+    "gd-mechanism": {"train.lr": 0.0, "depth_lr": 0.0, "sine.train.lr": 0.0},
     "algorithm-selection": {
-        **test_algorithm_selection.TINY,
         "train.lr": 0.0,
         "noise_finetune.lr": 0.0,
         "probe.train_prompts": 512,  # probes read a model: they train as they would on a trained one
         "probe.test_prompts": 128,
         "probe.train.steps": 400,
         "probe.hidden_units": 16,
-        "judged_at_long": [],
     },
-    "task-descriptors": {
-        "seeds": 1,
-        "task.d": 3,
-        "n_contexts": [10],
-        "deep_n_context": 10,
-        "deep_layers": [2],
-        "d_sweep": [3, 4],
-        "d_sweep_n_context": 10,
-        "one_hot.n_context": 10,
-        "train.steps": 5,
-        "train.lr": 0.0,
-        "deep_train.lr": 0.0,
-        "eval_prompts": 4096,
-        "eval_batch": 1024,
-        "theory.mean_draws": 2000,
-        "theory.flow_steps": 200,
-    },
-    "mesa-ar": {
-        "task.length": 12,
-        "starts": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
-        "full_model": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
-        "inits": [[0.5, 1.5]],
-        "size_sweep": {"sizes": [50, 100], "init": [0.5, 1.5]},
-        "gradient": {"draws": 400, "batches": 4},
-        "lr_scale": 0.0,
-        "train.steps": 5,
-        "train.train_size": 100,
-        "test_size": 100,
-        "scatter_draws": 200,
-    },
-    "symbols-lm": {**test_symbols_lm.TINY, "seeds": 1, "tokenizer.kind": "byte", "train.lr": 0.0},
+    "task-descriptors": {"train.lr": 0.0, "deep_train.lr": 0.0},
+    "mesa-ar": {"lr_scale": 0.0},
+    "symbols-lm": {"train.lr": 0.0},
     "function-classes": {
-        **{k: v for k, v in test_function_classes.TINY.items() if k != "baselines.net_steps"},  # a net that learnt
         "train.lr": 0.0,
-        "functions.linear.train": {"steps": 4, "warmup": 1, "lr": 0.0},
+        "baselines.net_steps": 100,  # a net that learns (the recipe's steps)
         **{
-            f"functions.{name}.train": {"steps": 2, "warmup": 1, "lr": 0.0}
-            for name in ("sparse-linear", "linear-classification", "noisy-linear")
+            f"functions.{name}.train": {"steps": 4 if name == "linear" else 2, "warmup": 0, "lr": 0.0}
+            for name in FUNCTIONS
         },
-        "judged_at_long": [],
     },
-    "abstract-symbols": {
-        **test_abstract_symbols.TINY,
-        "sweep.n": [4, 64],  # n = 64: the modification's claims
-        "sweep.plain_n": [1024],
-        "train.epochs": 2,
-        "train.lr": 0.0,
-    },
-    "gpt-linear": {
-        "train.steps": 10,
-        "train.compile": False,
-        "train.warmup": 2,
-        "train.lr": 0.0,
-        "model.n_layers": 1,
-        "model.width": 16,
-        "model.n_heads": 2,
-        "eval_prompts": 200,
-        "bootstrap": 50,
-    },
+    "abstract-symbols": {"train.lr": 0.0},
+    "gpt-linear": {"train.lr": 0.0},
 }
-"""Per experiment: a tiny size with the judged models untrained (every such model's learning rate 0)."""
+"""Per experiment: the overrides to its smoke scale that leave the judged models untrained (every such model's
+learning rate 0)."""
 
 EXPECTED = {
     "abstract-symbols": {
@@ -121,7 +61,7 @@ EXPECTED = {
         "d-w-ols-decodability-rises",
     },
 }
-"""Paper claims about trained models that a tiny size produces only when it covers them (a grid point, a depth):
+"""Paper claims about trained models that the smoke scale produces only when it covers them (a grid point, a depth):
 the contract runs must produce them all."""
 
 NEGATIVE = {
@@ -136,10 +76,10 @@ shown to fail on a record with the effect (the model learns it) in the tests bel
 
 @pytest.fixture(scope="module")
 def untrained(tmp_path_factory):
-    """Every experiment's claims at its tiny size with untrained models."""
+    """Every experiment's claims at its smoke scale with untrained models."""
     root = tmp_path_factory.mktemp("untrained")
     return {
-        name: iclab.run(name, overrides=overrides, out=root / name, progress=False).claims
+        name: iclab.run(name, "smoke", overrides=overrides, out=root / name, progress=False).claims
         for name, overrides in UNTRAINED.items()
     }
 
@@ -160,7 +100,7 @@ def test_every_claim_says_what_it_is(untrained, experiment):
 def test_no_paper_claim_about_a_trained_model_holds_on_an_untrained_one(untrained, experiment):
     trained = [c for c in untrained[experiment] if c["kind"] == "paper" and c["subject"] == "trained"]
     assert trained, "an experiment checks at least one paper claim about a trained model"
-    assert EXPECTED.get(experiment, set()) <= {c["id"] for c in trained}, "the tiny size must produce these claims"
+    assert EXPECTED.get(experiment, set()) <= {c["id"] for c in trained}, "the smoke scale must produce these claims"
     held = sorted(c["id"] for c in trained if c["holds"] is not False and c["id"] not in NEGATIVE)
     assert not held, f"these paper claims hold (or are not judged) on untrained models: {held}"
     listed = {c["id"] for c in trained} & NEGATIVE

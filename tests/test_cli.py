@@ -10,11 +10,13 @@ import yaml
 from safetensors.torch import load_file
 
 import iclab
-from iclab import api
+from iclab import api, experiments
+from iclab.claims import SMOKE_NOTE
 from iclab.cli import main
+from iclab.formatting import duration
 from iclab.runs import RunFolder
 
-FAST = ["--set", "train.steps=40", "--set", "eval_prompts=2000", "--seeds", "2"]
+FAST = ["--set", "train.steps=40", "--set", "train.warmup=0", "--set", "eval_prompts=2000", "--seeds", "2"]
 
 
 @pytest.mark.parametrize(
@@ -73,9 +75,31 @@ def test_module_entry_point_exit_status():
     assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
-def test_list(capsys):
+@pytest.mark.parametrize("experiment", experiments.names())
+def test_every_experiment_runs_its_whole_pipeline_at_the_smoke_scale_in_seconds(experiment, tmp_path, capsys):
+    out = tmp_path / experiment
+    assert main(["run", experiment, "--scale", "smoke", "--out", str(out)]) == 0
+    assert f"({SMOKE_NOTE})" in capsys.readouterr().out.splitlines()[-1]
+    folder = RunFolder(out)
+    assert folder.finished and folder.report_file.exists() and folder.figures() and folder.read_claims()
+    assert folder.read_info()["wall_seconds"] < 60  # about 5 s on 2 cores: a smoke test, not a workload
+
+
+def test_list_names_each_experiments_scales_and_measured_time(capsys):
     assert main(["list"]) == 0
-    assert "lsa-linear" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "lsa-linear" in out and out.count("scales: smoke, quick") == len(experiments.names())
+    measured = experiments.measured_time("lsa-linear", "quick")
+    assert f"quick ({duration(measured['seconds'])} a seed)" in out
+
+
+def test_show_estimates_the_time_from_the_measured_recipe(capsys):
+    assert main(["show", "lsa-linear", "--set", "seeds=2"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    per_seed = experiments.measured_time("lsa-linear", "quick")["seconds"]
+    assert first.startswith(f"# estimated time: about {duration(2 * per_seed)} for 2 seeds (of the recipe")
+    assert main(["show", "lsa-linear", "--scale", "smoke"]) == 0
+    assert capsys.readouterr().out.startswith("# estimated time: not measured for lsa-linear at smoke\n")
 
 
 def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
@@ -105,7 +129,13 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
 
 def test_resume_finishes_an_interrupted_run(tmp_path):
     out = tmp_path / "run"
-    first = api.run("lsa-linear", overrides=["train.steps=40", "eval_prompts=2000"], seeds=1, out=out, progress=False)
+    first = api.run(
+        "lsa-linear",
+        overrides=["train.steps=40", "train.warmup=0", "eval_prompts=2000"],
+        seeds=1,
+        out=out,
+        progress=False,
+    )
     # Simulate an interruption: drop the outputs written after training and resume.
     (out / "claims.json").unlink()
     resumed = api.resume(out, progress=False)
@@ -114,8 +144,20 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
 
 
 def test_default_run_folders_are_unique(tmp_path):
-    a = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
-    b = api.run("lsa-linear", overrides=["train.steps=5", "eval_prompts=1000"], seeds=1, root=tmp_path, progress=False)
+    a = api.run(
+        "lsa-linear",
+        overrides=["train.steps=5", "train.warmup=0", "eval_prompts=1000"],
+        seeds=1,
+        root=tmp_path,
+        progress=False,
+    )
+    b = api.run(
+        "lsa-linear",
+        overrides=["train.steps=5", "train.warmup=0", "eval_prompts=1000"],
+        seeds=1,
+        root=tmp_path,
+        progress=False,
+    )
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
     assert a.path.name.startswith("lsa-linear-")
 
@@ -124,6 +166,7 @@ def test_task_descriptors_smoke(tmp_path):
     out = tmp_path / "td"
     tiny = [
         "train.steps=5",
+        "train.warmup=0",
         "eval_prompts=500",
         "theory.mean_draws=500",
         "theory.flow_steps=50",
@@ -198,7 +241,7 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    tiny = ["--set", "train.steps=4", "--set", "eval_prompts=50", "--seed", "3"]
+    tiny = ["--set", "train.steps=4", "--set", "train.warmup=0", "--set", "eval_prompts=50", "--seed", "3"]
     monkeypatch.setattr(RunContext, "evaluate", interrupt)  # after the model trained: its checkpoint is kept
     out = tmp_path / "stopped"
     assert main(["run", "lsa-linear", *tiny, "--out", str(out)]) == 130

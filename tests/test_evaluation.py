@@ -19,6 +19,7 @@ from iclab.rng import generator
 
 GPT = [
     "train.steps=12",
+    "train.warmup=0",
     "train.compile=false",
     "train.warmup=2",
     "train.log_every=2",
@@ -43,7 +44,11 @@ def gpt_run(tmp_path_factory):
 def lsa_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("lsa")
     return iclab.run(
-        "lsa-linear", seeds=1, overrides=["train.steps=20", "eval_prompts=500"], out=root / "run", progress=False
+        "lsa-linear",
+        seeds=1,
+        overrides=["train.steps=20", "train.warmup=0", "eval_prompts=500"],
+        out=root / "run",
+        progress=False,
     ).path
 
 
@@ -227,7 +232,8 @@ def test_paired_format_models_evaluate_and_token_models_are_refused(lsa_run, tmp
 
 def test_a_run_records_how_it_differs_from_its_recipe(lsa_run):
     info = json.loads((lsa_run / "run.json").read_text())
-    assert info["recipe_changes"] == {"train.steps": 20, "eval_prompts": 500}  # the fixture's overrides
+    overrides = {"train.steps": 20, "train.warmup": 0, "eval_prompts": 500}  # the fixture's
+    assert info["recipe_changes"] == overrides
     recipe = {"experiment": "lsa-linear", **experiments.get("lsa-linear").resolve("quick")}
     assert api.recipe_changes({**recipe, "seed": 100, "seeds": 3}) == {}  # which seeds is not the recipe
 

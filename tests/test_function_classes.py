@@ -231,6 +231,7 @@ TINY = {
     "baselines.boosting_rounds": 2,
     "functions.sparse-linear.sparsity": 1,
     "functions.linear.train.steps": 4,
+    "functions.linear.train.warmup": 0,
     **{
         f"functions.{name}.train": {"steps": 2, "warmup": 1}
         for name in ("sparse-linear", "linear-classification", "noisy-linear")

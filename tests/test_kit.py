@@ -69,7 +69,7 @@ def test_resume_fills_the_train_block_of_an_older_config_and_takes_new_train_key
     applies to it (recorded under resume_overrides)."""
     out = tmp_path / "run"
     config = experiments.get("lsa-linear").resolve(
-        "quick", ["train.steps=4", "eval_prompts=200", "seeds=1", "train.checkpoint_every=2"]
+        "quick", ["train.steps=4", "train.warmup=0", "eval_prompts=200", "seeds=1", "train.checkpoint_every=2"]
     )
     config = {"experiment": "lsa-linear", **config}
     config["train"] = {k: v for k, v in config["train"].items() if k not in ("clip", "blowup", "precision")}

@@ -293,7 +293,7 @@ def test_gd_training_converges_to_the_training_set_optimum():
 def test_learning_rate_warms_up_from_the_step_safe_at_the_start():
     optimum = product_optimum(AutoregressiveSequences(5, 100, StartDistribution("gaussian", 1.0)))
     lr, warmup = diagonal_learning_rate(optimum, 2.0, 2.0, 0.7)
-    first = TrainConfig(steps=10, batch_size=1, lr=lr, warmup=warmup).lr_at(0)
+    first = TrainConfig(steps=100, batch_size=1, lr=lr, warmup=warmup).lr_at(0)
     assert first <= 0.7 / (optimum.denominator * 16) < lr  # (|a₀| + |b₀|)² = 16 at the start
     assert diagonal_learning_rate(optimum, 0.1, 0.1, 0.7)[1] == 1  # a small start needs no warm-up
 

@@ -76,15 +76,7 @@ def test_short_training_on_d3_beats_averaging():
 def test_gpt_linear_smoke(tmp_path):
     from iclab import api
 
-    overrides = {
-        "train.steps": 4,
-        "train.compile": False,
-        "eval_prompts": 200,
-        "bootstrap": 50,
-        "model.n_layers": 1,
-        "model.width": 16,
-    }
-    result = api.run("gpt-linear", overrides=overrides, seeds=2, out=tmp_path / "run", progress=False)
+    result = api.run("gpt-linear", "smoke", seeds=2, out=tmp_path / "run", progress=False)
     assert [c["id"] for c in result.claims] == ["tracks-ols", "beats-averaging-and-3nn", "min-norm-below-d"]
     assert {"mse_over_d", "mse_over_d_p05", "mse_over_d_p95", "spd_ols"} <= set(result.metrics.metric)
     assert {p.name for p in (tmp_path / "run" / "figures").iterdir()} == {"loss_by_prefix.png", "training_curve.png"}

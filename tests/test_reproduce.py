@@ -18,6 +18,8 @@ TINY = [
     "--set",
     "train.steps=60",
     "--set",
+    "train.warmup=0",
+    "--set",
     "train.checkpoint_every=10",
     "--set",
     "train.log_every=10",

@@ -15,7 +15,7 @@ from iclab.cli import main
 from iclab.runs import RunFolder
 from iclab.train import STATE, FreshPrompts, checkpoint_folder
 
-FAST = ["--set", "train.steps=6", "--set", "eval_prompts=500", "--seeds", "2"]
+FAST = ["--set", "train.steps=6", "--set", "train.warmup=0", "--set", "eval_prompts=500", "--seeds", "2"]
 
 
 @pytest.mark.parametrize(
@@ -23,6 +23,7 @@ FAST = ["--set", "train.steps=6", "--set", "eval_prompts=500", "--seeds", "2"]
     [
         (["task.d=0"], None, "task.d must be a positive integer"),
         (["train.steps=-5"], None, "must be >= 1"),
+        (["train.warmup=6"], None, "train.warmup (6) must be shorter than the run (train.steps 6)"),
         (["covariances.anisotropic=[1.0, 1.0, 1.0, 1.0, -1.0]"], None, "eigenvalues must be positive"),
         ([], "tpu", "unknown device"),
     ],
@@ -140,6 +141,7 @@ def test_an_out_folder_is_claimed_once(tmp_path):
 def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_claims(tmp_path):
     overrides = [
         "train.steps=300",
+        "train.warmup=0",
         "train.checkpoint_every=1000",
         "eval_prompts=2000",
     ]  # one checkpoint per model, at its end
@@ -241,7 +243,13 @@ def test_divergence_before_the_first_checkpoint_removes_the_folder(tmp_path, mon
 
 def test_resume_rejects_unknown_or_impossible_overrides_and_keeps_the_config(tmp_path):
     out = tmp_path / "run"
-    api.run("lsa-linear", overrides=["train.steps=4", "eval_prompts=500"], seeds=1, out=out, progress=False)
+    api.run(
+        "lsa-linear",
+        overrides=["train.steps=4", "train.warmup=0", "eval_prompts=500"],
+        seeds=1,
+        out=out,
+        progress=False,
+    )
     (out / "claims.json").unlink()
     config = (out / "config.yaml").read_text()
     with pytest.raises(Exception, match="unknown config key"):

@@ -23,6 +23,8 @@ TINY = [
     "--set",
     "train.steps=30",
     "--set",
+    "train.warmup=0",
+    "--set",
     "eval_prompts=1000",
     "--set",
     "seeds=1",

@@ -23,6 +23,7 @@ import functools
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 from pathlib import Path
 
@@ -121,12 +122,48 @@ def summary(name: str) -> str:
         return _EXPERIMENTS[name][1]
     module = _entry(name).module
     try:
-        spec = importlib.util.find_spec(module)  # imports the parent package, not the module
-        source = Path(spec.origin).read_text(encoding="utf-8") if spec and (spec.origin or "").endswith(".py") else ""
-        doc = ast.get_docstring(ast.parse(source))
+        doc = ast.get_docstring(_parsed(module))
     except (ImportError, OSError, SyntaxError, ValueError) as err:
         return f"(no summary: {module} cannot be read: {err})"
     return doc.strip().splitlines()[0] if doc else f"(no summary: {module} has no docstring)"
+
+
+def scales(name: str) -> list[str]:
+    """The names of an experiment's scales (the keys of its module's ``SCALES``), read from the source
+    without importing it; empty when the source does not spell them out as a literal dict."""
+    module = _EXPERIMENTS[name][0] if name in _EXPERIMENTS else _entry(name).module
+    try:
+        tree = _parsed(module)
+    except (ImportError, OSError, SyntaxError, ValueError):
+        return []
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if isinstance(target, ast.Name) and target.id == "SCALES" and isinstance(node.value, ast.Dict):
+            return [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+    return []
+
+
+def _parsed(module: str) -> ast.Module:
+    """A module's source, parsed (its parent package is imported, the module itself is not)."""
+    spec = importlib.util.find_spec(module)
+    source = Path(spec.origin).read_text(encoding="utf-8") if spec and (spec.origin or "").endswith(".py") else ""
+    return ast.parse(source)
+
+
+TIMES = Path(__file__).with_name("times.json")
+"""Measured wall times of the built-in experiments' recipes, per seed, written by
+``benchmarks/reproduce_time.py`` from finished runs (with the machine, threads and commit they ran on)."""
+
+
+@functools.cache
+def _times() -> dict:
+    return json.loads(TIMES.read_text(encoding="utf-8")) if TIMES.exists() else {}
+
+
+def measured_time(name: str, scale: str) -> dict | None:
+    """How long one seed of ``name`` took at ``scale``'s recipe when last measured: ``{"seconds", "runs",
+    "threads", "jobs", "commit", "date", "machine"}``, or None where it was never measured."""
+    return _times().get("experiments", {}).get(name, {}).get(scale)
 
 
 def get(name: str):

@@ -140,6 +140,21 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (every model kind, copying, kernel, claims, report); its verdicts
+    # mean nothing.
+    "smoke": {
+        "sweep": {
+            "n": [4, 64],
+            "plain_n": [1024],
+            "models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
+        },
+        "train": {"epochs": 2, "log_every": 1},
+        "eval_samples": 50,
+        "transformer": {"width": 16, "n_heads": 2, "head_dim": 4},
+        "mlp": {"hidden": 16},
+        "copying": {"widths": [8, 16], "n": [4, 8], "epochs": 2, "head_dim": 3},
+        "kernel": {"draws": 4, "strings": 4, "width": 16, "tasks": ["same-different"]},
+    },
     # Quick: one seed, n ≤ 256 and n = 1024 for the plain transformer (which learns only from n ≈ 1024 on),
     # 150 epochs, width 256 with 8 heads of 64, no +vo alone (at chance like the plain model up to n = 256, in
     # the paper and in ours), copying at widths 64–256 and n ≤ 1024 (each model until it copies), 200 kernel

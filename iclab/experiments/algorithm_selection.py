@@ -134,6 +134,28 @@ DEFAULTS = {
 
 # Paper scale: the paper's sizes, each model from scratch (its cost: docs/experiments/algorithm-selection.md).
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, probes, claims, report); its verdicts
+    # mean nothing. Depths 1, 2 and 8 and two noise settings, so that every claim is produced.
+    "smoke": {
+        "judged_at_long": [],
+        "task": {"n_context": 5, "d": 3},
+        "model": {"width": 16},
+        "train": {"steps": 3, "warmup": 0, "checkpoint_every": 3},
+        "noise_finetune": {"steps": 3, "warmup": 0},
+        "depths": [1, 2, 8],
+        "noise": [[0.0, 1.0], [0.5, 1.0]],
+        "eval_prompts": 64,
+        "ilwd": {"contexts": 8, "probes": 6},
+        "bootstrap": 20,
+        "probe": {
+            "d": 3,
+            "n_layers": 2,
+            "train_prompts": 64,
+            "test_prompts": 32,
+            "train": {"steps": 3, "warmup": 0},
+            "hidden_units": 8,
+        },
+    },
     "quick": {},
     # Long (within an hour on a quiet 2-core CPU): the quick task (d = 4, N = 8) with models twice as wide
     # (64, 4 heads) trained 20 000 steps, 8 layers for (a), (b)'s fine-tuned models and (d)'s probes; it

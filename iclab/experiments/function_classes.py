@@ -211,6 +211,25 @@ DEFAULTS = {
 _FROM_SCRATCH = {"init_from": None, "train": {"steps": 500000, "warmup": 0, "lr": 0.0001}}
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, baselines, claims, report); its verdicts
+    # mean nothing.
+    "smoke": {
+        "judged_at_long": [],
+        "d": 3,
+        "train": {"steps": 4, "warmup": 0, "checkpoint_every": 2},
+        "curriculum": {"every": 2},
+        "model": {"n_layers": 1, "width": 16},
+        "eval_prompts": 16,
+        "slow_prompts": 2,
+        "bootstrap": 10,
+        "baselines": {"net_steps": 2, "boosting_rounds": 2},
+        "functions": {
+            "linear": {"model": {"n_layers": 2}, "train": {"steps": 4, "warmup": 0}},
+            "sparse-linear": {"sparsity": 1, "train": {"steps": 2, "warmup": 0}},
+            "linear-classification": {"train": {"steps": 2, "warmup": 0}},
+            "noisy-linear": {"train": {"steps": 2, "warmup": 0}},
+        },
+    },
     "quick": {},
     # Long (well within an hour on a quiet 2-core CPU): quick with four times the steps for every class, which
     # judges every claim (docs/experiments/function-classes.md, "The long scale").

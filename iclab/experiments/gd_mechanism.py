@@ -109,6 +109,16 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, claims, report); its verdicts mean nothing.
+    "smoke": {
+        "seeds": 1,
+        "train": {"steps": 4, "warmup": 0},
+        "sine": {"train": {"steps": 4, "warmup": 0}},
+        "depths": [2],
+        "fit_prompts": 256,
+        "eval_prompts": 500,
+        "compare_prompts": 50,
+    },
     "quick": {},
     "paper": {
         "seeds": 5,

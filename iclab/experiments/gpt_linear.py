@@ -58,6 +58,13 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, claims, report); its verdicts mean nothing.
+    "smoke": {
+        "train": {"steps": 10, "warmup": 0, "compile": False},
+        "model": {"n_layers": 1, "width": 16, "n_heads": 2},
+        "eval_prompts": 200,
+        "bootstrap": 50,
+    },
     "quick": {},
     "paper": {
         "seeds": 1,

@@ -49,6 +49,8 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, claims, report); its verdicts mean nothing.
+    "smoke": {"seeds": 1, "train": {"steps": 20, "warmup": 0}, "eval_prompts": 500},
     "quick": {},
     "paper": {"seeds": 5, "train": {"steps": 20000, "batch_size": 4096}, "eval_prompts": 200000},
 }

@@ -95,6 +95,19 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, theory, claims, report); its verdicts
+    # mean nothing.
+    "smoke": {
+        "task": {"length": 12},
+        "starts": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
+        "full_model": {"gaussian": [1.0], "sparse": [1.0], "ones": [1.0]},
+        "inits": [[0.5, 1.5]],
+        "size_sweep": {"sizes": [50, 100], "init": [0.5, 1.5]},
+        "gradient": {"draws": 400, "batches": 4},
+        "train": {"steps": 5, "train_size": 100},
+        "test_size": 100,
+        "scatter_draws": 200,
+    },
     # Quick stops at 150 steps, where what the claims read has settled (docs/experiments/mesa-ar.md).
     "quick": {"train": {"steps": 150}},
     "paper": {

@@ -96,6 +96,16 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (tokenizer, training, evaluation, claims, report) on byte tokens;
+    # its verdicts mean nothing.
+    "smoke": {
+        "seeds": 1,
+        "tokenizer": {"kind": "byte", "vocab_size": 300},
+        "data": {"fractions": [0.8, 0.1, 0.1]},
+        "model": {"width": 16, "n_heads": 2, "n_layers": 1, "block": 16},
+        "train": {"steps": 4, "warmup": 0, "log_every": 2, "batch_size": 4},
+        "eval": {"batch_size": 256, "diagonal_blocks": 4},
+    },
     # Quick: a 2-layer, width-64 model on the language reference (BPE of 1024 tokens, blocks of
     # 64), 3 seeds × 3 variants, 600 steps of 16 blocks (about 4 passes over the 147k training tokens).
     "quick": {},

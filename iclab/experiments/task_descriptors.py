@@ -80,6 +80,22 @@ DEFAULTS = {
 }
 
 SCALES = {
+    # Smoke: the whole pipeline in seconds (training, evaluation, theory, claims, report); its verdicts
+    # mean nothing.
+    "smoke": {
+        "seeds": 1,
+        "task": {"d": 3},
+        "n_contexts": [10],
+        "deep_n_context": 10,
+        "deep_layers": [2],
+        "d_sweep": [3, 4],
+        "d_sweep_n_context": 10,
+        "one_hot": {"n_context": 10},
+        "train": {"steps": 5, "warmup": 0},
+        "eval_prompts": 4096,
+        "eval_batch": 1024,
+        "theory": {"mean_draws": 2000, "flow_steps": 200},
+    },
     "quick": {},
     "paper": {
         "seeds": 3,

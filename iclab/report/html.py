@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import base64
 import html
-import math
 from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
 
-from ..claims import kind_of, measured_text, paper_value_text, summary, verdict_text
+from ..claims import SMOKE_NOTE, SMOKE_SCALE, kind_of, measured_text, paper_value_text, summary, verdict_text
+from ..formatting import duration
 from ..runs import RunFolder, write_atomic
 
 _STYLE = """
@@ -72,18 +72,6 @@ def page(title: str, body: str) -> str:
 def value(x) -> str:
     """A measured value as escaped text: labelled numbers (:func:`iclab.claims.measured_text`)."""
     return html.escape(measured_text(x))
-
-
-def duration(seconds: float | None) -> str:
-    """``42 s``, ``3 min 05 s``, ``1 h 02 min``; ``?`` when unknown."""
-    if seconds is None or math.isnan(seconds):
-        return "?"
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def seeds(config: dict) -> str:
@@ -236,7 +224,9 @@ def write_report(run: RunFolder) -> Path:
     parts = [f"<h1>{html.escape(title)}</h1>"]
     parts.append(
         f"<p>Run folder <code>{html.escape(str(run.path))}</code>, scale "
-        f"<b>{html.escape(str(config.get('scale')))}</b>.</p>"
+        f"<b>{html.escape(str(config.get('scale')))}</b>"
+        + (f" ({SMOKE_NOTE})" if config.get("scale") == SMOKE_SCALE else "")
+        + ".</p>"
     )
     parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
     if claims:

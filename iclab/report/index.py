@@ -19,7 +19,18 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..claims import EVALUATION_SEEDS, SEED_RULE, Tally, holds_over_seeds, kind_of, measured_text, summary, verdict_word
+from ..claims import (
+    EVALUATION_SEEDS,
+    SEED_RULE,
+    SMOKE_NOTE,
+    SMOKE_SCALE,
+    Tally,
+    holds_over_seeds,
+    kind_of,
+    measured_text,
+    summary,
+    verdict_word,
+)
 from ..config import ConfigError
 from ..runs import RunFolder, write_atomic
 from .html import (
@@ -38,14 +49,14 @@ from .html import (
 )
 
 _COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
-_OTHER_SEEDS, _VARIANT = "not evaluation seeds", "variant"
-_APART = (_OTHER_SEEDS, _VARIANT)  # listed apart from the evaluation runs, never counted
+_OTHER_SEEDS, _VARIANT, _SMOKE = "not evaluation seeds", "variant", "smoke run"
+_APART = (_OTHER_SEEDS, _VARIANT, _SMOKE)  # listed apart from the evaluation runs, never counted
 _EVALUATION = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
 COUNTED_RUNS = (
     f"only runs on the evaluation seeds {_EVALUATION} count, which no recipe was tuned on; per experiment, "
     "scale and seed the newest finished run of the scale's recipe counts; older runs of that seed, unfinished "
-    "runs, runs of other seeds (tuning and exploration) and variants (runs whose config differs from the recipe) "
-    "are listed but not counted"
+    "runs, runs of other seeds (tuning and exploration), variants (runs whose config differs from the recipe) "
+    "and smoke runs are listed but not counted"
 )
 _MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
 
@@ -85,6 +96,8 @@ class Run:
         """Its status as the runs tables show it: a variant names the keys that differ from the recipe."""
         if self.status == _SUPERSEDED:
             return f"superseded by {self.newer.folder.path.name}"
+        if self.status == _SMOKE:
+            return SMOKE_NOTE
         if self.status == _VARIANT:
             return f"variant: {', '.join(f'{k}={v}' for k, v in self.changes.items())}"
         return self.status
@@ -200,7 +213,9 @@ def aggregate(root: str | Path) -> Scoreboard:
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
     for run in runs:  # finished or not, a run of other seeds is listed apart; so is a variant
-        if not on_evaluation_seeds(run.config):
+        if run.scale == SMOKE_SCALE:
+            run.status = _SMOKE
+        elif not on_evaluation_seeds(run.config):
             run.status = _OTHER_SEEDS
         elif run.changes:
             run.status = _VARIANT
@@ -385,8 +400,10 @@ def _summary(board: Scoreboard) -> str:
     judged = [row for row in papers if row.holds is not None]
     held = sum(bool(row.holds) for row in judged)
     counted = board.counted()
-    statuses = {s: sum(r.status == s for r in board.runs) for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT)}
-    others = [f"{n} {s}{'s' * (s == _VARIANT and n != 1)}" for s, n in statuses.items() if n]
+    statuses = {
+        s: sum(r.status == s for r in board.runs) for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT, _SMOKE)
+    }
+    others = [f"{n} {s}{'s' * (s in (_VARIANT, _SMOKE) and n != 1)}" for s, n in statuses.items() if n]
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
         f"{_counts(papers)}</span> over seeds"
