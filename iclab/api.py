@@ -25,7 +25,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from . import experiments
-from .claims import EVALUATION_SEEDS, tally
+from .claims import EVALUATION_SEEDS, SMOKE_SCALE, tally
 from .config import ConfigError, differences, dump, merge, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
@@ -110,6 +110,20 @@ def run(
     dev = pick_device(device)
     folder = RunFolder.create(experiment, config, out, root)
     return _execute(folder, config, dev, progress, fresh=True)
+
+
+@functools.cache
+def logged_metrics(experiment: str) -> frozenset[str] | None:
+    """The metrics ``experiment`` logs, learnt from a run of its smoke scale in a scratch folder (seconds);
+    None when it has no smoke scale. What a run logs does not depend on its sizes, so a sweep checks its
+    ``--metric`` against these before its first point."""
+    import tempfile
+
+    if SMOKE_SCALE not in experiments.get(experiment).scales:
+        return None
+    with tempfile.TemporaryDirectory() as scratch:
+        result = run(experiment, SMOKE_SCALE, out=Path(scratch) / "run", progress=False)
+        return frozenset(result.metrics["metric"].dropna().unique())
 
 
 def resolved_config(

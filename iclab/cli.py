@@ -104,7 +104,12 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
     _overrides(sweep, "a config change shared by every point (repeatable)")
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
-    sweep.add_argument("--metric", default="train_loss", help="the metric the report draws per swept key")
+    sweep.add_argument(
+        "--metric",
+        default="train_loss",
+        help="the metric the report draws per swept key; another than train_loss is checked against what the "
+        "experiment logs (a smoke run of seconds) before the first point",
+    )
     sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
     sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
     sweep.add_argument(

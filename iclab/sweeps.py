@@ -15,6 +15,7 @@ not stop the others, and a resumed sweep skips finished points and resumes inter
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import json
@@ -157,6 +158,7 @@ def sweep(
     for point in expand(grid):  # every point's config must resolve and validate before anything runs
         spec.validate(spec.resolve(scale, {**overrides, **point}))
     _check_resources(cpus_per_trial, gpus_per_trial, address)
+    _check_metric(experiment, metric)
     sweep_spec = {
         "experiment": experiment,
         "scale": scale,
@@ -192,6 +194,19 @@ def resume_sweep(
     if changed:
         folder.write_spec({**spec, **changed})
     return _run(folder, address, progress)
+
+
+def _check_metric(experiment: str, metric: str) -> None:
+    """A metric other than the training loss (which every trained model logs) must be one the experiment
+    logs (:func:`iclab.api.logged_metrics`, a smoke run of seconds), or the sweep would find out after its
+    last point."""
+    if metric == "train_loss":
+        return
+    known = api.logged_metrics(experiment)
+    if known is not None and metric not in known:
+        close = difflib.get_close_matches(metric, sorted(known), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; it logs {', '.join(sorted(known))}"
+        raise ConfigError(f"--metric {metric!r}: {experiment} logs no such metric{hint}")
 
 
 def _check_resources(cpus: float, gpus: float, address: str | None) -> None:

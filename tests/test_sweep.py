@@ -63,6 +63,10 @@ def test_expand_and_point_names():
         ([], "at least one --grid"),
         (["--grid", "task.d=2,3", "--cpus-per-trial", "1000"], "asks for 1000 CPUs"),
         (["--grid", "task.d=2,3", "--gpus-per-trial", "-1"], "must be >= 0"),
+        (
+            ["--grid", "task.d=2,3", "--metric", "mes"],
+            "--metric 'mes': lsa-linear logs no such metric; did you mean mse",
+        ),
     ],
 )
 def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
