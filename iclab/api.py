@@ -37,7 +37,8 @@ from .report import (
     write_seed_table,
     write_sweep_report,
 )
-from .report.tensorboard import check_tensorboard, write_events
+from .report.live import LiveLog, check_logging
+from .report.tensorboard import write_events
 from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
 from .version import __version__
@@ -144,7 +145,7 @@ def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[
         config["seeds"] = seeds
     config = {"experiment": experiment, **config}
     spec.validate(config)
-    check_tensorboard(config)
+    check_logging(config)
     return config
 
 
@@ -172,7 +173,7 @@ def resume(
     if folder.finished:
         _check_continuation(path, spec, spec.complete(stored), config)
     spec.validate(config)
-    check_tensorboard(config)
+    check_logging(config)
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
         config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
@@ -231,12 +232,14 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
-    context = RunContext(folder, device, progress, experiment=spec.name, config=config)
+    live = LiveLog(folder, config)
+    context = RunContext(folder, device, progress, experiment=spec.name, config=config, live=live)
     changes = recipe_changes(config)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         claims = spec.run(config, context)
     except BaseException as err:
+        live.close()
         kept = folder.has_checkpoint
         if fresh and not kept:
             folder.discard()
@@ -253,6 +256,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
             raise ConfigError(f"{spec.name}: {err}; {advice}") from None
         raise
     folder.write_metrics(context.rows)
+    live.close(context.rows, claims)
     if config.get("log", {}).get("tensorboard"):
         write_events(folder)
     folder.write_info(

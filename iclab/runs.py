@@ -2,10 +2,13 @@
 
     runs/<experiment>-<yyyymmdd-hhmmss>/
       config.yaml  metrics.parquet  run.json  claims.json  checkpoints/  figures/*.png  tb/  report.html
+      wandb/  (an offline Weights & Biases run, with log.wandb=true)
       eval-<stamp>/  (evaluations of its models: :class:`EvaluationFolder`)
 
 A run folder is never overwritten. ``claims.json`` is written last, so its presence marks a
-finished run; a folder without it can be resumed. Every file that marks or describes a run is
+finished run; a folder without it can be resumed. While a run trains, ``metrics.parquet`` holds the
+rows so far (rewritten at most once a second, and when a model's training ends; see
+:mod:`iclab.report.live`), and the finished run writes it whole. Every file that marks or describes a run is
 written whole or not at all (:func:`write_atomic`), so a run killed mid-write never looks finished
 with a torn file. A sweep folder holds one run folder per grid point beside the sweep's own files
 (see :class:`SweepFolder`).

@@ -364,6 +364,7 @@ def train(
     vectorize: bool = True,
     init: Sequence[nn.Module] | None = None,
     describe: Callable[[nn.Module], Mapping[str, Any]] | None = None,
+    on_log: Callable[[list[dict]], None] | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
     any object with ``batch(seed, step, device) -> Prompt``).
@@ -375,7 +376,8 @@ def train(
     ``callback(step, models)`` runs at every logging step and may return
     ``{metric: per-seed values}`` to record. ``describe(model)`` gives the JSON-able facts the weights
     files record about the model (its class and arguments, prompt format, task, ...: the loop itself
-    knows no model or task).
+    knows no model or task). ``on_log(rows)`` gets the history rows (``seed, step, metric, value``) of
+    every logging step as they are recorded (a live log of the run).
     """
     if init is not None and len(init) != len(seeds):
         raise ValueError(f"init has {len(init)} models for {len(seeds)} seeds")
@@ -388,7 +390,7 @@ def train(
         trainer = _SeedGroup(
             make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe, starts
         )
-        trainer.run(progress, callback)
+        trainer.run(progress, callback, on_log)
         models += trainer.models()
         history += trainer.history
     return TrainResult(models, history, list(seeds))
@@ -525,11 +527,11 @@ class _SeedGroup:
         for g in grads:
             g.mul_(scale.view(-1, *[1] * (g.ndim - 1)))
 
-    def run(self, progress: bool, callback: Callback | None):
+    def run(self, progress: bool, callback: Callback | None, on_log: Callable[[list[dict]], None] | None = None):
         with _matmul_precision(self.config.precision):
-            self._run(progress, callback)
+            self._run(progress, callback, on_log)
 
-    def _run(self, progress: bool, callback: Callback | None):
+    def _run(self, progress: bool, callback: Callback | None, on_log: Callable[[list[dict]], None] | None):
         c = self.config
         bar = tqdm(total=c.steps, initial=self.step, desc=self.name, disable=None if progress else True, leave=False)
         lines = progress and bar.disable  # no terminal to draw a bar on (a log file, a pipe): a line per log step
@@ -548,9 +550,11 @@ class _SeedGroup:
             self.optimizer.step()
             self.step += 1
             if self.step % c.log_every == 0 or self.step == c.steps:
-                self._record({"train_loss": losses.detach().cpu().tolist()})
+                rows = self._record({"train_loss": losses.detach().cpu().tolist()})
                 if callback is not None:
-                    self._record(callback(self.step, self.models()) or {})
+                    rows += self._record(callback(self.step, self.models()) or {})
+                if on_log is not None:
+                    on_log(rows)
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
                 if lines:
                     self._progress_line(losses.detach().cpu().tolist(), *since)
@@ -600,10 +604,15 @@ class _SeedGroup:
         if not finite.all():
             raise TrainingDiverged(self.name, [s for s, ok in zip(self.seeds, finite.tolist()) if not ok], step)
 
-    def _record(self, metrics: Mapping[str, Sequence[float]]):
-        for metric, values in metrics.items():
-            for seed, value in zip(self.seeds, values):
-                self.history.append({"seed": seed, "step": self.step, "metric": metric, "value": float(value)})
+    def _record(self, metrics: Mapping[str, Sequence[float]]) -> list[dict]:
+        """Append each seed's value of each metric at this step to the history; returns the new rows."""
+        rows = [
+            {"seed": seed, "step": self.step, "metric": metric, "value": float(value)}
+            for metric, values in metrics.items()
+            for seed, value in zip(self.seeds, values)
+        ]
+        self.history += rows
+        return rows
 
     def models(self) -> list[nn.Module]:
         """One ordinary module per seed holding the current weights."""

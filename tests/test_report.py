@@ -12,7 +12,7 @@ import pytest
 from iclab import api
 from iclab.cli import _print_times, main
 from iclab.config import ConfigError
-from iclab.report.tensorboard import check_tensorboard
+from iclab.report.live import check_logging
 from iclab.runs import RunFolder
 
 
@@ -209,12 +209,12 @@ def test_log_options_are_validated(override, message, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_tensorboard_without_the_package_is_a_config_error(monkeypatch):
+def test_a_logger_without_its_package_is_a_config_error(monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
     with pytest.raises(ConfigError, match="needs the tensorboard package"):
-        check_tensorboard({"log": {"tensorboard": True}})
-    check_tensorboard({"log": {"tensorboard": False}})
-    check_tensorboard({})  # a config.yaml from before the log block
+        check_logging({"log": {"tensorboard": True}})
+    check_logging({"log": {"tensorboard": False, "wandb": False}})
+    check_logging({})  # a config.yaml from before the log block
 
 
 def test_report_of_a_run_from_before_run_json(tiny_runs, tmp_path):

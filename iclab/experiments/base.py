@@ -27,6 +27,7 @@ from ..config import ConfigError, merge, resolve
 from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
+from ..report.live import LiveLog
 from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
@@ -40,15 +41,18 @@ Key = Hashable
 
 # Keys the framework adds to every experiment's config (experiments do not define them).
 COMMON_DEFAULTS = {
-    "log": {"tensorboard": False},  # true: TensorBoard event files under tb/ (needs the tensorboard package)
+    # TensorBoard event files under tb/ and a Weights & Biases run (the optional extras tensorboard and wandb),
+    # both fed as training goes; the W&B project's name
+    "log": {"tensorboard": False, "wandb": False, "wandb_project": "iclab"},
 }
 
 
 @dataclass
 class RunContext:
     """Everything an experiment needs besides its config: the run folder, the device, the
-    experiment's name and its resolved config (``seed`` and ``seeds`` are read from it), and a sink
-    for long-format metric rows (see :meth:`RunFolder.write_metrics`), with the helpers every
+    experiment's name and its resolved config (``seed`` and ``seeds`` are read from it), a sink
+    for long-format metric rows (see :meth:`RunFolder.write_metrics`) and the live log the training
+    rows go to as they are recorded (:class:`~iclab.report.live.LiveLog`), with the helpers every
     experiment shares."""
 
     folder: RunFolder
@@ -57,6 +61,7 @@ class RunContext:
     rows: list[dict] = field(default_factory=list)
     experiment: str | None = None
     config: dict = field(default_factory=lambda: {"seed": 0, "seeds": 1})
+    live: LiveLog | None = None
     _trained: dict[str, tuple[dict, TrainResult]] = field(default_factory=dict, repr=False)
 
     @property
@@ -185,6 +190,13 @@ class RunContext:
                 "iclab": __version__,
             }
 
+        training: list[dict] = []  # this model's rows so far, before they join :attr:`rows`
+
+        def on_log(rows: list[dict]) -> None:
+            new = [{"setting": setting, "model": name, **row} for row in rows]
+            training.extend(new)
+            self.live.update(new, lambda: self.rows + training)
+
         result = train(
             make_model,
             data,
@@ -195,10 +207,13 @@ class RunContext:
             name=name,
             progress=self.progress,
             describe=facts,
+            on_log=None if self.live is None else on_log,
             **kwargs,
         )
         for row in result.history:
             self.log(setting=setting, model=name, **row)
+        if self.live is not None:
+            self.live.flush(self.rows)
         self._trained[name] = ({**recipe, "model": describe(result.models[0])}, result)
         return result
 

@@ -5,42 +5,66 @@
 Tags are ``<setting>/<model>/<metric>``: training history at its steps, so the seeds of a
 model overlay in one chart. Final evaluations (rows with no step) are tagged
 ``final/<setting>/<model>/<metric>`` at step ``n`` (the prefix length, for per-prefix losses)
-or 0. The events are written when the run finishes, from the same rows as the metrics file,
-so a resumed run's events hold its history once, exactly as ``metrics.parquet`` does.
+or 0. While the run trains, :class:`TensorBoardWriters` add each logging step's rows (flushed at once,
+for watching, see :mod:`iclab.report.live`); when it finishes, :func:`write_events` writes the events
+anew from the same rows as the metrics file, so a resumed run's events hold its history once, exactly
+as ``metrics.parquet`` does.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import shutil
 from pathlib import Path
 
 import pandas as pd
 
-from ..config import ConfigError
 from ..runs import RunFolder
 
 
-def check_tensorboard(config: dict) -> None:
-    """Raise :class:`ConfigError` before a run starts if it asks for TensorBoard events and the
-    ``tensorboard`` package is missing."""
-    if config.get("log", {}).get("tensorboard") and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError("log.tensorboard=true needs the tensorboard package: pip install 'iclab[tensorboard]'")
+def _absent(value) -> bool:
+    return value is None or pd.isna(value)
 
 
-def _tag(row) -> str:
-    parts = [str(p) for p in (row.setting, row.model, row.metric) if not pd.isna(p)]
-    return "/".join(parts if not pd.isna(row.step) else ["final", *parts])
+def _tag(row: dict) -> str:
+    parts = [str(row.get(k)) for k in ("setting", "model", "metric") if not _absent(row.get(k))]
+    return "/".join(parts if not _absent(row.get("step")) else ["final", *parts])
+
+
+def _step(row: dict) -> int:
+    """A row's step: its training step, else its prefix length ``n``, else 0."""
+    return int(next((row[k] for k in ("step", "n") if not _absent(row.get(k))), 0))
+
+
+class TensorBoardWriters:
+    """One event writer per seed under ``folder`` (``seed<k>/``, ``unseeded/``), opened as rows arrive."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.writers = folder, {}
+
+    def add(self, rows) -> None:
+        """Add metric rows (dicts) as scalars and flush, so TensorBoard shows them now."""
+        for row in rows:
+            seed = row.get("seed")
+            name = "unseeded" if _absent(seed) else f"seed{seed}"
+            if name not in self.writers:
+                from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
+
+                self.writers[name] = SummaryWriter(self.folder / name)
+            self.writers[name].add_scalar(_tag(row), float(row["value"]), _step(row))
+        for writer in self.writers.values():
+            writer.flush()
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
 
 
 def write_events(run: RunFolder) -> Path:
-    """Write the run's metric rows as TensorBoard scalars under ``tb/``; returns that folder."""
-    from torch.utils.tensorboard import SummaryWriter  # needs the tensorboard package
-
-    metrics = run.read_metrics()
+    """Write the run's metric rows as TensorBoard scalars under ``tb/`` (replacing what the live log
+    wrote there); returns that folder."""
     folder = run.path / "tb"
-    for seed, rows in metrics.groupby("seed", dropna=False, sort=True):
-        with SummaryWriter(folder / ("unseeded" if pd.isna(seed) else f"seed{seed}")) as writer:
-            for row in rows.itertuples():
-                step = row.step if not pd.isna(row.step) else (row.n if not pd.isna(row.n) else 0)
-                writer.add_scalar(_tag(row), float(row.value), int(step))
+    shutil.rmtree(folder, ignore_errors=True)
+    writers = TensorBoardWriters(folder)
+    writers.add(run.read_metrics().sort_values("seed", kind="stable").to_dict("records"))
+    writers.close()
     return folder
