@@ -138,7 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("run_dir")
     evaluate.add_argument("--model", help="which of the run's models (needed when it has several)")
-    evaluate.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
+    evaluate.add_argument(
+        "--seed",
+        help="which of its seeds (needed when it has several), or all: every seed and their mean, with a band over "
+        "seeds and prompts",
+    )
     evaluate.add_argument("--step", help="a kept checkpoint's step, or all (every kept one); default: the latest")
     evaluate.add_argument(
         "--task",
@@ -189,6 +193,15 @@ def _step(text: str | None) -> int | str | None:
         raise ConfigError(f"--step takes a checkpoint's step or all, got {text!r}") from None
 
 
+def _seed_or_all(text: str | None) -> int | str | None:
+    if text is None or text == "all":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--seed: a seed is an integer or all, got {text!r}") from None
+
+
 def _eval(args, argv: list[str]) -> None:
     """The ``eval`` verb: evaluate, then print where it went and the errors at the largest prefix."""
     from .evaluation import evaluate
@@ -198,7 +211,7 @@ def _eval(args, argv: list[str]) -> None:
     result = evaluate(
         args.run_dir,
         args.model,
-        args.seed,
+        _seed_or_all(args.seed),
         _step(args.step),
         args.task,
         args.shifts or ["standard"],

@@ -4,8 +4,9 @@ training task, a changed task or out-of-distribution prompts, at one or every ke
 The model is read with :func:`iclab.loading.open_source` (a run folder, an export or a Garg et al.
 run). Every prompt comes from the source's base seed: the ``(seed, "eval")`` stream, as the run's own
 evaluation (so the training task's standard prompts are the run's), and ``(seed, "shift", name)`` for a
-shift's own randomness. Errors are :func:`iclab.metrics.normalised_errors` of the prefix queries (the
-squared error over the zero predictor's, or the error rate of sign labels) with bootstrap bands.
+shift's own randomness. Errors are :func:`iclab.metrics.normalised_prompt_errors` of the prefix queries
+(the squared error over the zero predictor's, or the error rate of sign labels) with bootstrap bands over
+the prompts, and, for every seed of a model at once, over seeds and prompts.
 Everything is checked before anything is written: a bad choice writes no folder.
 """
 
@@ -25,13 +26,21 @@ from .config import ConfigError, parse_assignment
 from .devices import pick_device
 from .learners import learner as make_learner
 from .loading import LoadedModel, open_source
-from .metrics import attention_patterns, band_rows, error_metric, normalised_errors, prefix_query_predictions
+from .metrics import (
+    attention_patterns,
+    band_rows,
+    error_metric,
+    mean_band,
+    normalised_prompt_errors,
+    prefix_query_predictions,
+    seed_band,
+)
 from .models import GPTTransformer
 from .prompts import InterleavedFormat, PairedFormat, describe_format
-from .report import write_evaluation_report
+from .report import write_evaluation_report, write_report
 from .report.figures import new_figure, save
 from .rng import generator
-from .runs import EvaluationFolder
+from .runs import EvaluationFolder, RunFolder
 from .shifts import shift as make_shift
 from .tasks import task_from_description
 from .version import __version__
@@ -106,7 +115,7 @@ def _curve_rows(curve: dict, setting: str, model: str, seed, step, metric: str) 
 def evaluate(
     run: str | Path,
     model: str | None = None,
-    seed: int | None = None,
+    seed: int | str | None = None,
     step: int | str | None = None,
     task: Mapping[str, Any] | Iterable[str] = (),
     shifts: Iterable[str] = ("standard",),
@@ -122,7 +131,9 @@ def evaluate(
 
     Args:
         run: a finished run folder, an export or a Garg et al. run.
-        model, seed: which of its models and seeds (each may be left out where there is one).
+        model, seed: which of its models and seeds (each may be left out where there is one); ``seed="all"``
+            evaluates every seed of the model and adds their mean, with a band over seeds and prompts
+            (:func:`iclab.metrics.seed_band`), which the figures draw.
         step: a kept checkpoint's step, ``"all"`` for every kept one (and the figure of the error
             against the step), or None for the latest.
         task: changes to the training task, ``{"d": 10}`` or ``["noise=0.5", "class=quadratic"]``
@@ -141,11 +152,18 @@ def evaluate(
     if out is not None:
         EvaluationFolder.refuse_taken(out)
     source = open_source(run)
-    checkpoints = source.pick(model, seed)
-    if step != "all":
-        if step is not None and not isinstance(step, int):
-            raise ConfigError(f"step must be a checkpoint's step, 'all' or omitted, got {step!r}")
-        checkpoints = [source.checkpoint(checkpoints[0].model, checkpoints[0].seed, step)]
+    if step is not None and step != "all" and not isinstance(step, int):
+        raise ConfigError(f"step must be a checkpoint's step, 'all' or omitted, got {step!r}")
+    over_seeds = seed == "all"
+    if over_seeds:
+        if step == "all":
+            raise ConfigError("--seed all evaluates one checkpoint of each seed: give --step S or none, not --step all")
+        name, seeds = source.seeds(model)
+        checkpoints = [source.checkpoint(name, s, step) for s in seeds]
+    else:
+        checkpoints = source.pick(model, seed)
+        if step != "all":
+            checkpoints = [source.checkpoint(checkpoints[0].model, checkpoints[0].seed, step)]
     latest = source.load(checkpoints[-1])
     _check_evaluable(latest)
     description = changed_task(latest.metadata["task"], changes)
@@ -169,23 +187,31 @@ def evaluate(
     _check_shapes(latest.model, episodes, fmt, description)
 
     metric = error_metric(evaluated_task)
-    rows, curves = [], {}
-    errors = lambda pred, name: normalised_errors(
-        evaluated_task, pred, episodes[name].y_query, bootstrap, source.seed, shift_of[name].error_scale
+    rows, curves, by_seed = [], {}, {}
+    errors = lambda predictor, name, *fmt: normalised_prompt_errors(  # (B, K)
+        evaluated_task,
+        prefix_query_predictions(predictor, episodes[name], *fmt),
+        episodes[name].y_query,
+        shift_of[name].error_scale,
     )
     for name in episodes:
         for ref in reference:
-            curves[name, ref.name, None] = errors(prefix_query_predictions(ref, episodes[name]), name)
+            curves[name, ref.name, None] = mean_band(errors(ref, name), bootstrap, seed=source.seed)
             rows += _curve_rows(curves[name, ref.name, None], name, ref.name, None, None, metric)
     for checkpoint in checkpoints:
         loaded = latest if checkpoint is checkpoints[-1] else source.load(checkpoint)
         network = loaded.model.to(dev)
         for name in episodes:
-            curves[name, loaded.name, checkpoint.step] = errors(
-                prefix_query_predictions(network, episodes[name], fmt), name
-            )
+            by_seed.setdefault(name, []).append(errors(network, name, fmt))
+            curve = mean_band(by_seed[name][-1], bootstrap, seed=source.seed)
+            if not over_seeds:  # the figures draw each step's model, or (over seeds) their mean below
+                curves[name, loaded.name, checkpoint.step] = curve
+            rows += _curve_rows(curve, name, loaded.name, loaded.seed, checkpoint.step, metric)
+    if over_seeds:
+        for name, per_seed in by_seed.items():
+            curves[name, latest.name, checkpoint.step] = seed_band(torch.stack(per_seed), bootstrap, seed=source.seed)
             rows += _curve_rows(
-                curves[name, loaded.name, checkpoint.step], name, loaded.name, loaded.seed, checkpoint.step, metric
+                curves[name, latest.name, checkpoint.step], name, latest.name, None, checkpoint.step, metric
             )
     maps = None
     if attention:
@@ -197,8 +223,9 @@ def evaluate(
         "source": str(source.path),
         "source_kind": source.kind,
         "model": latest.name,
-        "seed": latest.seed,
-        "steps": [c.step for c in checkpoints],
+        "seed": "all" if over_seeds else latest.seed,
+        "seeds": sorted({c.seed for c in checkpoints}),
+        "steps": sorted({c.step for c in checkpoints}),
         "task": description,
         "trained_task": latest.metadata.get("task"),
         "prompt_format": describe_format(fmt),
@@ -216,6 +243,8 @@ def evaluate(
         folder.write_metrics(rows)
         _figures(folder, curves, spec, latest, maps)
         write_evaluation_report(folder)
+        if source.kind == "run" and folder.path.parent.resolve() == source.path.resolve():
+            write_report(RunFolder(source.path))  # the run's report links its evaluations
     except BaseException:
         shutil.rmtree(folder.path)
         if existed:

@@ -76,6 +76,11 @@ class Source:
         seed = _choose("seed", seed, [c.seed for c in mine], self.path, "--seed", f" of model {model!r}")
         return [c for c in mine if c.seed == seed]
 
+    def seeds(self, model: str | None = None) -> tuple[str, list[int]]:
+        """A model's name (it may be left out where the source holds one model) and its seeds."""
+        model = _choose("model", model, [c.model for c in self.checkpoints], self.path, "--model")
+        return model, sorted({c.seed for c in self.checkpoints if c.model == model})
+
     def checkpoint(self, model: str | None = None, seed: int | None = None, step: int | None = None) -> Checkpoint:
         """One checkpoint: the latest of its model and seed, or the one at ``step``."""
         found = self.pick(model, seed)

@@ -32,20 +32,42 @@ def mean_band(
     """
     values = values.double().cpu()
     flat = values.reshape(len(values), -1)  # (B, M)
-    b = flat.shape[0]
     g = generator(seed, "bootstrap")
+    means = [counts @ flat / len(flat) for counts in _resampling_counts(len(flat), n_boot, chunk, g)]  # (rows, M)
+    return _band(values.mean(0), torch.cat(means), band)
+
+
+def seed_band(
+    values: torch.Tensor, n_boot: int = 1000, band: tuple[float, float] = (0.05, 0.95), seed: int = 0, chunk: int = 100
+) -> dict[str, torch.Tensor]:
+    """The mean over seeds and prompts of ``values (S, B, ...)`` (S models on the same B prompts) with a
+    band over both: each of the ``n_boot`` replicates resamples the seeds and, independently, the prompts
+    (a two-level bootstrap, so the band holds the spread between seeds as well as the prompts' noise).
+    Returns float64 ``{"mean", "low", "high"}`` of ``values``' shape without its first two dimensions."""
+    values = values.double().cpu()
+    s, b = values.shape[:2]
+    flat = values.reshape(s, b, -1)  # (S, B, M)
+    g = generator(seed, "bootstrap", "seeds")
     means = []
+    for seeds, prompts in zip(_resampling_counts(s, n_boot, chunk, g), _resampling_counts(b, n_boot, chunk, g)):
+        by_prompt = torch.einsum("rs,sbm->rbm", seeds, flat)  # (rows, B, M): the resampled seeds' sum
+        means.append(torch.einsum("rb,rbm->rm", prompts, by_prompt) / (s * b))
+    return _band(values.mean((0, 1)), torch.cat(means), band)
+
+
+def _resampling_counts(n: int, n_boot: int, chunk: int, g: torch.Generator):
+    """Chunks of ``(rows, n)`` resampling weights (how often each of n items is drawn, with replacement),
+    ``n_boot`` rows in all, so a replicate's mean is one matrix product."""
     for start in range(0, n_boot, chunk):
         rows = min(chunk, n_boot - start)
-        # Resampling weights (how often each prompt is drawn), so a replicate is one matrix product.
-        index = torch.randint(b, (rows, b), generator=g)
-        counts = torch.zeros(rows, b, dtype=torch.float64).scatter_add_(
-            1, index, torch.ones(rows, b, dtype=torch.float64)
-        )
-        means.append(counts @ flat / b)  # (rows, M)
-    quantiles = torch.quantile(torch.cat(means), torch.tensor(band, dtype=torch.float64), dim=0)  # (2, M)
-    shape = values.shape[1:]
-    return {"mean": values.mean(0), "low": quantiles[0].reshape(shape), "high": quantiles[1].reshape(shape)}
+        index = torch.randint(n, (rows, n), generator=g)
+        yield torch.zeros(rows, n, dtype=torch.float64).scatter_add_(1, index, torch.ones(rows, n, dtype=torch.float64))
+
+
+def _band(mean: torch.Tensor, replicates: torch.Tensor, band: tuple[float, float]) -> dict[str, torch.Tensor]:
+    """``{"mean", "low", "high"}`` from the mean and the ``(R, M)`` replicate means' ``band`` quantiles."""
+    quantiles = torch.quantile(replicates, torch.tensor(band, dtype=torch.float64), dim=0)  # (2, M)
+    return {"mean": mean, "low": quantiles[0].reshape(mean.shape), "high": quantiles[1].reshape(mean.shape)}
 
 
 def trimmed_mean(values: torch.Tensor, drop: float) -> float:
@@ -272,14 +294,19 @@ def error_metric(task) -> str:
 def normalised_errors(
     task, prediction: torch.Tensor, target: torch.Tensor, n_boot: int = 1000, seed: int = 0, error_scale: float = 1.0
 ) -> dict[str, torch.Tensor]:
-    """Error by prefix with its bootstrap band (see :func:`loss_by_prefix`): the squared error over
-    the zero predictor's (``task.zero_error`` times a shift's ``error_scale``), or the error rate of
-    sign(ŷ) for sign labels (a tie ŷ = 0 counts as half an error)."""
+    """Error by prefix with its bootstrap band (:func:`mean_band` of :func:`normalised_prompt_errors`)."""
+    return mean_band(normalised_prompt_errors(task, prediction, target, error_scale), n_boot, seed=seed)
+
+
+def normalised_prompt_errors(
+    task, prediction: torch.Tensor, target: torch.Tensor, error_scale: float = 1.0
+) -> torch.Tensor:
+    """``(B, K)`` float64 error of every prompt at every prefix: the squared error over the zero
+    predictor's (``task.zero_error`` times a shift's ``error_scale``), or for sign labels whether sign(ŷ) is
+    wrong (a tie ŷ = 0 counts as half an error)."""
     if task.metric == "error_rate":
-        wrong = (1 - torch.sign(prediction) * target) / 2  # (B, K): 0, ½ or 1
-        return mean_band(wrong, n_boot, seed=seed)
-    curve = loss_by_prefix(prediction, target, "mse", n_boot=n_boot, seed=seed)
-    return {k: v / (task.zero_error * error_scale) for k, v in curve.items()}
+        return ((1 - torch.sign(prediction) * target) / 2).double().cpu()  # 0, ½ or 1
+    return (prediction.double() - target.double()).pow(2).cpu() / (task.zero_error * error_scale)
 
 
 # Which learning algorithm a predictor implements (Akyürek et al. 2023): squared prediction

@@ -199,6 +199,11 @@ class RunFolder(_Folder):
     def finished(self) -> bool:
         return self.claims_file.exists()
 
+    def evaluations(self) -> list[EvaluationFolder]:
+        """The evaluations of this run's models (``iclab eval``) written inside it, oldest first."""
+        found = (EvaluationFolder(p.parent) for p in self.path.glob("*/evaluation.yaml"))
+        return sorted(found, key=lambda e: e.spec_file.stat().st_mtime)
+
     @property
     def has_checkpoint(self) -> bool:
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""

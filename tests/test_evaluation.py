@@ -19,7 +19,6 @@ from iclab.rng import generator
 
 GPT = [
     "train.steps=12",
-    "train.warmup=0",
     "train.compile=false",
     "train.warmup=2",
     "train.log_every=2",
@@ -138,7 +137,7 @@ def test_eval_writes_an_evaluation_folder_the_report_rereads(gpt_run, capsys):
     out = capsys.readouterr().out
     (folder,) = _eval_folders(gpt_run)
     assert str(folder) in out and "skewed" in out and "ridge(0.1)" in out
-    assert re.search(r"setting\s+k\s+model\s+step", out)  # each printed error names its prefix length
+    assert re.search(r"setting\s+k\s+model\s+seed\s+step", out)  # each printed error names its prefix length
     assert {p.name for p in folder.iterdir()} == {"evaluation.yaml", "metrics.parquet", "figures", "report.html"}
     assert {p.name for p in (folder / "figures").iterdir()} == {"by_prefix.png"}
     spec = yaml.safe_load((folder / "evaluation.yaml").read_text())
@@ -166,7 +165,36 @@ def test_eval_writes_an_evaluation_folder_the_report_rereads(gpt_run, capsys):
     )
     (folder / "report.html").unlink()
     assert main(["report", str(folder)]) == 0 and "skewed" in (folder / "report.html").read_text()
+    assert f"<a href='{folder.name}/report.html'>" in (gpt_run / "report.html").read_text()  # the run links it
     shutil.rmtree(folder)
+
+
+def test_every_seed_at_once_adds_their_mean_with_a_band_over_seeds_and_prompts(gpt_run, tmp_path, capsys):
+    out = tmp_path / "eval"
+    assert main(["eval", str(gpt_run), "--seed", "all", "--learners", "ols", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"gpt\s+0\s+12 .*\n\s+1\s+12 .*\n\s+all\s+12 ", printed)  # each seed, then their mean
+    spec = yaml.safe_load((out / "evaluation.yaml").read_text())
+    assert spec["seed"] == "all" and spec["seeds"] == [0, 1] and spec["steps"] == [12]
+    rows = pd.read_parquet(out / "metrics.parquet").query("model == 'gpt'")
+    curve = lambda metric, seed: rows[
+        (rows.metric == metric) & (rows.seed.isna() if seed is None else rows.seed == seed)
+    ]
+    per_seed = [curve("normalised_mse", s).sort_values("n").value.to_numpy() for s in (0, 1)]
+    mean, low, high = (
+        curve(m, None).sort_values("n").value.to_numpy()
+        for m in ("normalised_mse", "normalised_mse_p05", "normalised_mse_p95")
+    )
+    torch.testing.assert_close(torch.tensor(mean), torch.tensor((per_seed[0] + per_seed[1]) / 2), rtol=1e-12, atol=0)
+    assert (low <= mean).all() and (mean <= high).all()
+    single = iclab.evaluate(gpt_run, seed=0, learners=["ols"], out=tmp_path / "one").metrics.query("model == 'gpt'")
+    torch.testing.assert_close(  # a seed's own curve is what evaluating that seed alone gives
+        torch.tensor(curve("normalised_mse_p95", 0).sort_values("n").value.to_numpy()),
+        torch.tensor(single.query("metric == 'normalised_mse_p95'").sort_values("n").value.to_numpy()),
+    )
+    assert "seeds 0, 1" in (out / "report.html").read_text()
+    assert main(["eval", str(gpt_run), "--seed", "all", "--step", "all"]) == 2
+    assert "not --step all" in capsys.readouterr().err
 
 
 def test_every_kept_step_and_a_changed_task(gpt_run, tmp_path):
@@ -204,6 +232,7 @@ def test_every_kept_step_and_a_changed_task(gpt_run, tmp_path):
         (["--seed", "0", "--learners", "oracle"], "unknown learner 'oracle'"),
         (["--seed", "0", "--step", "soon"], "--step takes a checkpoint's step or all"),
         (["--seed", "0", "--step", "4"], "no checkpoint at step 4"),
+        (["--seed", "some"], "a seed is an integer or all, got 'some'"),
         (["--model", "lsa"], "has no model 'lsa'"),
     ],
 )

@@ -16,6 +16,7 @@ from iclab.metrics import (
     mean_band,
     next_token_loss,
     normalised_errors,
+    seed_band,
     uniform_diagonal_mass,
 )
 from iclab.models import GPTConfig, GPTTransformer
@@ -36,6 +37,23 @@ def test_mean_band_is_the_mean_with_the_spread_of_its_bootstrap():
     assert grid["low"].shape == (3, 1)
     errors = loss_by_prefix(values, torch.zeros_like(values), n_boot=50)
     torch.testing.assert_close(mean_band(values.double().pow(2), n_boot=50)["high"], errors["high"], rtol=0, atol=0)
+
+
+def test_seed_band_holds_the_spread_between_seeds_as_well_as_the_prompts():
+    g = generator(3)
+    offsets = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0])[:, None, None]  # five seeds that differ, on 2000 prompts
+    values = offsets + 0.01 * torch.randn(5, 2000, 2, generator=g)
+    out = seed_band(values, n_boot=2000, seed=1)
+    torch.testing.assert_close(out["mean"], values.double().mean((0, 1)))
+    # the prompts' noise is tiny: the band is the bootstrap of the mean of five offsets, whose spread is
+    # σ/√5 with σ = √2 (the offsets' population spread): ±1.645·√(2/5) ≈ ±1.04 around 2
+    torch.testing.assert_close(
+        (out["high"] - out["low"]) / 2, torch.full((2,), 1.645 * (2 / 5) ** 0.5, dtype=torch.float64), rtol=0.1, atol=0
+    )
+    alike = values[:1].expand(5, -1, -1)  # five identical seeds: only the prompts' band is left
+    torch.testing.assert_close(
+        seed_band(alike, n_boot=2000)["high"], mean_band(values[0], n_boot=2000)["high"], rtol=0, atol=2e-4
+    )
 
 
 def test_error_rate_band_is_the_bootstrap_of_the_share_of_wrong_signs():

@@ -12,25 +12,31 @@ from .html import figure_section, page
 
 
 def final_errors(metrics):
-    """The error at the largest prefix of every setting (its k, which a shift may change), model and step
-    (bands as columns)."""
+    """The error at the largest prefix of every setting (its k, which a shift may change), model, seed and
+    step (bands as columns); a model's seed ``all`` is the mean over its seeds."""
     last = metrics[metrics["n"] == metrics.groupby("setting")["n"].transform("max")]
+    trained = last["step"].notna()  # learners are not trained: no step, no seed
     last = last.assign(
         k=last["n"].astype(int),
-        step=last["step"].astype("string").fillna("–"),  # learners are not trained: no step
+        seed=last["seed"].astype("string").fillna("all").where(trained, "–"),
+        step=last["step"].astype("string").fillna("–"),
     )
-    return last.pivot_table(index=["setting", "k", "model", "step"], columns="metric", values="value", sort=False)
+    index = ["setting", "k", "model", "seed", "step"]
+    return last.pivot_table(index=index, columns="metric", values="value", sort=False)
 
 
 def write_evaluation_report(folder: EvaluationFolder) -> Path:
     """Write ``report.html`` from the evaluation folder's files (``iclab report DIR`` redoes it)."""
     spec = folder.read_spec()
-    title = f"Evaluation of {spec['model']} (seed {spec['seed']}) from {spec['source']}"
+    seeds = f"seeds {', '.join(map(str, spec['seeds']))}" if spec["seed"] == "all" else f"seed {spec['seed']}"
+    title = f"Evaluation of {spec['model']} ({seeds}) from {spec['source']}"
     steps = ", ".join(map(str, spec["steps"]))
     parts = [
         f"<h1>{html.escape(title)}</h1>",
         f"<p>Evaluation folder <code>{html.escape(str(folder.path))}</code>: checkpoint step {html.escape(steps)}, "
-        f"{spec['prompts']} prompts, {html.escape(spec['metric'])} by prefix with a 5–95% bootstrap band.</p>",
+        f"{spec['prompts']} prompts, {html.escape(spec['metric'])} by prefix with a 5–95% bootstrap band"
+        + (" (over seeds and prompts for the mean over seeds, seed all)" if spec["seed"] == "all" else "")
+        + ".</p>",
         f"<p>Command: <code>{html.escape(spec['command'])}</code></p>",
     ]
     if folder.metrics_file.exists():

@@ -240,6 +240,14 @@ def write_report(run: RunFolder) -> Path:
         parts.append("<h2 id='figures'>Figures</h2>" + "".join(figure_section(f, claims) for f in figures))
     if run.metrics_file.exists():
         parts.append(f"<h2 id='metrics'>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
+    evaluations = run.evaluations()
+    if evaluations:
+        command = lambda e: html.escape(e.read_spec()["command"])
+        items = "".join(
+            f"<li>{link(f'{e.path.name}/report.html', e.path.name)}: <code>{command(e)}</code></li>"
+            for e in evaluations
+        )
+        parts.append(f"<h2 id='evaluations'>Evaluations</h2><ul>{items}</ul>")
     parts.append(f"<h2 id='config'>Config</h2><pre>{html.escape(run.config_file.read_text())}</pre>")
     write_atomic(run.report_file, page(title, "".join(parts)))
     return run.report_file
