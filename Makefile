@@ -1,15 +1,16 @@
 # The two commands of the README: `make reproduce` (set up + quick reproduction) and
-# `make test` (set up + test suite). Both create or update .venv first.
+# `make test` (set up + lint + the documentation site built strictly + test suite). Both create or update
+# .venv first.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup reproduce lint test test-slow clean
+.PHONY: setup reproduce lint docs test test-slow clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,sweep]'
+	$(BIN)/pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,sweep,docs]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -24,11 +25,15 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check -q .
 	$(BIN)/ruff check -q .
 
-test: lint
+# The documentation site (mkdocs.yml) into site/; --strict: a broken link, anchor or docstring fails it.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d site
+
+test: lint docs
 	$(BIN)/python -m pytest -q
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs site .pytest_cache

@@ -23,6 +23,7 @@ _API.update(
         "evaluate": "evaluation",
         "EvaluationResult": "evaluation",
         "export": "hub",
+        "latest_run": "runs",
     }
 )
 __all__ = sorted(_API)

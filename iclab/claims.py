@@ -9,7 +9,7 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
 
-# The rule over seeds (README): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
+# The rule over seeds (docs/getting-started.md): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
 # this share of the runs that judged it; with one seed, it holds iff it holds on that seed.
 SEED_SHARE = Fraction(4, 5)
 SEED_RULE = (

@@ -131,8 +131,9 @@ def evaluate(
 
     Args:
         run: a finished run folder, an export or a Garg et al. run.
-        model, seed: which of its models and seeds (each may be left out where there is one); ``seed="all"``
-            evaluates every seed of the model and adds their mean, with a band over seeds and prompts
+        model: which of its models (may be left out where there is one).
+        seed: which of the model's seeds (may be left out where there is one); ``"all"`` evaluates every
+            seed of the model and adds their mean, with a band over seeds and prompts
             (:func:`iclab.metrics.seed_band`), which the figures draw.
         step: a kept checkpoint's step, ``"all"`` for every kept one (and the figure of the error
             against the step), or None for the latest.

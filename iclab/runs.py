@@ -112,6 +112,15 @@ class _Folder:
         return sorted((self.path / "figures").glob("*.png"))
 
 
+def latest_run(experiment: str, root: str | Path = "runs") -> Path:
+    """The newest finished run folder of ``experiment`` directly under ``root`` (by when it finished), as
+    ``iclab run`` and ``iclab reproduce`` name them (``<experiment>-...``)."""
+    finished = [p.parent for p in Path(root).glob(f"{experiment}-*/claims.json")]
+    if not finished:
+        raise ConfigError(f"no finished {experiment} run under {root}: `iclab run {experiment}` makes one")
+    return max(finished, key=lambda p: (p / "claims.json").stat().st_mtime)
+
+
 class RunFolder(_Folder):
     """Paths and readers/writers for one run folder."""
 

@@ -134,7 +134,8 @@ def sweep(
         metric: the metric the report draws against each swept key (default the training loss).
         address: a Ray cluster to join (``auto`` or ``ray://host:port``); None starts a local Ray
             with this machine's CPUs.
-        cpus_per_trial, gpus_per_trial: what each point reserves (and so how many run at once).
+        cpus_per_trial: the CPUs each point reserves (and so how many run at once).
+        gpus_per_trial: the GPUs each point reserves (0: it runs on the CPU).
 
     Every point's config is checked before anything runs: an unknown key, a value of the wrong
     type or one the experiment cannot run (:meth:`~iclab.experiments.base.Experiment.validate`)

@@ -212,6 +212,12 @@ def test_scoreboard_headlines_paper_claims_and_shows_diagnostics_findings_and_tu
         ]
         _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
     _run(root, "lsa-linear-seed3", 3, [_claim("reproduces", False), _claim("not-here", True)], minute=9)
+    # Newer runs of seed 100 that are not the recipe: a variant (a changed key) and a smoke run.
+    variant = _run(
+        root, "lsa-linear-seed100-lr", 100, [_claim("reproduces", False), _claim("not-here", True)], minute=10
+    )
+    variant.write_info({**variant.read_info(), "recipe_changes": {"train.lr": 0.01}})
+    _run(root, "lsa-linear-smoke", 100, [_claim("reproduces", False)], minute=11, scale="smoke")
     found = _probe(tmp_path, api.report(root), "", 900, 1400, probe=SECTIONS_PROBE)
     sections = dict(found["sections"])
     assert list(sections)[:2] == ["The papers' claims", "Diagnostics"]  # the papers' claims first
@@ -220,6 +226,11 @@ def test_scoreboard_headlines_paper_claims_and_shows_diagnostics_findings_and_tu
     assert "does not reproduce here" in claims and "0.05" in claims  # beside the paper's number
     assert "converged" in diagnostics and "not counted among their claims" in diagnostics
     others = sections["Other runs (not counted)"]
-    assert "lsa-linear-seed3" in others and "lsa-linear-seed3" not in sections["Runs on the evaluation seeds 100–104"]
+    evaluation = sections["Runs on the evaluation seeds 100–104"]
+    assert "lsa-linear-seed3" in others and "lsa-linear-seed3" not in evaluation
+    assert "variant: train.lr=0.01" in others and "lsa-linear-seed100-lr" not in evaluation  # shown apart ...
+    assert "smoke scale: the pipeline ran" in others and "lsa-linear-smoke" not in evaluation
+    reproduces = claims.split("\nreproduces\n")[1].split("\nnot-here\n")[0]
+    assert "\tholds\non 5 of 5 seeds" in reproduces  # ... and never counted: seed 100's recipe run judges
     colours = dict(found["colours"])
     assert colours["does not reproduce here"] != colours["holds"]  # a finding reads apart from a pass

@@ -13,7 +13,7 @@ SOURCES = [
         "iclab/**/*.py",
         "tests/*.py",
         "benchmarks/*.py",
-        "scripts/*.py",
+        "tools/*.py",
         "examples/**/*.py",
         "*.md",
         "docs/**/*.md",
@@ -56,5 +56,12 @@ def test_links_between_docs_pages_resolve():
 def test_experiment_notes_are_named_after_experiments():
     from iclab import experiments
 
-    notes = {p.stem for p in (ROOT / "docs" / "experiments").glob("*.md")}
-    assert notes and notes <= set(experiments.names())
+    notes = {p.stem for p in (ROOT / "docs" / "experiments").glob("*.md")} - {"index"}
+    assert notes == set(experiments.names())  # a page per experiment, which the site's navigation lists
+
+
+def test_the_readme_starts_in_a_minute_and_the_site_lists_every_page():
+    assert len((ROOT / "README.md").read_text(encoding="utf-8").splitlines()) <= 150
+    listed = set(re.findall(r"^\s+- (?:[\w .×-]+: )?([\w/.-]+\.md)$", (ROOT / "mkdocs.yml").read_text(), flags=re.M))
+    pages = {str(p.relative_to(ROOT / "docs")) for p in (ROOT / "docs").rglob("*.md")}
+    assert pages == listed, "every page of docs/ is in mkdocs.yml's nav (and only those)"

@@ -1,4 +1,5 @@
-"""The example notebook runs from top to bottom on a tiny finished run (skipped without nbclient and ipykernel)."""
+"""The example notebook runs from top to bottom on a tiny finished run, found by its default path (skipped without
+nbclient and ipykernel)."""
 
 import os
 from pathlib import Path
@@ -24,8 +25,11 @@ def test_after_training_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
         "eval_prompts=100",
         "bootstrap=20",
     ]
-    run = iclab.run("gpt-linear", seeds=1, overrides=overrides, out=tmp_path / "run", progress=False).path
-    monkeypatch.setenv("ICLAB_RUN", str(run))  # the notebook's parameter cell reads it
+    runs = tmp_path / "runs"  # as `make reproduce` leaves them, in the kernel's working directory
+    run = iclab.run(
+        "gpt-linear", seeds=1, overrides=overrides, out=runs / "gpt-linear-seed0-20261125-120000", progress=False
+    ).path
+    monkeypatch.delenv("ICLAB_RUN", raising=False)  # the notebook's default: the newest finished gpt-linear run
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("ICLAB_TEST_THREADS", "2"))  # the kernel's torch threads
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(

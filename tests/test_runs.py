@@ -257,3 +257,24 @@ def test_resume_rejects_unknown_or_impossible_overrides_and_keeps_the_config(tmp
     with pytest.raises(Exception, match="seeds must be >= 1"):
         api.resume(out, overrides=["seeds=0"], progress=False)
     assert (out / "config.yaml").read_text() == config and not (out / "claims.json").exists()
+
+
+def test_latest_run_is_the_newest_finished_one_of_its_experiment(tmp_path):
+    import os
+
+    from iclab.config import ConfigError
+    from iclab.runs import latest_run
+
+    for name, finished_at in (
+        ("lsa-linear-a", 100),
+        ("lsa-linear-b", 300),
+        ("lsa-linear-c", None),
+        ("gpt-linear-d", 400),
+    ):
+        (tmp_path / name).mkdir()
+        if finished_at is not None:
+            (tmp_path / name / "claims.json").write_text("[]")
+            os.utime(tmp_path / name / "claims.json", (finished_at, finished_at))
+    assert latest_run("lsa-linear", tmp_path) == tmp_path / "lsa-linear-b"
+    with pytest.raises(ConfigError, match="no finished mesa-ar run under"):
+        latest_run("mesa-ar", tmp_path)
