@@ -24,6 +24,7 @@ FAST = ["--set", "train.steps=6", "--set", "train.warmup=0", "--set", "eval_prom
         (["task.d=0"], None, "task.d must be a positive integer"),
         (["train.steps=-5"], None, "must be >= 1"),
         (["train.warmup=6"], None, "train.warmup (6) must be shorter than the run (train.steps 6)"),
+        (["eval_prompts=1"], None, "eval_prompts must be >= 2 (a claim's statistic needs two samples), got 1"),
         (["covariances.anisotropic=[1.0, 1.0, 1.0, 1.0, -1.0]"], None, "eigenvalues must be positive"),
         ([], "tpu", "unknown device"),
     ],

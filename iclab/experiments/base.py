@@ -16,6 +16,7 @@ Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a pa
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,11 @@ from ..version import __version__
 
 Key = Hashable
 """A result's key: a learner's or reference's name (``"ols"``), or a trained model's ``(name, seed)``."""
+
+
+SAMPLE_SIZE = re.compile(r"(?:^|\.)(?:\w*_prompts|\w*draws|test_size|eval_samples)$")
+"""Config keys that count the samples a claim's statistic is taken over (evaluation prompts, Monte Carlo
+draws): each must be at least 2, the fewest a mean's standard error or a band needs."""
 
 
 # Keys the framework adds to every experiment's config (experiments do not define them).
@@ -236,6 +242,15 @@ def _data_recipe(data) -> dict:
     }
 
 
+def _leaves(config: Mapping, prefix: str = "") -> Iterable[tuple[str, Any]]:
+    """Every (dotted key, value) of a nested config whose value is not a dict."""
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            yield from _leaves(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key, value
+
+
 def _block(config: dict, path: str) -> dict | None:
     """The nested dict at the dotted ``path`` of ``config``, or None when it is absent."""
     node = config
@@ -315,6 +330,9 @@ class Experiment:
     def _check_runnable(self, config: dict) -> None:
         if not isinstance(config.get("seeds", 1), int) or config.get("seeds", 1) < 1:
             raise ConfigError(f"seeds must be >= 1 (an integer), got {config['seeds']!r}")
+        for key, value in _leaves(config):
+            if SAMPLE_SIZE.search(key) and isinstance(value, int) and value < 2:
+                raise ConfigError(f"{key} must be >= 2 (a claim's statistic needs two samples), got {value}")
         for path in self.train_blocks:
             block = _block(config, path)
             if block is not None:
