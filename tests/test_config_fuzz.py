@@ -1,7 +1,11 @@
-"""Every key of every experiment's config, given values of every kind: the config resolves, or is refused with
-a ConfigError (one line on the command line, exit 2), never another exception."""
+"""Every key of every experiment's config, given values of every kind, alone and several at once (drawn by
+hypothesis): the config resolves, or is refused with a ConfigError (one line on the command line, exit 2),
+never another exception."""
 
 import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from iclab import api, experiments
 from iclab.config import ConfigError
@@ -51,3 +55,29 @@ def test_every_value_of_every_key_resolves_or_is_refused_in_one_line():
                 except ConfigError as err:
                     assert "\n" not in str(err), (name, key, value)
     assert tried > 1000
+
+
+KEYS = {
+    name: [k for k in _leaves(api.resolved_config(name)) if k not in ("experiment", "scale")]
+    for name in experiments.names()
+}
+ANY_VALUE = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=6),
+    st.lists(st.one_of(st.integers(-5, 50), st.floats(-2, 2)), max_size=4),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_several_keys_changed_at_once_resolve_or_are_refused_in_one_line(data):
+    name = data.draw(st.sampled_from(sorted(KEYS)))
+    keys = data.draw(st.lists(st.sampled_from(KEYS[name]), min_size=1, max_size=4, unique=True))
+    overrides = {key: data.draw(ANY_VALUE, label=key) for key in keys}
+    try:
+        api.resolved_config(name, "quick", overrides)
+    except ConfigError as err:
+        assert "\n" not in str(err), (name, overrides)
