@@ -145,6 +145,10 @@ def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
     helps = depth["descriptors-help-every-depth"]["measured"]
     assert set(helps) == {"1", "2"} and set(helps["1"]) == {"relative gap", "z"} and helps["1"]["z"] > 2
     assert depth["gap-narrows-with-depth"]["holds"] == (helps["2"]["relative gap"] < helps["1"]["relative gap"])
+    gains = next(c for c in result.claims if c["id"] == "deeper-beats-one-layer")
+    by = gains["measured"]["2"]  # 2 layers against 1, with μ and without, on the same prompts
+    assert set(by) == {"with μ", "without"} and all(set(v) == {"relative gain", "z"} for v in by.values())
+    assert gains["holds"] == all(v["z"] > 2 and v["relative gain"] >= 0.01 for v in by.values())
     rows = result.metrics.query("setting == 'depth' and metric == 'typical_mse'")
     assert set(rows.seed) == {0, 1} and len(set(rows.model)) == 4  # 1 and 2 layers, with and without μ
 
@@ -154,3 +158,33 @@ def test_typical_drop_is_checked_before_training(tmp_path):
 
     with pytest.raises(ConfigError, match="typical_drop"):
         iclab.run("task-descriptors", overrides={"typical_drop": 1.0}, out=tmp_path / "run", progress=False)
+
+
+def _trained(mse: float, seeds: int = 2, prompts: int = 4000, spread: float = 1.0):
+    """A stand-in for a trained model: per seed, prompt errors of mean ``mse``."""
+    from iclab.experiments.task_descriptors import Trained
+
+    g = torch.Generator().manual_seed(int(mse * 1000))
+    errors = [mse + spread * (torch.rand(prompts, generator=g, dtype=torch.float64) - 0.5) for _ in range(seeds)]
+    return Trained("lsa", {}, errors, [e.mean().item() for e in errors], [])
+
+
+@pytest.mark.parametrize(
+    "with_mu, without, trained, holds",
+    [
+        ({20: 2.6, 80: 1.1, 320: 0.34, 1280: 0.09}, 4.33, {5: (4.6, 5.2), 20: (2.7, 4.6)}, (True, True)),
+        # with μ levelling off at a positive loss (N·loss grows like N), the trained one not falling
+        ({20: 2.6, 80: 1.5, 320: 1.2, 1280: 1.1}, 4.33, {5: (4.6, 5.2), 20: (4.7, 4.6)}, (False, False)),
+        # without descriptors the trained loss far below the limit no model without them goes below
+        ({20: 2.6, 80: 1.1, 320: 0.34, 1280: 0.09}, 4.33, {5: (4.6, 5.2), 20: (2.7, 4.0)}, (True, False)),
+    ],
+)
+def test_the_limit_claims_tell_a_loss_falling_to_zero_from_one_falling_to_a_limit(with_mu, without, trained, holds):
+    from iclab.experiments import get
+    from iclab.experiments.task_descriptors import ByN, _limit_claims
+
+    config = get("task-descriptors").resolve("quick", {"n_contexts": list(trained)})
+    theory = {n: {"mu": v, None: without + 1 / n} for n, v in with_mu.items()}
+    by_n = ByN(theory, {n: {"mu": _trained(a), None: _trained(b)} for n, (a, b) in trained.items()}, {}, 4.318)
+    verdicts = {c.id: c.holds for c in _limit_claims(by_n, config)}
+    assert (verdicts["theory-loss-to-zero-with-descriptors"], verdicts["trained-loss-falls-with-n"]) == holds

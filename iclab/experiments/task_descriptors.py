@@ -46,6 +46,7 @@ DEFAULTS = {
     "deep_n_context": 20,
     "d_sweep": [5, 10],  # one-layer models at d_sweep_n_context
     "d_sweep_n_context": 20,
+    "d_sweep_deep": [2, 3],  # and these deeper ones (those at task.d are the depth comparison's)
     "one_hot": {"n_means": 4, "n_context": 20},
     # The balanced init of the theory (W_PV = σe_De_Dᵀ, W_KQ = σ[[ΘΘᵀ, 0], [0, 0]]): from a small
     # random init some seeds settle where the value row reads x or the descriptor instead of y,
@@ -70,13 +71,24 @@ DEFAULTS = {
     # Overrides for 2–3 layers, which train worse at the one-layer step: at lr 0.01 some pairs of seeds
     # ended with descriptors worse at 3 layers (docs/experiments/task-descriptors.md).
     "deep_train": {"lr": 0.005},
-    "theory": {"mean_draws": 40000, "flow_steps": 20000, "flow_init_scale": 0.1},
+    # limit_ns: the exact one-layer optimum alone at these N besides n_contexts, where its loss with descriptors
+    # approaches 0 and without them its positive N → ∞ limit (§3, Theorem 3.1)
+    "theory": {"mean_draws": 40000, "flow_steps": 20000, "flow_init_scale": 0.1, "limit_ns": [80, 320, 1280]},
     "eval_prompts": 102400,
     "eval_batch": 4096,  # prompts per evaluation chunk (the paper's batch)
     "typical_drop": 0.001,  # the typical loss leaves out this fraction of prompts, the largest errors
     # min_gap: descriptors "help" when they lower the loss by more than 2 standard errors of the paired difference
     # and by at least this share of the loss without them (ours: a smaller gap would not show on the paper's plots).
-    "tolerance": {"loss_rel": 0.03, "cosine": 0.98, "balance_rel": 0.01, "flow_distance": 0.001, "min_gap": 0.01},
+    # limit_rate: between the two largest N of the theory, N·loss with descriptors may grow by at most this factor
+    # (a loss falling to 0 like 1/N keeps it flat; one falling to a positive limit makes it grow like N)
+    "tolerance": {
+        "loss_rel": 0.03,
+        "cosine": 0.98,
+        "balance_rel": 0.01,
+        "flow_distance": 0.001,
+        "min_gap": 0.01,
+        "limit_rate": 1.2,
+    },
 }
 
 SCALES = {
@@ -90,6 +102,7 @@ SCALES = {
         "deep_layers": [2],
         "d_sweep": [3, 4],
         "d_sweep_n_context": 10,
+        "d_sweep_deep": [2],
         "one_hot": {"n_context": 10},
         "train": {"steps": 5, "warmup": 0},
         "eval_prompts": 4096,
@@ -260,7 +273,14 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
     first = optima[ns[0]]
     by_n = ByN(theory, one_layer, optima, no_descriptor_limit_loss(_task(config, n_context=ns[0])))
     ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=by_n.limit)
-    by_n.claims = [
+    for n in theory_cfg["limit_ns"]:  # the optimum alone, at larger N
+        theory[n] = {
+            d: descriptor_optimum(_task(config, n_context=n), d, theory_cfg["mean_draws"], config["seed"]).loss
+            for d in DESCRIPTORS
+        }
+        for descriptor, label in DESCRIPTORS.items():
+            ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=theory[n][descriptor])
+    by_n.claims = _limit_claims(by_n, config) + [
         C.at_most(
             "one-layer-reaches-optimum",
             PAPER,
@@ -311,14 +331,68 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
     return by_n
 
 
+def _limit_claims(by_n: ByN, config: dict) -> list:
+    """As N grows, the loss with descriptors goes to 0 and without them stays at a positive limit: in the exact
+    one-layer optimum (to N in the thousands) and in the trained one-layer models (at the trained N)."""
+    tol, limit = config["tolerance"], by_n.limit
+    ns = sorted(by_n.theory)
+    with_mu = {n: by_n.theory[n]["mu"] for n in ns}
+    without = {n: by_n.theory[n][None] for n in ns}
+    last, before = ns[-1], ns[-2] if len(ns) > 1 else ns[-1]
+    rate = (last * with_mu[last]) / (before * with_mu[before])
+    trained_ns = config["n_contexts"]
+    mean_of = lambda n, d: _mean(by_n.trained[n][d].mse)
+    errors = lambda n: by_n.trained[n][None].errors  # without descriptors, per seed
+    stderr = {n: sum(e.var().item() / e.numel() for e in errors(n)) ** 0.5 / len(errors(n)) for n in trained_ns}
+    trained = {n: {"with μ": round(mean_of(n, "mu"), 4), "without": round(mean_of(n, None), 4)} for n in trained_ns}
+    return [
+        C.holds_if(
+            "theory-loss-to-zero-with-descriptors",
+            PAPER,
+            f"as N grows, the exact one-layer optimum's loss with descriptors falls to 0 (decreasing in N, and N·loss "
+            f"growing by at most {tol['limit_rate']}× between the two largest N, as a loss falling like 1/N does; one "
+            f"falling to a positive limit grows like N), while without descriptors it stays at or above 99% of its "
+            f"positive N → ∞ limit {limit:.4g} at every N (measured: the optimum's loss by N, with and without)",
+            {n: [round(with_mu[n], 4), round(without[n], 4)] for n in ns},
+            f"with μ: decreasing, N·loss ratio ≤ {tol['limit_rate']}; without: ≥ 0.99 × {limit:.4g}",
+            len(ns) > 1
+            and all(with_mu[a] > with_mu[b] for a, b in zip(ns, ns[1:]))
+            and rate <= tol["limit_rate"]
+            and all(v >= 0.99 * limit for v in without.values()),
+            about=C.paper(
+                "§3, Theorem 3.1 (with infinitely many examples one layer with descriptors reaches zero loss; "
+                "without them the loss is not zero)",
+                subject="theory",
+            ),
+            figure="loss_vs_n",
+        ),
+        C.holds_if(
+            "trained-loss-falls-with-n",
+            PAPER,
+            f"the trained one-layer LSA's loss with descriptors falls as N grows (seed mean, N={trained_ns}) and at "
+            f"the largest N is below {limit:.4g}, the positive N → ∞ limit of the optimum without descriptors, which "
+            "no model without them goes below: the trained one without stays at or above it (within 2 standard "
+            "errors) at every N",
+            {**{str(n): v for n, v in trained.items()}, "limit without": round(limit, 4)},
+            f"with μ: decreasing in N, below {limit:.4g} at the largest N; without: ≥ {limit:.4g} − 2 standard errors",
+            len(trained_ns) > 1
+            and all(mean_of(a, "mu") > mean_of(b, "mu") for a, b in zip(trained_ns, trained_ns[1:]))
+            and mean_of(trained_ns[-1], "mu") < limit
+            and all(mean_of(n, None) + 2 * stderr[n] >= limit for n in trained_ns),
+            about=C.paper("§3, Theorem 3.1, and §5 (the trained one-layer models against the theory)"),
+            figure="loss_vs_n",
+        ),
+    ]
+
+
 def _depth(config: dict, ctx: RunContext) -> list:
     """1, 2, 3 layers at one N, with and without descriptors, on the same prompts (a one-layer model trained
     above is evaluated again, not retrained)."""
     n_deep, tol = config["deep_n_context"], config["tolerance"]
     task = _task(config, n_context=n_deep)
-    gaps = {}
+    gaps, by_layers = {}, {}
     for layers in [1, *config["deep_layers"]]:
-        models = {
+        models = by_layers[layers] = {
             descriptor: _lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config, ctx, "depth")
             for descriptor in DESCRIPTORS
         }
@@ -336,7 +410,24 @@ def _depth(config: dict, ctx: RunContext) -> list:
         )
     relative = {k: round(g.relative, 4) for k, g in gaps.items()}
     deeper = [k for k in gaps if k > 1]
+    gains = {k: {label: _gap(by_layers[1][d], by_layers[k][d]) for d, label in DESCRIPTORS.items()} for k in deeper}
     return [
+        C.holds_if(
+            "deeper-beats-one-layer",
+            PAPER,
+            f"deeper LSAs reach a lower loss than one layer (N={n_deep}, mean squared error on the same "
+            f"{config['eval_prompts']} prompts, seed mean): at each of {deeper} layers, with descriptors and without, "
+            "the paired difference one layer − deeper is positive by more than 2 standard errors and at least "
+            f"{tol['min_gap']:.0%} of the one-layer loss (measured: that difference over the one-layer loss, and in "
+            "standard errors)",
+            {
+                str(k): {label: {"relative gain": round(g.relative, 4), "z": round(g.z, 2)} for label, g in by.items()}
+                for k, by in gains.items()
+            },
+            f"one layer − deeper > 2 standard errors and ≥ {tol['min_gap']:.0%} of the loss, every deeper model",
+            bool(deeper) and all(g.helps(tol) for by in gains.values() for g in by.values()),
+            about=C.paper("§5, Fig 2 (one layer reaches its optimum, yet deeper models perform better)"),
+        ),
         C.holds_if(
             "descriptors-help-every-depth",
             PAPER,
@@ -403,8 +494,40 @@ def _d_sweep(config: dict, ctx: RunContext) -> list:
             and all(g.helps(tol) for g in gaps.values())
             and all(gaps[a].relative < gaps[b].relative for a, b in zip(dims, dims[1:])),
             about=C.paper("App. B.2, Table 1 (the gap widens as d grows)"),
-        )
+        ),
+        *(_deep_gap_grows(layers, config, ctx) for layers in config["d_sweep_deep"]),
     ]
+
+
+def _deep_gap_grows(layers: int, config: dict, ctx: RunContext):
+    """The d sweep for a deeper LSA: the gap between without and with descriptors by d (the model at
+    ``task.d`` is the depth comparison's, trained once)."""
+    n_d, tol, gaps = config["d_sweep_n_context"], config["tolerance"], {}
+    for d in config["d_sweep"]:
+        task = _task(config, d=d, n_context=n_d)
+        name = lambda descriptor: _name(config, layers, descriptor, n_d, d)
+        models = {
+            descriptor: _lsa(name(descriptor), task, descriptor, layers, config, ctx, f"d={d}")
+            for descriptor in DESCRIPTORS
+        }
+        gaps[d] = _gap(models[None], models["mu"])
+        ctx.log_metrics(
+            {"gap": gaps[d].difference, "relative_gap": gaps[d].relative}, setting=f"d={d}", model=f"lsa{layers}"
+        )
+    dims = list(gaps)
+    return C.holds_if(
+        f"gap-grows-with-d-{layers}-layers",
+        PAPER,
+        f"for {layers}-layer LSAs too, the relative gap (without − with)/without (mean squared errors, N={n_d}, seed "
+        f"mean) grows with d, and descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the "
+        "loss) at every d (measured: the relative gaps, and the differences in standard errors)",
+        {d: {"relative gap": round(g.relative, 4), "z": round(g.z, 2)} for d, g in gaps.items()},
+        "increasing in d, descriptors help at every d",
+        len(dims) > 1
+        and all(g.helps(tol) for g in gaps.values())
+        and all(gaps[a].relative < gaps[b].relative for a, b in zip(dims, dims[1:])),
+        about=C.paper("the authors' reply and App. B.2 (the gap narrows with depth but widens again as d grows)"),
+    )
 
 
 def _one_hot(config: dict, ctx: RunContext) -> list:
@@ -498,10 +621,17 @@ def run(config: dict, ctx: RunContext):
 
 
 def _figures(ctx: RunContext, config: dict, by_n: ByN, flow):
-    ns = config["n_contexts"]
+    ns, theory_ns = config["n_contexts"], sorted(by_n.theory)
     fig, (ax,) = new_figure(1, width=5.5)
     for (descriptor, label), color in zip(DESCRIPTORS.items(), ("C0", "C1")):
-        ax.plot(ns, [by_n.theory[n][descriptor] for n in ns], "--", color=color, label=f"theory optimum {label}")
+        ax.plot(
+            theory_ns,
+            [by_n.theory[n][descriptor] for n in theory_ns],
+            "--",
+            marker=".",
+            color=color,
+            label=f"theory optimum {label}",
+        )
         ax.plot(
             ns,
             [_mean(by_n.trained[n][descriptor].mse) for n in ns],
