@@ -238,3 +238,34 @@ def test_deep_per_layer_recipe_trains_a_four_layer_stack():
                 100 * tokens, task.n_context, activations=[f"blocks.{k}.hook_resid_post" for k in range(4)]
             )
         assert all(h.abs().max() <= clip for h in found.values())
+
+
+def test_weight_products_are_free_of_the_invariances_and_see_the_curvature_correction():
+    from iclab.experiments.gd_mechanism import _lsa_factory, weight_products
+    from iclab.metrics import cosine
+    from iclab.models import gd_construction
+
+    gd = gd_construction(_lsa_factory(4, 2, True, 0.0)(None), 10, 6.0)
+    gdpp = gd_construction(_lsa_factory(4, 2, True, 0.0)(None), 10, 6.0, 0.17)
+    label, inputs = weight_products(gdpp)
+    assert label.shape == (4, 4, 3) and inputs.shape == (3, 4, 4, 3)
+    assert weight_products(gd)[1].abs().max() == 0 and inputs.abs().max() > 0  # plain GD writes no input back
+    merged = gd_construction(LinearSelfAttention(4, 2, shared=True, readout_sign=-1.0, normalize=False), 10, 6.0, 0.17)
+    w_kq, w_pv = (w.detach().clone() for w in merged.layers[0].merged())
+    label_column = torch.zeros(4, 4)
+    label_column[:, -1] = torch.arange(4.0)  # W_KQ's column that reads the query's label slot
+    with torch.no_grad():  # rescaled, and that column changed: the same predictions
+        merged.layers[0].w_kq.copy_(3.0 * w_kq + label_column)
+        merged.layers[0].w_pv.copy_(w_pv / 3.0)
+    torch.testing.assert_close(weight_products(merged)[0], label)
+    assert cosine(weight_products(merged)[1], inputs) > 1 - 1e-9
+
+
+def test_the_weight_claims_are_judged_on_a_tiny_run(tmp_path):
+    from iclab import api
+
+    result = api.run("gd-mechanism", "smoke", out=tmp_path / "run", progress=False)
+    found = {c["id"]: c for c in result.claims}
+    assert found["a-weights-match-construction"]["figure"] == "weights"
+    curvature = found["b-curvature-in-weights"]["measured"]
+    assert set(curvature) == {"0"} and len(curvature["0"]) == 3  # per seed: two cosines and the size ratio

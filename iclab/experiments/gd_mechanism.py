@@ -34,7 +34,7 @@ from torch import nn
 from .. import claims as C
 from ..config import ConfigError
 from ..learners import GDPlusPlus, ZeroPredictor
-from ..metrics import compare, evaluate
+from ..metrics import compare, cosine, evaluate
 from ..models import MLP, FeatureLSA, LinearSelfAttention, gd_construction, interpolate_lsa, match_scale
 from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
@@ -50,6 +50,8 @@ SOURCES = {
     "recurrent": "§3, Fig 3(a)",
     "depth": "§3, Fig 3(b) (5 per-layer layers: loss close to 0, aligned with GD++)",
     "falls": "§3, Figs 1 and 3 (≈ 0.2 at 1 layer, ≈ 0.1 at 2 recurrent layers, close to 0 at 5 per-layer layers)",
+    "weights": "the abstract and §3, Fig 2 (the weights found by optimization match the construction)",
+    "curvature": "§3, GD++ (the trained recurrent model's weights carry GD++'s curvature correction; our reading)",
     "sine": "§3, Proposition 2, Fig 4",
 }
 """Where the paper states each part's claims (docs/papers.md §2)."""
@@ -245,6 +247,17 @@ class _Linear:
         return gd_construction(model, self.n, learner.lrs, learner.gammas)
 
 
+def weight_products(model: LinearSelfAttention, layer: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The parts of an LSA layer's weights its output depends on, free of its invariances: (W_KQ, W_PV) →
+    (c·W_KQ, W_PV/c) changes nothing, nor do W_KQ's columns that read the query's label slot (0 in every
+    query). Returns the products of W_KQ's input columns with W_PV's label row, which writes the prediction,
+    and with its input rows, which write the inputs back (zero in plain GD; GD++'s curvature correction),
+    as ``(D, D, d)`` and ``(d, D, D, d)`` float64 tensors."""
+    w_kq, w_pv = (w.detach().double().cpu() for w in model.layers[layer].merged())
+    inputs = w_kq[:, :-1]  # (D, d): the columns that read the query's input
+    return torch.einsum("a,bc->abc", w_pv[-1], inputs), torch.einsum("ea,bc->eabc", w_pv[:-1], inputs)
+
+
 def _one_layer(s: _Linear) -> Part:
     """(a) one layer vs the best single GD step."""
     tol, name = s.config["tolerance"], "one-layer"
@@ -259,6 +272,8 @@ def _one_layer(s: _Linear) -> Part:
     for seed, (loss, _) in interpolated.items():
         s.ctx.log(setting=name, model=part.model, seed=seed, metric="interpolated_half_mse", value=loss)
     label_rms = s.compare_sample.y_query.pow(2).mean().sqrt().item()
+    target = weight_products(part.construction)[0]
+    weight_cosines = {seed: cosine(weight_products(m)[0], target) for seed, m in part.trained.items()}
     gd_loss, trained = part.losses[gd.name], part.trained_losses
     worst = max(trained, key=lambda v: abs(v - gd_loss))
     interp_gap = max(
@@ -294,6 +309,18 @@ def _one_layer(s: _Linear) -> Part:
             tol["pred_diff_rel"],
             about=C.paper(SOURCES["one_layer"]),
         ),
+        C.at_least(
+            "a-weights-match-construction",
+            PAPER,
+            "(a) the trained weights match the GD construction's, up to the invariances that leave every "
+            "prediction unchanged ((W_KQ, W_PV) → (c·W_KQ, W_PV/c), and W_KQ's columns reading the query's "
+            "label slot, 0 in every query): cosine of W_PV's label row ⊗ W_KQ's input columns with the "
+            "construction's (worst seed)",
+            min(weight_cosines.values()),
+            tol["cosine"],
+            about=C.paper(SOURCES["weights"]),
+            figure="weights",
+        ),
         C.at_most(
             "a-interpolation",
             PAPER,
@@ -319,6 +346,16 @@ def _recurrent(s: _Linear) -> Part:
     part.references, part.construction = {"2-step GD": gd2.name, "2-step GD++": gdpp.name}, s.construction(gdpp, True)
     losses, trained = part.losses, part.trained_losses
     worst = max(trained, key=lambda v: abs(v - losses[gdpp.name]))
+    label_part, input_part = weight_products(part.construction)
+    both = torch.cat([label_part.flatten(), input_part.flatten()])
+    weights = {  # per seed: the whole product's cosine, the input rows' alone, their size beside the label row's
+        seed: (
+            cosine(torch.cat([a.flatten(), b.flatten()]), both),
+            cosine(b, input_part),
+            (b.norm() / a.norm()).item(),
+        )
+        for seed, (a, b) in ((seed, weight_products(m)) for seed, m in part.trained.items())
+    }
     part.claims = [
         C.at_most(
             "b-beats-2-step-gd",
@@ -339,6 +376,20 @@ def _recurrent(s: _Linear) -> Part:
             tol["gd_plus_plus_rel"],
             about=C.paper(SOURCES["recurrent"]),
             figure="training_curves",
+        ),
+        C.holds_if(
+            "b-curvature-in-weights",
+            PAPER,
+            "(b) the trained 2-layer recurrent LSA's weights carry GD++'s curvature correction: W_PV's input rows "
+            "(which write the inputs back, x ← (I − γXXᵀ)x; zero in plain GD) ⊗ W_KQ's input columns match the "
+            f"GD++ construction's (γ = {float(gdpp.gammas[0]):.3f}), alone and with the label row, both cosines "
+            f"≥ {tol['cosine']} (worst seed; measured per seed: the two cosines, and the input rows' size beside "
+            f"the label row's, {(input_part.norm() / label_part.norm()).item():.3f} in the construction)",
+            {seed: [round(v, 4) for v in values] for seed, values in weights.items()},
+            f"both cosines ≥ {tol['cosine']}",
+            all(whole >= tol["cosine"] and rows >= tol["cosine"] for whole, rows, _ in weights.values()),
+            about=C.paper(SOURCES["curvature"]),
+            figure="weights",
         ),
     ]
     return part
