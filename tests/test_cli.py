@@ -209,8 +209,13 @@ def test_mesa_ar_smoke(tmp_path):
         "offdiag-gradient-vanishes-gaussian-1",
         "offdiag-gradient-vanishes-sparse-1",
         "offdiag-shrinks-with-m-gaussian-1",
+        "full-ab-star-gaussian-1",
+        "full-ab-star-sparse-1",
+        "ones-not-one-step-gd-ones-1",
     } <= ids
-    assert "ratio-last-step-gaussian-2" not in ids  # σ = 2 trains the diagonal model only
+    assert "ratio-last-step-gaussian-2" not in ids and "full-ab-star-gaussian-2" not in ids  # σ = 2: diagonal only
+    kinds = {c["id"]: (c["kind"], c["subject"]) for c in result.claims}
+    assert kinds["full-ab-star-sparse-1"] == kinds["ones-not-one-step-gd-ones-1"] == ("paper", "trained")
     assert {p.name for p in (result.path / "figures").iterdir()} == {
         "ab_training.png",
         "prediction_truth_ratio.png",
