@@ -161,11 +161,6 @@ class TrainConfig:
                 raise ConfigError(f"train.epochs must be >= 1 or null, got {self.epochs}")
             if self.train_size is not None:
                 self.steps = self.epochs * math.ceil(self.train_size / self.batch_size)
-        if self.warmup >= self.steps and self.warmup > 0:
-            raise ConfigError(
-                f"train.warmup ({self.warmup}) must be shorter than the run (train.steps {self.steps}): "
-                "the learning rate would never reach train.lr"
-            )
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
         if self.blowup is not None and not self.blowup > 1:

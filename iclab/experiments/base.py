@@ -223,12 +223,6 @@ class RunContext:
         self._trained[name] = ({**recipe, "model": describe(result.models[0])}, result)
         return result
 
-    def train(
-        self, name: str, make_model, data, config: TrainConfig, seeds, setting: str | None = None, **kwargs
-    ) -> TrainResult:
-        """:meth:`model` with the seeds given first (the older call; prefer :meth:`model`)."""
-        return self.model(name, make_model, data, config, seeds=seeds, setting=setting, **kwargs)
-
 
 def _data_recipe(data) -> dict:
     """What identifies a data source for :meth:`RunContext.model`: its kind, and its task's and prompt
@@ -337,8 +331,15 @@ class Experiment:
             block = _block(config, path)
             if block is not None:
                 try:
-                    TrainConfig.from_config(block)
+                    train = TrainConfig.from_config(block)
                 except (ConfigError, TypeError) as err:
                     raise ConfigError(f"{path}: {err}" if path != "train" else str(err)) from None
+                # A warm-up as long as the run never reaches its learning rate: a slip in a config (an
+                # experiment may still schedule its own, as mesa-ar's step-size warm-up from its theory).
+                if 0 < train.steps <= train.warmup:
+                    raise ConfigError(
+                        f"{path}.warmup ({train.warmup}) must be shorter than the run ({path}.steps {train.steps}): "
+                        f"the learning rate would never reach {path}.lr"
+                    )
         if self.checks is not None:
             self.checks(config)
