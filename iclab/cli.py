@@ -183,23 +183,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _step(text: str | None) -> int | str | None:
-    """``--step``: a number, ``all`` or nothing."""
+def _number_or_all(text: str | None, refusal: str) -> int | str | None:
+    """``--step`` or ``--seed`` of ``iclab eval``: a number, ``all`` or nothing (``refusal`` says what else is not)."""
     if text is None or text == "all":
         return text
     try:
         return int(text)
     except ValueError:
-        raise ConfigError(f"--step takes a checkpoint's step or all, got {text!r}") from None
-
-
-def _seed_or_all(text: str | None) -> int | str | None:
-    if text is None or text == "all":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise ConfigError(f"--seed: a seed is an integer or all, got {text!r}") from None
+        raise ConfigError(f"{refusal}, got {text!r}") from None
 
 
 def _eval(args, argv: list[str]) -> None:
@@ -211,8 +202,8 @@ def _eval(args, argv: list[str]) -> None:
     result = evaluate(
         args.run_dir,
         args.model,
-        _seed_or_all(args.seed),
-        _step(args.step),
+        _number_or_all(args.seed, "--seed: a seed is an integer or all"),
+        _number_or_all(args.step, "--step takes a checkpoint's step or all"),
         args.task,
         args.shifts or ["standard"],
         out=args.out,
