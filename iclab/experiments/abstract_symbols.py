@@ -179,7 +179,7 @@ SCALES = {
 }
 
 
-def _validate(config: dict):
+def _checks(config: dict):
     """Reject bad names and sizes before anything trains."""
     sweep = config["sweep"]
     for name in sweep["models"] + config["copying"]["models"]:
@@ -696,5 +696,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_checks,
 )

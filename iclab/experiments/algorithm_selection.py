@@ -219,7 +219,7 @@ def _reference_learners(config: dict) -> dict[str, tuple[str, object]]:
     )
 
 
-def _validate(config: dict):
+def _checks(config: dict):
     if config["seeds"] != 1:
         raise ConfigError("algorithm-selection trains one seed per run; rerun with --set seed=S for others")
     d, n = config["task"]["d"], config["task"]["n_context"]
@@ -738,6 +738,6 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_checks,
     train_blocks=("train", "probe.train"),
 )

@@ -280,6 +280,11 @@ SCALES = {
 }
 
 
+def _checks(config: dict) -> None:
+    """The classes to train, and every setting of theirs, must be valid before anything trains."""
+    _classes(config)
+
+
 def _classes(config: dict) -> list[str]:
     """The selected classes, validated (with their parameters) before any training."""
     names = config["classes"]
@@ -742,5 +747,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_classes,
+    checks=_checks,
 )

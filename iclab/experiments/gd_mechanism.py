@@ -498,7 +498,7 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
     return claims, zero
 
 
-def _check(config: dict):
+def _checks(config: dict):
     """Reject impossible settings before any training starts."""
     depths = config["depths"]
     if not depths or not all(isinstance(d, int) and d >= 1 for d in depths):
@@ -579,6 +579,6 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_check,
+    checks=_checks,
     train_blocks=("train", "sine.train"),
 )

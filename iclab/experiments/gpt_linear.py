@@ -95,7 +95,7 @@ def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
     return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
 
 
-def _validate(config: dict):
+def _checks(config: dict):
     """The task, the training settings and the curriculum must build before anything trains."""
     _data(
         config,
@@ -247,5 +247,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_checks,
 )

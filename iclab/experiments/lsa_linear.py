@@ -151,6 +151,11 @@ def _claims(s: Setting, config: dict) -> list:
     ]
 
 
+def _checks(config: dict) -> None:
+    """Every task must build before anything trains."""
+    _tasks(config)
+
+
 def _tasks(config: dict) -> dict:
     """The task of every covariance setting."""
     return {
@@ -213,5 +218,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_tasks,  # every task must build before anything trains
+    checks=_checks,
 )

@@ -454,7 +454,7 @@ def _sweep_claim(name: str, sweep: dict[int, list[Run]], config: dict):
     )
 
 
-def _check(config: dict):
+def _checks(config: dict):
     for kind, scales in config["full_model"].items():
         missing = set(scales) - set(config["starts"].get(kind, []))
         if missing:
@@ -536,5 +536,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_check,
+    checks=_checks,
 )

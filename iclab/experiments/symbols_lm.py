@@ -148,7 +148,7 @@ SCALES = {
 }
 
 
-def _validate(config: dict):
+def _checks(config: dict):
     """Reject bad names and sizes before anything trains."""
     for name in config["variants"]:
         if name not in VARIANTS:
@@ -359,5 +359,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_checks,
 )

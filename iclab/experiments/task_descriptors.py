@@ -177,7 +177,7 @@ class ByN:
     claims: list = field(default_factory=list)
 
 
-def _validate(config: dict):
+def _checks(config: dict):
     """Settings that would only fail after training."""
     if not 0 <= config["typical_drop"] < 1:
         raise ConfigError(f"typical_drop must be in [0, 1), got {config['typical_drop']}")
@@ -670,5 +670,5 @@ EXPERIMENT = Experiment(
     defaults=DEFAULTS,
     scales=SCALES,
     run=run,
-    checks=_validate,
+    checks=_checks,
 )
