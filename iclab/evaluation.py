@@ -38,7 +38,7 @@ from .metrics import (
 from .models import GPTTransformer
 from .prompts import InterleavedFormat, PairedFormat, describe_format
 from .report import write_evaluation_report, write_report
-from .report.figures import new_figure, save
+from .report.figures import band_line, new_figure, save
 from .rng import generator
 from .runs import EvaluationFolder, RunFolder
 from .shifts import shift as make_shift
@@ -283,8 +283,9 @@ def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedM
                 continue
             k = range(len(curve["mean"]))
             label = f"{who} (step {step})" if step is not None else who
-            line = ax.plot(k, curve["mean"].numpy(), lw=2.4 if step is not None else 1.2, label=label)[0]
-            ax.fill_between(k, curve["low"].numpy(), curve["high"].numpy(), color=line.get_color(), alpha=0.2)
+            band_line(
+                ax, k, curve["mean"], curve["low"], curve["high"], lw=2.4 if step is not None else 1.2, label=label
+            )
         ax.set_title(shift, fontsize=10)
         ax.set_xlabel("in-context examples k")
         ax.set_ylabel(spec["metric"].replace("_", " "))
@@ -301,8 +302,7 @@ def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedM
             steps = spec["steps"]
             at = [curves[shift, name, s] for s in steps]
             final = {stat: [c[stat][-1].item() for c in at] for stat in ("mean", "low", "high")}
-            line = ax.plot(steps, final["mean"], marker="o", lw=2, label=name)[0]
-            ax.fill_between(steps, final["low"], final["high"], color=line.get_color(), alpha=0.2)
+            band_line(ax, steps, final["mean"], final["low"], final["high"], marker="o", lw=2, label=name)
             references = [
                 (who, curve) for (setting, who, step), curve in curves.items() if setting == shift and step is None
             ]

@@ -40,7 +40,7 @@ from ..config import ConfigError
 from ..losses import prompt_losses
 from ..models import GPTConfig, GPTTransformer, OneHotMLP
 from ..prompts import TokenFormat
-from ..report.figures import heatmap, new_figure, save
+from ..report.figures import band_line, heatmap, new_figure, save
 from ..rng import generator
 from ..tasks.templates import template_task
 from ..theory import template_matrix
@@ -638,10 +638,8 @@ def _figure_sweep(ctx: RunContext, losses: dict):
         for model, by_n in losses[spec].items():
             ns = sorted(by_n)
             mean = [_mean(by_n[n]) for n in ns]
-            line = ax.plot(ns, mean, marker="o", ms=3, label=model)[0]
-            ax.fill_between(
-                ns, [min(by_n[n]) for n in ns], [max(by_n[n]) for n in ns], color=line.get_color(), alpha=0.2
-            )
+            low, high = [min(by_n[n]) for n in ns], [max(by_n[n]) for n in ns]
+            band_line(ax, ns, mean, low, high, marker="o", ms=3, label=model)
         ax.axhline(CHANCE, color="k", ls=":", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("n = training samples = training alphabet size")

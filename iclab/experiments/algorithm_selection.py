@@ -54,7 +54,7 @@ from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..probes import TARGETS, PoolingProbes, ProbeData, hidden_states, probe_targets, score, standardise
 from ..prompts import InterleavedFormat
-from ..report.figures import new_figure, save
+from ..report.figures import band_line, new_figure, save
 from ..rng import generator
 from ..tasks import linear_regression_from_config
 from ..train import TrainConfig, data_source
@@ -651,8 +651,7 @@ def _figure_noiseless(ctx, spds, ilwds, r2, d):
     for ax, (values, title) in zip(axes, ((spds, "SPD(transformer, learner) / d"), (ilwds, "ILWD / d"))):
         for label, band in values.items():
             k = range(len(band["mean"]))
-            line = ax.plot(k, band["mean"].numpy(), marker="o", ms=3, label=label)[0]
-            ax.fill_between(k, band["low"].numpy(), band["high"].numpy(), color=line.get_color(), alpha=0.2)
+            band_line(ax, k, band["mean"], band["low"], band["high"], marker="o", ms=3, label=label)
         ax.axvline(d, color="k", ls=":", lw=0.8)
         ax.set_yscale("log")
         ax.set_xlabel("in-context examples k")

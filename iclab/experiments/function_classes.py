@@ -40,7 +40,7 @@ from ..learners import (
 from ..metrics import error_metric, normalised_errors, prefix_query_predictions
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
-from ..report.figures import new_figure, save, training_curve
+from ..report.figures import band_line, new_figure, save, training_curve
 from ..rng import generator
 from ..shifts import shift as make_shift
 from ..tasks.functions import CLASSES, function_class
@@ -690,8 +690,7 @@ def _plot_curves(ax, table, seeds, title, ylabel, legend):
             continue
         k = torch.arange(len(c["mean"]))
         label = f"transformer (seed {seeds[0]})" if model else LABELS.get(key, key)
-        line = ax.plot(k, c["mean"], marker="o", ms=2.5, lw=2.5 if model else 1.2, label=label)[0]
-        ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
+        band_line(ax, k, c["mean"], c["low"], c["high"], marker="o", ms=2.5, lw=2.5 if model else 1.2, label=label)
     ax.axhline(1.0, color="gray", ls="--", lw=0.8)
     ax.set_title(title, fontsize=9)
     ax.set_xlabel("in-context examples k")

@@ -19,7 +19,7 @@ from ..metrics import loss_by_prefix, prefix_predictions
 from ..metrics import spd as squared_prediction_distance
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..prompts import InterleavedFormat
-from ..report.figures import new_figure, save, training_curve
+from ..report.figures import band_line, new_figure, save, training_curve
 from ..tasks import linear_regression_from_config
 from ..theory import gd_step_optimum
 from ..train import TrainConfig, data_source
@@ -222,8 +222,7 @@ def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
             continue
         k = torch.arange(len(c["mean"]))
         label = f"transformer (seed {seeds[0]})" if model else labels.get(key.split("(")[0], key)
-        line = ax.plot(k, c["mean"], marker="o", ms=3, lw=2.5 if model else 1.2, label=label)[0]
-        ax.fill_between(k, c["low"], c["high"], color=line.get_color(), alpha=0.2)
+        band_line(ax, k, c["mean"], c["low"], c["high"], marker="o", ms=3, lw=2.5 if model else 1.2, label=label)
     ax.axvline(d, color="k", ls=":", lw=0.8, label=f"k = d = {d}")
     ax.set_xlabel("in-context examples k")
     ax.set_ylabel("mse / d (5–95% bootstrap band)")

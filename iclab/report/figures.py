@@ -36,13 +36,22 @@ def save(fig, path: Path) -> Path:
     return path
 
 
+def band_line(ax, x, mean, low, high, **style):
+    """A line through ``mean`` over ``x`` with its band from ``low`` to ``high`` shaded in the line's colour
+    (arrays, lists or tensors); ``style`` goes to ``ax.plot``. Returns the line."""
+    values = [np.asarray(v.numpy() if hasattr(v, "numpy") else v, dtype=float) for v in (x, mean, low, high)]
+    line = ax.plot(values[0], values[1], **style)[0]
+    ax.fill_between(values[0], values[2], values[3], color=line.get_color(), alpha=0.2)
+    return line
+
+
 def training_curve(ax, history: pd.DataFrame, label: str, metric: str = "train_loss", color=None):
     """Mean over seeds with a min–max band, from long-format rows (seed, step, metric, value)."""
     rows = history[history.metric == metric]
     table = rows.pivot_table(index="step", columns="seed", values="value")
-    steps = table.index.to_numpy()
-    line = ax.plot(steps, table.mean(axis=1), label=label, color=color)[0]
-    ax.fill_between(steps, table.min(axis=1), table.max(axis=1), color=line.get_color(), alpha=0.2)
+    line = band_line(
+        ax, table.index, table.mean(axis=1), table.min(axis=1), table.max(axis=1), label=label, color=color
+    )
     ax.set_xlabel("step")
     return line
 

@@ -40,7 +40,7 @@ def _holding(claims: pd.DataFrame) -> str:
 def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], metric: str, band: str) -> Path:
     """``metric`` against ``key``, a panel per model: one line per combination of the other swept keys,
     with ``band`` (what the shaded band spans) in the axis label."""
-    from .figures import panel_grid, save
+    from .figures import band_line, panel_grid, save
 
     models = list(dict.fromkeys(values["model"]))
     fig, axes = panel_grid(len(models), width=5.0, height=3.8)
@@ -53,8 +53,7 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
             stats = stats.sort_index() if numeric else stats.reindex([c for c in categories if c in stats.index])
             x = stats.index.to_numpy() if numeric else [categories.index(c) for c in stats.index]
             name = ", ".join(f"{k}={v}" for k, v in zip(others, label if isinstance(label, tuple) else (label,)))
-            line = ax.plot(x, stats["mean"], marker="o", label=name or metric)[0]
-            ax.fill_between(x, stats["min"], stats["max"], color=line.get_color(), alpha=0.2)
+            band_line(ax, x, stats["mean"], stats["min"], stats["max"], marker="o", label=name or metric)
         if numeric:
             if (values[key] > 0).all() and values[key].max() / values[key].min() >= 100:
                 ax.set_xscale("log")
