@@ -432,9 +432,8 @@ def _kernel(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """The sweep, copying and the kernel view; claims and figures."""
-    seeds = [config["seed"] + k for k in range(config["seeds"])]
-    losses = _sweep(ctx, config, seeds)
-    errors = _copying(ctx, config, seeds)
+    losses = _sweep(ctx, config, ctx.seeds)
+    errors = _copying(ctx, config, ctx.seeds)
     kernels = _kernel(config)
     for spec, maps in kernels.items():
         for label, result in maps.items():

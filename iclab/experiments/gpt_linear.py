@@ -215,13 +215,13 @@ def _claims(config, seeds, curves, spd, d, n):
 def _figures(ctx: RunContext, curves, seeds, d, gd_lr):
     fig, axes = new_figure(1, width=6.0, height=4.0)
     ax = axes[0]
-    labels = {"ols": "OLS (min-norm)", "gd1": f"1-step GD (η={gd_lr:.2f})"}
+    labels = {LeastSquares().name: "OLS (min-norm)", GradientDescent(1, gd_lr).name: f"1-step GD (η={gd_lr:.2f})"}
     for key, c in curves.items():
         model = isinstance(key, tuple)
         if model and key != ("gpt", seeds[0]):
             continue
         k = torch.arange(len(c["mean"]))
-        label = f"transformer (seed {seeds[0]})" if model else labels.get(key.split("(")[0], key)
+        label = f"transformer (seed {seeds[0]})" if model else labels.get(key, key)
         band_line(ax, k, c["mean"], c["low"], c["high"], marker="o", ms=3, lw=2.5 if model else 1.2, label=label)
     ax.axvline(d, color="k", ls=":", lw=0.8, label=f"k = d = {d}")
     ax.set_xlabel("in-context examples k")
