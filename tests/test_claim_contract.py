@@ -17,7 +17,7 @@ from iclab import claims as C
 FUNCTIONS = ("linear", "sparse-linear", "linear-classification", "noisy-linear")
 
 UNTRAINED = {
-    "lsa-linear": {"train.lr": 0.0},
+    "lsa-linear": {"train.lr": 0.0, "flow.lr": 0.0},
     "gd-mechanism": {"train.lr": 0.0, "depth_lr": 0.0, "sine.train.lr": 0.0},
     "algorithm-selection": {
         "train.lr": 0.0,

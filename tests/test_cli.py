@@ -17,6 +17,7 @@ from iclab.formatting import duration
 from iclab.runs import RunFolder
 
 FAST = ["--set", "train.steps=40", "--set", "train.warmup=0", "--set", "eval_prompts=2000", "--seeds", "2"]
+FAST += ["--set", "flow.batch_size=256"]
 
 
 @pytest.mark.parametrize(
@@ -107,13 +108,17 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
     assert main(["run", "lsa-linear", "--out", str(out), *FAST]) == 0
     for name in ("config.yaml", "metrics.parquet", "claims.json", "report.html"):
         assert (out / name).exists(), name
-    assert sorted(str(p.relative_to(out / "checkpoints")) for p in (out / "checkpoints").rglob("*.safetensors")) == [
-        f"lsa-{s}/seed{k}/{f}.safetensors"
+    assert sorted(
+        str(p.relative_to(out / "checkpoints")) for p in (out / "checkpoints").rglob("*.safetensors")
+    ) == sorted(
+        f"lsa-{flow}{s}/seed{k}/{f}.safetensors"
+        for flow in ("", "flow-")
         for s in ("anisotropic", "isotropic")
         for k in (0, 1)
         for f in ("model", "state")
-    ]
-    assert {p.name for p in (out / "figures").iterdir()} == {"training_curves.png", "learners.png", "weights.png"}
+    )
+    figures = {"training_curves.png", "learners.png", "weights.png", "flow.png"}
+    assert {p.name for p in (out / "figures").iterdir()} == figures
     claims = json.loads((out / "claims.json").read_text())
     assert {"id", "paper", "statement", "measured", "expected", "holds"} <= set(claims[0])
     metrics = pd.read_parquet(out / "metrics.parquet")
@@ -260,7 +265,8 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
 
 
 def test_a_finished_run_continues_for_more_steps_as_a_new_run(tmp_path, capsys):
-    constant = ["--set", "train.schedule=constant", "--set", "train.warmup=0", "--set", "eval_prompts=200"]
+    constant = ["--set", "train.schedule=constant", "--set", "flow.schedule=constant", "--set", "train.warmup=0"]
+    constant += ["--set", "flow.batch_size=256", "--set", "eval_prompts=200"]
     tiny = [*constant, "--seeds", "1", "--seed", "3"]
     parent, alone = tmp_path / "runs" / "parent", tmp_path / "alone"
     assert main(["run", "lsa-linear", "--set", "train.steps=10", *tiny, "--out", str(parent)]) == 0

@@ -20,6 +20,8 @@ TINY = [
     "--set",
     "train.warmup=0",
     "--set",
+    "flow.batch_size=256",
+    "--set",
     "train.checkpoint_every=10",
     "--set",
     "train.log_every=10",

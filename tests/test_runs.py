@@ -16,6 +16,7 @@ from iclab.runs import RunFolder
 from iclab.train import STATE, FreshPrompts, checkpoint_folder
 
 FAST = ["--set", "train.steps=6", "--set", "train.warmup=0", "--set", "eval_prompts=500", "--seeds", "2"]
+FAST += ["--set", "flow.batch_size=256"]
 
 
 @pytest.mark.parametrize(
@@ -144,6 +145,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_cla
         "train.steps=300",
         "train.warmup=0",
         "train.checkpoint_every=1000",
+        "flow.batch_size=256",
         "eval_prompts=2000",
     ]  # one checkpoint per model, at its end
     out = tmp_path / "killed"
@@ -164,7 +166,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_cla
     assert main(["resume", str(out)]) == 0
     whole = api.run("lsa-linear", seeds=1, overrides=overrides, out=tmp_path / "whole", progress=False)
     resumed = folder.read_claims()
-    assert [c["measured"] for c in resumed] == [c["measured"] for c in whole.claims] and len(resumed) == 6
+    assert [c["measured"] for c in resumed] == [c["measured"] for c in whole.claims] and len(resumed) == 8
     assert not (out / "figures" / "stale.png").exists() and folder.read_info()["resumed"] is True
 
 

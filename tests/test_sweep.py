@@ -25,6 +25,8 @@ TINY = [
     "--set",
     "train.warmup=0",
     "--set",
+    "flow.batch_size=256",
+    "--set",
     "eval_prompts=1000",
     "--set",
     "seeds=1",
