@@ -149,20 +149,8 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
 
 
 def test_default_run_folders_are_unique(tmp_path):
-    a = api.run(
-        "lsa-linear",
-        overrides=["train.steps=5", "train.warmup=0", "eval_prompts=1000"],
-        seeds=1,
-        root=tmp_path,
-        progress=False,
-    )
-    b = api.run(
-        "lsa-linear",
-        overrides=["train.steps=5", "train.warmup=0", "eval_prompts=1000"],
-        seeds=1,
-        root=tmp_path,
-        progress=False,
-    )
+    overrides = ["train.steps=5", "train.warmup=0", "flow.batch_size=256", "eval_prompts=1000"]
+    a, b = (api.run("lsa-linear", overrides=overrides, seeds=1, root=tmp_path, progress=False) for _ in range(2))
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
     assert a.path.name.startswith("lsa-linear-")
 
