@@ -26,21 +26,29 @@ def _overrides(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
 
 
+SCALES_HELP = "smoke, quick, long or paper (default: quick)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="iclab", description="A laboratory for in-context learning research.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress messages")
     parser.add_argument("--version", action="version", version=f"iclab {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-
     sub.add_parser("list", help="list the experiments")
+    for add in (_run_verbs, _reproduce_verb, _sweep_verb, _folder_verbs, _model_verbs):
+        add(sub)
+    return parser
 
+
+def _run_verbs(sub) -> None:
+    """``run``, ``show`` and ``resume``: one experiment's config, run or resumed."""
     run = sub.add_parser("run", help="run one experiment into a new run folder")
     run.add_argument("experiment")
     run.add_argument(
         "--scale",
         default="quick",
         help="smoke (the pipeline in seconds; its verdicts mean nothing), quick (minutes on a CPU), long (within "
-        "an hour on a CPU, where defined) or paper (default: quick); `iclab list` shows each experiment's",
+        "an hour on a CPU, where defined) or paper (default: quick); `iclab list` shows each experiment's scales",
     )
     run.add_argument("--seeds", type=int, help="number of seeds")
     run.add_argument("--seed", type=int, help="the base seed (same as --set seed=S)")
@@ -50,7 +58,7 @@ def _parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="print an experiment's resolved config (nothing runs)")
     show.add_argument("experiment")
-    show.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
+    show.add_argument("--scale", default="quick", help=SCALES_HELP)
     _overrides(show, "as for iclab run")
 
     resume = sub.add_parser(
@@ -62,8 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     resume.add_argument("--device")
     _overrides(resume, "change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
+
+def _reproduce_verb(sub) -> None:
+    """``reproduce``: every experiment, and the scoreboard."""
     reproduce = sub.add_parser("reproduce", help="run every experiment and write the scoreboard index.html")
-    reproduce.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
+    reproduce.add_argument("--scale", default="quick", help=SCALES_HELP)
     reproduce.add_argument("--out", default="runs", help="folder for the runs and index.html (default runs)")
     reproduce.add_argument("--device")
     reproduce.add_argument(
@@ -86,6 +97,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     _overrides(reproduce, "override a config key of every experiment run (repeatable)")
 
+
+def _sweep_verb(sub) -> None:
+    """``sweep``: a grid of runs on Ray."""
     sweep = sub.add_parser(
         "sweep",
         help="run an experiment over a grid of config values on Ray",
@@ -101,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         help="a swept config key and its values, e.g. --grid train.lr=0.01,0.1 (repeatable)",
     )
     sweep.add_argument("--seeds", type=int, metavar="K", help="run every point for K seeds (seed, seed+1, ...)")
-    sweep.add_argument("--scale", default="quick", help="smoke, quick, long or paper (default: quick)")
+    sweep.add_argument("--scale", default="quick", help=SCALES_HELP)
     _overrides(sweep, "a config change shared by every point (repeatable)")
     sweep.add_argument("--out", help="the sweep folder (default runs/sweep-<experiment>-<timestamp>)")
     sweep.add_argument(
@@ -117,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--resume", metavar="DIR", help="finish an interrupted sweep folder")
 
+
+def _folder_verbs(sub) -> None:
+    """``report`` and ``compare``: they read folders and run nothing."""
     report = sub.add_parser(
         "report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html"
     )
@@ -130,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     compare.add_argument("run_b")
     compare.add_argument("--html", metavar="PATH", help="also write the comparison as an HTML page")
 
+
+def _model_verbs(sub) -> None:
+    """``eval`` and ``export``: a trained model, evaluated or written out."""
     evaluate = sub.add_parser(
         "eval",
         help="evaluate a trained model against reference learners, on changed tasks and shifted prompts",
@@ -180,7 +200,6 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--model", help="which of the run's models (needed when it has several)")
     export.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
     export.add_argument("--step", type=int, help="a kept checkpoint's step (default: the latest)")
-    return parser
 
 
 def _number_or_all(text: str | None, refusal: str) -> int | str | None:
@@ -319,59 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
-        if args.command == "list":
-            for name in experiments.names():
-                source = experiments.origin(name)
-                print(f"{name:20s} {experiments.summary(name)}" + (f" [{source}]" if source else ""))
-                print(f"{'':20s} scales: {', '.join(map(_scale_and_time(name), experiments.scales(name))) or '?'}")
-            return 0
-        if args.command == "compare":  # reads folders only: no torch
-            from .report import compare_runs
-
-            comparison = compare_runs(args.run_a, args.run_b)
-            print(comparison.text(), end="")
-            if args.html:
-                print(f"html: {comparison.write_html(args.html)}")
-            return 0
-        from . import api
-
-        if args.command == "show":
-            config = api.resolved_config(args.experiment, args.scale, args.overrides)
-            print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
-        elif args.command == "run":
-            overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
-            _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
-        elif args.command == "resume":
-            _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
-        elif args.command == "reproduce":
-            only = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
-            start = time.perf_counter()
-            results, index = api.reproduce(
-                args.scale,
-                args.out,
-                args.device,
-                seed=args.seed,
-                seeds=args.seeds,
-                only=only,
-                overrides=args.overrides,
-                jobs=args.jobs,
-            )
-            for result in results:
-                _print_result(result)
-            _print_times(results, time.perf_counter() - start, args.jobs)
-            print(f"index: {index}")
-        elif args.command == "sweep":
-            return _sweep(args)
-        elif args.command == "report":
-            print(api.report(args.run_dir, args.seed_table))
-            if args.seed_table:
-                print(f"seed table: {args.seed_table}")
-        elif args.command == "eval":
-            _eval(args, argv)
-        elif args.command == "export":
-            from .hub import export
-
-            print(export(args.run_dir, args.out_dir, args.model, args.seed, args.step))
+        return _dispatch(args, argv)
     except ConfigError as err:
         print(f"iclab: error: {err}", file=sys.stderr)
         return 2
@@ -379,7 +346,74 @@ def main(argv: list[str] | None = None) -> int:
         again = "; the same command again keeps the finished runs and resumes the others"
         print(f"iclab: {str(err) or 'interrupted'}" + (again if args.command == "reproduce" else ""), file=sys.stderr)
         return 130
+
+
+def _dispatch(args, argv: list[str]) -> int:
+    """Carry out the verb; returns the exit status."""
+    if args.command == "list":
+        _list()
+        return 0
+    if args.command == "compare":  # reads folders only: no torch
+        from .report import compare_runs
+
+        comparison = compare_runs(args.run_a, args.run_b)
+        print(comparison.text(), end="")
+        if args.html:
+            print(f"html: {comparison.write_html(args.html)}")
+        return 0
+    from . import api
+
+    if args.command == "show":
+        config = api.resolved_config(args.experiment, args.scale, args.overrides)
+        print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
+    elif args.command == "run":
+        overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
+        _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
+    elif args.command == "resume":
+        _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
+    elif args.command == "reproduce":
+        _reproduce(args, api)
+    elif args.command == "sweep":
+        return _sweep(args)
+    elif args.command == "report":
+        print(api.report(args.run_dir, args.seed_table))
+        if args.seed_table:
+            print(f"seed table: {args.seed_table}")
+    elif args.command == "eval":
+        _eval(args, argv)
+    elif args.command == "export":
+        from .hub import export
+
+        print(export(args.run_dir, args.out_dir, args.model, args.seed, args.step))
     return 0
+
+
+def _reproduce(args, api) -> None:
+    """``iclab reproduce``: every run, each one's claims, the times and where the scoreboard went."""
+    only = None if args.only is None else [name.strip() for name in args.only.split(",") if name.strip()]
+    start = time.perf_counter()
+    results, index = api.reproduce(
+        args.scale,
+        args.out,
+        args.device,
+        seed=args.seed,
+        seeds=args.seeds,
+        only=only,
+        overrides=args.overrides,
+        jobs=args.jobs,
+    )
+    for result in results:
+        _print_result(result)
+    _print_times(results, time.perf_counter() - start, args.jobs)
+    print(f"index: {index}")
+
+
+def _list() -> None:
+    """``iclab list``: every experiment, its summary, scales and measured time a seed (no torch)."""
+    for name in experiments.names():
+        source = experiments.origin(name)
+        print(f"{name:20s} {experiments.summary(name)}" + (f" [{source}]" if source else ""))
+        print(f"{'':20s} scales: {', '.join(map(_scale_and_time(name), experiments.scales(name))) or '?'}")
 
 
 if __name__ == "__main__":
