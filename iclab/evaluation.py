@@ -153,96 +153,133 @@ def evaluate(
     if out is not None:
         EvaluationFolder.refuse_taken(out)
     source = open_source(run)
-    if step is not None and step != "all" and not isinstance(step, int):
-        raise ConfigError(f"step must be a checkpoint's step, 'all' or omitted, got {step!r}")
-    over_seeds = seed == "all"
-    if over_seeds:
-        if step == "all":
-            raise ConfigError("--seed all evaluates one checkpoint of each seed: give --step S or none, not --step all")
-        name, seeds = source.seeds(model)
-        checkpoints = [source.checkpoint(name, s, step) for s in seeds]
-    else:
-        checkpoints = source.pick(model, seed)
-        if step != "all":
-            checkpoints = [source.checkpoint(checkpoints[0].model, checkpoints[0].seed, step)]
+    checkpoints = _checkpoints(source, model, seed, step)
     latest = source.load(checkpoints[-1])
     _check_evaluable(latest)
     description = changed_task(latest.metadata["task"], changes)
-    evaluated_task = task_from_description(description)
-    shift_of = {name: make_shift(name) for name in shifts}
-    if not shift_of:
-        raise ConfigError("give at least one shift (standard for the task itself)")
-    reference = [make_learner(name) for name in learner_names]
     n_prompts = prompts if prompts is not None else (source.config or {}).get("eval_prompts", 1000)
-    if n_prompts < 2 or bootstrap < 1:
-        raise ConfigError(f"need at least 2 prompts and 1 bootstrap resampling, got {n_prompts} and {bootstrap}")
+    plan = _Plan.build(description, shifts, learner_names, n_prompts, bootstrap, source.seed)
     if attention and not isinstance(latest.model, GPTTransformer):
         raise ConfigError(
             f"--attention draws a transformer's attention; {latest.name!r} is a {type(latest.model).__name__}"
         )
     dev = pick_device(device)
-
     fmt = latest.prompt_format
-    episode = evaluated_task.sample(n_prompts, generator(source.seed, "eval")).to(dtype=torch.float64)
-    episodes = {name: s(episode, evaluated_task, generator(source.seed, "shift", name)) for name, s in shift_of.items()}
-    _check_shapes(latest.model, episodes, fmt, description)
-
-    metric = error_metric(evaluated_task)
-    rows, curves, by_seed = [], {}, {}
-    errors = lambda predictor, name, *fmt: normalised_prompt_errors(  # (B, K)
-        evaluated_task,
-        prefix_query_predictions(predictor, episodes[name], *fmt),
-        episodes[name].y_query,
-        shift_of[name].error_scale,
-    )
-    for name in episodes:
-        for ref in reference:
-            curves[name, ref.name, None] = mean_band(errors(ref, name), bootstrap, seed=source.seed)
-            rows += _curve_rows(curves[name, ref.name, None], name, ref.name, None, None, metric)
-    for checkpoint in checkpoints:
-        loaded = latest if checkpoint is checkpoints[-1] else source.load(checkpoint)
-        network = loaded.model.to(dev)
-        for name in episodes:
-            by_seed.setdefault(name, []).append(errors(network, name, fmt))
-            curve = mean_band(by_seed[name][-1], bootstrap, seed=source.seed)
-            if not over_seeds:  # the figures draw each step's model, or (over seeds) their mean below
-                curves[name, loaded.name, checkpoint.step] = curve
-            rows += _curve_rows(curve, name, loaded.name, loaded.seed, checkpoint.step, metric)
-    if over_seeds:
-        for name, per_seed in by_seed.items():
-            curves[name, latest.name, checkpoint.step] = seed_band(torch.stack(per_seed), bootstrap, seed=source.seed)
-            rows += _curve_rows(
-                curves[name, latest.name, checkpoint.step], name, latest.name, None, checkpoint.step, metric
-            )
+    _check_shapes(latest.model, plan.episodes, fmt, description)
+    rows, curves, network = _curves(plan, source, checkpoints, latest, dev, over_seeds=seed == "all")
     maps = None
     if attention:
-        prompt = fmt.encode(episode[:2].to(dev, next(network.parameters()).dtype))
+        prompt = fmt.encode(plan.episode[:2].to(dev, next(network.parameters()).dtype))
         maps = attention_patterns(network, prompt.tokens, prompt.n_context).cpu()  # (L, 2, H, T, T)
-
     spec = {
         "command": command or _call(run, model, seed, step, changes, shifts, learner_names, out, prompts, attention),
         "source": str(source.path),
         "source_kind": source.kind,
         "model": latest.name,
-        "seed": "all" if over_seeds else latest.seed,
+        "seed": "all" if seed == "all" else latest.seed,
         "seeds": sorted({c.seed for c in checkpoints}),
         "steps": sorted({c.step for c in checkpoints}),
         "task": description,
         "trained_task": latest.metadata.get("task"),
         "prompt_format": describe_format(fmt),
         "shifts": shifts,
-        "learners": [r.name for r in reference],
+        "learners": [r.name for r in plan.reference],
         "prompts": n_prompts,
         "bootstrap": bootstrap,
         "eval_seed": source.seed,
-        "metric": metric,
+        "metric": plan.metric,
         "iclab": __version__,
     }
+    return EvaluationResult(
+        _write(spec, out, source, rows, lambda folder: _figures(folder, curves, spec, latest, maps))
+    )
+
+
+def _checkpoints(source, model: str | None, seed: int | str | None, step: int | str | None) -> list:
+    """The checkpoints an evaluation reads: one model and seed at one step or every kept step, or every seed
+    of the model at one step (``seed="all"``)."""
+    if step is not None and step != "all" and not isinstance(step, int):
+        raise ConfigError(f"step must be a checkpoint's step, 'all' or omitted, got {step!r}")
+    if seed == "all":
+        if step == "all":
+            raise ConfigError("--seed all evaluates one checkpoint of each seed: give --step S or none, not --step all")
+        name, seeds = source.seeds(model)
+        return [source.checkpoint(name, s, step) for s in seeds]
+    checkpoints = source.pick(model, seed)
+    if step != "all":
+        checkpoints = [source.checkpoint(checkpoints[0].model, checkpoints[0].seed, step)]
+    return checkpoints
+
+
+@dataclass
+class _Plan:
+    """What an evaluation compares on: the evaluated task, its prompts from the source's base seed (``episode``)
+    and their shifted versions by shift name, the reference learners, the bootstrap size and the metric."""
+
+    task: Any
+    episode: Any
+    episodes: dict
+    shifts: dict
+    reference: list
+    bootstrap: int
+    seed: int
+    metric: str
+
+    @classmethod
+    def build(cls, description: dict, shifts, learners, n_prompts: int, bootstrap: int, seed: int) -> _Plan:
+        task = task_from_description(description)
+        shift_of = {name: make_shift(name) for name in shifts}
+        if not shift_of:
+            raise ConfigError("give at least one shift (standard for the task itself)")
+        reference = [make_learner(name) for name in learners]
+        if n_prompts < 2 or bootstrap < 1:
+            raise ConfigError(f"need at least 2 prompts and 1 bootstrap resampling, got {n_prompts} and {bootstrap}")
+        episode = task.sample(n_prompts, generator(seed, "eval")).to(dtype=torch.float64)
+        episodes = {name: s(episode, task, generator(seed, "shift", name)) for name, s in shift_of.items()}
+        return cls(task, episode, episodes, shift_of, reference, bootstrap, seed, error_metric(task))
+
+    def errors(self, predictor, shift: str, *prompt_format) -> torch.Tensor:
+        """``(B, K)`` normalised errors of a learner or (with its prompt format) a model under ``shift``."""
+        episode = self.episodes[shift]
+        prediction = prefix_query_predictions(predictor, episode, *prompt_format)
+        return normalised_prompt_errors(self.task, prediction, episode.y_query, self.shifts[shift].error_scale)
+
+
+def _curves(plan: _Plan, source, checkpoints: list, latest: LoadedModel, device, over_seeds: bool):
+    """Every learner's and checkpoint's error curve under every shift, as metric rows and as the curves the
+    figures draw (keyed by shift, name and step; over seeds, the seeds' mean with a band over seeds and
+    prompts); returns ``(rows, curves, the last model)``."""
+    rows, curves, by_seed = [], {}, {}
+    band = lambda values: mean_band(values, plan.bootstrap, seed=plan.seed)  # noqa: E731
+    for name in plan.episodes:
+        for ref in plan.reference:
+            curves[name, ref.name, None] = band(plan.errors(ref, name))
+            rows += _curve_rows(curves[name, ref.name, None], name, ref.name, None, None, plan.metric)
+    for checkpoint in checkpoints:
+        loaded = latest if checkpoint is checkpoints[-1] else source.load(checkpoint)
+        network = loaded.model.to(device)
+        for name in plan.episodes:
+            by_seed.setdefault(name, []).append(plan.errors(network, name, latest.prompt_format))
+            curve = band(by_seed[name][-1])
+            if not over_seeds:  # the figures draw each step's model, or (over seeds) their mean below
+                curves[name, loaded.name, checkpoint.step] = curve
+            rows += _curve_rows(curve, name, loaded.name, loaded.seed, checkpoint.step, plan.metric)
+    if over_seeds:
+        step = checkpoints[-1].step
+        for name, per_seed in by_seed.items():
+            curves[name, latest.name, step] = seed_band(torch.stack(per_seed), plan.bootstrap, seed=plan.seed)
+            rows += _curve_rows(curves[name, latest.name, step], name, latest.name, None, step, plan.metric)
+    return rows, curves, network
+
+
+def _write(spec: dict, out, source, rows: list[dict], draw) -> EvaluationFolder:
+    """Write the evaluation folder (its metrics, the figures ``draw(folder)`` makes, its report) and relink the
+    source run's report; on any failure the folder is removed (an ``out`` that existed empty is left empty)."""
     existed = out is not None and Path(out).exists()
     folder = EvaluationFolder.create(spec, out, root=source.path)
     try:
         folder.write_metrics(rows)
-        _figures(folder, curves, spec, latest, maps)
+        draw(folder)
         write_evaluation_report(folder)
         if source.kind == "run" and folder.path.parent.resolve() == source.path.resolve():
             write_report(RunFolder(source.path))  # the run's report links its evaluations
@@ -251,7 +288,7 @@ def evaluate(
         if existed:
             folder.path.mkdir()
         raise
-    return EvaluationResult(folder)
+    return folder
 
 
 def _call(run, model, seed, step, changes, shifts, learners, out, prompts, attention) -> str:
