@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -47,6 +47,15 @@ def differences(a: Mapping[str, Any], b: Mapping[str, Any], prefix: str = "") ->
         elif key not in a or key not in b or mine != theirs:
             out[prefix + key] = (mine, theirs)
     return out
+
+
+def leaves(config: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Every ``(dotted key, value)`` of a nested config whose value is not a block."""
+    for key, value in config.items():
+        if isinstance(value, Mapping):
+            yield from leaves(value, f"{prefix}{key}.")
+        else:
+            yield prefix + key, value
 
 
 def _flat_keys(config: Mapping[str, Any], prefix: str = "") -> list[str]:

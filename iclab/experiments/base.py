@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from ..claims import Claim
-from ..config import ConfigError, merge, resolve
+from ..config import ConfigError, leaves, merge, resolve
 from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
@@ -236,15 +236,6 @@ def _data_recipe(data) -> dict:
     }
 
 
-def _leaves(config: Mapping, prefix: str = "") -> Iterable[tuple[str, Any]]:
-    """Every (dotted key, value) of a nested config whose value is not a dict."""
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            yield from _leaves(value, f"{prefix}{key}.")
-        else:
-            yield prefix + key, value
-
-
 def _block(config: dict, path: str) -> dict | None:
     """The nested dict at the dotted ``path`` of ``config``, or None when it is absent."""
     node = config
@@ -324,7 +315,7 @@ class Experiment:
     def _check_runnable(self, config: dict) -> None:
         if not isinstance(config.get("seeds", 1), int) or config.get("seeds", 1) < 1:
             raise ConfigError(f"seeds must be >= 1 (an integer), got {config['seeds']!r}")
-        for key, value in _leaves(config):
+        for key, value in leaves(config):
             if SAMPLE_SIZE.search(key) and isinstance(value, int) and value < 2:
                 raise ConfigError(f"{key} must be >= 2 (a claim's statistic needs two samples), got {value}")
         for path in self.train_blocks:

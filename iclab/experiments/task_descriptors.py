@@ -457,28 +457,21 @@ def _depth(config: dict, ctx: RunContext) -> list:
 
 
 def _d_sweep(config: dict, ctx: RunContext) -> list:
-    """One layer at one N for every input dimension d, beside the exact optimum's gap."""
+    """One layer at one N for every input dimension d, beside the exact optimum's gap; then each deeper LSA."""
     theory_cfg, tol = config["theory"], config["tolerance"]
     n_d = config["d_sweep_n_context"]
-    gaps, theory_gaps = {}, {}
+    gaps, theory_gaps = _gaps_by_d(1, config, ctx), {}
     for d in config["d_sweep"]:
-        task = _task(config, d=d, n_context=n_d)
-        models = {
-            descriptor: _lsa(_name(config, 1, descriptor, n_d, d), task, descriptor, 1, config, ctx, f"d={d}")
-            for descriptor in DESCRIPTORS
-        }
         # The exact one-layer optimum at each d tells an under-trained model from a real trend.
+        task = _task(config, d=d, n_context=n_d)
         optimal = {
             descriptor: descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"]).loss
             for descriptor in DESCRIPTORS
         }
-        gaps[d] = _gap(models[None], models["mu"])
         theory_gaps[d] = (optimal[None] - optimal["mu"]) / optimal[None]
-        ctx.log_metrics({"gap": gaps[d].difference, "relative_gap": gaps[d].relative}, setting=f"d={d}", model="lsa1")
         ctx.log_metrics(
             {"gap": optimal[None] - optimal["mu"], "relative_gap": theory_gaps[d]}, setting=f"d={d}", model="theory"
         )
-    dims = list(gaps)
     return [
         C.holds_if(
             "gap-grows-with-d",
@@ -490,31 +483,44 @@ def _d_sweep(config: dict, ctx: RunContext) -> list:
             f"relative gaps { ({d: round(v, 3) for d, v in theory_gaps.items()}) } are reported beside them)",
             {d: round(g.relative, 4) for d, g in gaps.items()},
             "increasing in d, descriptors help at every d",
-            len(dims) > 1
-            and all(g.helps(tol) for g in gaps.values())
-            and all(gaps[a].relative < gaps[b].relative for a, b in zip(dims, dims[1:])),
+            _grows_and_helps(gaps, tol),
             about=C.paper("App. B.2, Table 1 (the gap widens as d grows)"),
         ),
         *(_deep_gap_grows(layers, config, ctx) for layers in config["d_sweep_deep"]),
     ]
 
 
-def _deep_gap_grows(layers: int, config: dict, ctx: RunContext):
-    """The d sweep for a deeper LSA: the gap between without and with descriptors by d (the model at
-    ``task.d`` is the depth comparison's, trained once)."""
-    n_d, tol, gaps = config["d_sweep_n_context"], config["tolerance"], {}
+def _gaps_by_d(layers: int, config: dict, ctx: RunContext) -> dict[int, Gap]:
+    """Train an LSA of ``layers`` with and without descriptors at every d of the sweep (a model trained before
+    under the same name, as the depth comparison's at ``task.d``, is reused) and log the gap between them."""
+    n_d, gaps = config["d_sweep_n_context"], {}
     for d in config["d_sweep"]:
         task = _task(config, d=d, n_context=n_d)
-        name = lambda descriptor: _name(config, layers, descriptor, n_d, d)
         models = {
-            descriptor: _lsa(name(descriptor), task, descriptor, layers, config, ctx, f"d={d}")
+            descriptor: _lsa(_name(config, layers, descriptor, n_d, d), task, descriptor, layers, config, ctx, f"d={d}")
             for descriptor in DESCRIPTORS
         }
         gaps[d] = _gap(models[None], models["mu"])
         ctx.log_metrics(
             {"gap": gaps[d].difference, "relative_gap": gaps[d].relative}, setting=f"d={d}", model=f"lsa{layers}"
         )
+    return gaps
+
+
+def _grows_and_helps(gaps: dict[int, Gap], tol: dict) -> bool:
+    """Descriptors help at every d, and the relative gap increases with d (over at least two d)."""
     dims = list(gaps)
+    return (
+        len(dims) > 1
+        and all(g.helps(tol) for g in gaps.values())
+        and all(gaps[a].relative < gaps[b].relative for a, b in zip(dims, dims[1:]))
+    )
+
+
+def _deep_gap_grows(layers: int, config: dict, ctx: RunContext):
+    """The d sweep for a deeper LSA: the gap between without and with descriptors by d."""
+    n_d, tol = config["d_sweep_n_context"], config["tolerance"]
+    gaps = _gaps_by_d(layers, config, ctx)
     return C.holds_if(
         f"gap-grows-with-d-{layers}-layers",
         PAPER,
@@ -523,9 +529,7 @@ def _deep_gap_grows(layers: int, config: dict, ctx: RunContext):
         "loss) at every d (measured: the relative gaps, and the differences in standard errors)",
         {d: {"relative gap": round(g.relative, 4), "z": round(g.z, 2)} for d, g in gaps.items()},
         "increasing in d, descriptors help at every d",
-        len(dims) > 1
-        and all(g.helps(tol) for g in gaps.values())
-        and all(gaps[a].relative < gaps[b].relative for a, b in zip(dims, dims[1:])),
+        _grows_and_helps(gaps, tol),
         about=C.paper("the authors' reply and App. B.2 (the gap narrows with depth but widens again as d grows)"),
     )
 

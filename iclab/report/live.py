@@ -41,12 +41,12 @@ class LiveLog:
         self.wandb = _wandb_run(folder, config) if log.get("wandb") else None
 
     def update(self, new: list[dict], so_far: Callable[[], list[dict]]) -> None:
-        """Log the ``new`` rows of a logging step; ``so_far()`` gives every row of the run until now."""
+        """Log the ``new`` rows of one logging step (all of its ``step``); ``so_far()`` gives every row of the
+        run until now."""
         if self.tensorboard is not None:
             self.tensorboard.add(new)
-        if self.wandb is not None:
-            for step, rows in _by_step(new).items():
-                self.wandb.log({"train_step": step, **{_key(r): r["value"] for r in rows}})
+        if self.wandb is not None and new:
+            self.wandb.log({"train_step": new[0]["step"], **{_key(r): r["value"] for r in new}})
         if time.monotonic() - self.written >= REWRITE_SECONDS:
             self.flush(so_far())
 
@@ -72,13 +72,6 @@ class LiveLog:
 def _key(row: dict) -> str:
     parts = [row.get("setting"), row.get("model"), None if row.get("seed") is None else f"seed{row['seed']}"]
     return "/".join([*(str(p) for p in parts if p is not None), row["metric"]])
-
-
-def _by_step(rows: list[dict]) -> dict[int, list[dict]]:
-    out: dict[int, list[dict]] = {}
-    for row in rows:
-        out.setdefault(row["step"], []).append(row)
-    return out
 
 
 def _wandb_run(folder: RunFolder, config: dict):
