@@ -1,8 +1,9 @@
 """Training throughput of iclab's loop, as a fraction of this machine's matmul FLOP/s.
 
-Run from the repository root: ``python benchmarks/train_throughput.py [--threads 2]``.
-Prints a table and writes the key ``"train_throughput"`` of ``benchmarks/results.json``
-(read-modify-write: other benchmarks keep their own keys).
+Run from the repository root: ``python benchmarks/train_throughput.py [--threads 2] [--device cuda]``.
+Prints a table and writes the key ``"train_throughput"`` (``"train_throughput_cuda"`` with
+``--device cuda``) of ``benchmarks/results.json`` (read-modify-write: other benchmarks keep their
+own keys). On a GPU the peak is an 8192² float32 product, and every timer waits for the device.
 
 Configurations (the issue's):
   (a) GPT transformer, 2 layers, width 64, 2 heads, d = 5, 11 examples (22 tokens), batch 64,
@@ -82,14 +83,24 @@ def store_result(key: str, result: dict) -> None:
     RESULTS.write_text(json.dumps(stored, indent=2) + "\n")
 
 
-def matmul_flops(size: int = 1024, repeats: int = 10) -> float:
-    """Best measured float32 matmul FLOP/s (2·n³ per product)."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def synchronise(device: str) -> None:
+    """Wait for the device's queued work (a no-op on the CPU), so a wall-clock timer reads its end."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def matmul_flops(size: int | None = None, repeats: int = 10, device: str = "cpu") -> float:
+    """Best measured float32 matmul FLOP/s (2·n³ per product): n = 1024 on a CPU, 8192 on a GPU
+    (a product large enough to reach its rate)."""
+    size = size or (1024 if torch.device(device).type == "cpu" else 8192)
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     a @ b
     best = float("inf")
     for _ in range(repeats):
+        synchronise(device)
         start = time.perf_counter()
         a @ b
+        synchronise(device)
         best = min(best, time.perf_counter() - start)
     return 2 * size**3 / best
 
@@ -203,8 +214,7 @@ def garg_steps_per_second(
         start = time.perf_counter()
         for _ in range(n):
             step()
-        if torch.device(device).type == "cuda":
-            torch.cuda.synchronize()
+        synchronise(device)
         return time.perf_counter() - start
 
     run(5)
@@ -212,7 +222,7 @@ def garg_steps_per_second(
 
 
 def garg_source_steps_per_second(
-    src: Path, d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int
+    src: Path, d: int, points: int, width: int, layers: int, heads: int, batch: int, steps: int, device: str = "cpu"
 ) -> float:
     """Steps/s of Garg et al.'s own code, from a checkout of their ``src/`` folder: their
     ``TransformerModel`` (models.py, which imports transformers, scikit-learn and xgboost), their
@@ -255,26 +265,32 @@ def garg_source_steps_per_second(
     return steps / min(run(steps) for _ in range(2))
 
 
-def learner_seconds(repeats: int = 3) -> dict[str, float]:
+def learner_seconds(repeats: int = 3, device: str = "cpu") -> dict[str, float]:
     """Best seconds of ``predict_prefixes`` per learner on 1280 prompts × 40 examples, d = 20."""
     episode = LinearRegression(GaussianInputs(20), n_context=40).sample(1280, generator(0), dtype=torch.float64)
+    episode = episode.to(device)
     out = {}
     for learner in (LeastSquares(), Ridge(0.1), NearestNeighbours(3)):
         learner.predict_prefixes(episode.xs, episode.ys)
         times = []
         for _ in range(repeats):
+            synchronise(device)
             start = time.perf_counter()
             learner.predict_prefixes(episode.xs, episode.ys)
+            synchronise(device)
             times.append(time.perf_counter() - start)
         out[learner.name] = min(times)
     return out
 
 
-def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | None = None) -> dict:
-    """Measure everything, print the table and update ``results.json``; ``garg_src`` (a checkout of
-    Garg et al.'s ``src/``) times their own code as the reference instead of the GPT2Model loop."""
+def main(
+    threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | None = None, device: str = "cpu"
+) -> dict:
+    """Measure everything, print the table and update ``results.json`` (key ``train_throughput``, or
+    ``train_throughput_cuda`` on a GPU); ``garg_src`` (a checkout of Garg et al.'s ``src/``) times
+    their own code as the reference instead of the GPT2Model loop."""
     torch.set_num_threads(threads)
-    peak = matmul_flops()
+    peak = matmul_flops(device=device)
     task_a = LinearRegression(GaussianInputs(5), n_context=11)
     if garg_src is not None:
         reference, note = (
@@ -285,11 +301,13 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
         reference, note = garg_steps_per_second, "measured here: a GPT2Model loop on the same configuration and threads"
     else:
         reference, note = None, "not measured: transformers is not installed and no --garg-src was given"
-    measures = {"garg": lambda: reference(5, 11, 64, 2, 2, 64, steps)} if reference else {}
+    if garg_src is not None and torch.device(device).type != "cpu":
+        raise SystemExit("--garg-src times their code on the CPU only")
+    measures = {"garg": lambda: reference(5, 11, 64, 2, 2, 64, steps, device=device)} if reference else {}
 
     def transformer_a(attention: str, compiled: bool) -> float:
         make = lambda g: GPTTransformer(GPTConfig(6, 2, 2, 64, max_tokens=22, attention=attention), g)
-        return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compiled)
+        return steps_per_second(make, task_a, InterleavedFormat(), 64, steps, compiled, device=device)
 
     for attention, compiled in (("sdpa", False), ("math", False), ("math", True)):
         measures[f"a_transformer_{attention}" + ("_compiled" if compiled else "")] = partial(
@@ -302,10 +320,13 @@ def main(threads: int = 2, steps: int = 200, rounds: int = 3, garg_src: Path | N
             rates[name].append(measure())
     garg_rounds = rates.pop("garg", None)
     task_b = LinearRegression(GaussianInputs(5), n_context=20)
-    rate_b = steps_per_second(lambda g: LinearSelfAttention(6, generator=g), task_b, PairedFormat(), 1024, steps)
-    result = summarise(threads, peak, rates, garg_rounds, note, rate_b, learner_seconds())
+    rate_b = steps_per_second(
+        lambda g: LinearSelfAttention(6, generator=g), task_b, PairedFormat(), 1024, steps, device=device
+    )
+    name = torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else "cpu"
+    result = summarise(threads, peak, rates, garg_rounds, note, rate_b, learner_seconds(device=device), name)
     print_table(result)
-    store_result("train_throughput", result)
+    store_result("train_throughput" if result["device"] == "cpu" else "train_throughput_cuda", result)
     return result
 
 
@@ -317,9 +338,11 @@ def summarise(
     garg_note: str,
     rate_b: float,
     learners: dict[str, float],
+    device: str = "cpu",
 ) -> dict:
-    """The stored result from the measured numbers: per configuration (a) the median of its rounds,
-    its FLOP/s fraction and, only when ``garg_rounds`` were timed in this run, its ratio to them."""
+    """The stored result from the measured numbers on ``device`` (its name): per configuration (a) the
+    median of its rounds, its FLOP/s fraction and, only when ``garg_rounds`` were timed in this run, its
+    ratio to them."""
     flops_a = transformer_flops(64, 22, 6, 64, 2)
     garg = statistics.median(garg_rounds) if garg_rounds else None
     rows = {
@@ -340,6 +363,7 @@ def summarise(
         {"a_eager_vs_garg": eager["vs_garg"] >= 2.5, "a_compiled_vs_garg": compiled["vs_garg"] >= 3} if garg else {}
     )
     return {
+        "device": device,
         "threads": threads,
         "matmul_gflops": peak / 1e9,
         "rounds": len(rates["a_transformer_sdpa"]),  # one each per round
@@ -364,7 +388,7 @@ def summarise(
 
 def print_table(result: dict) -> None:
     """The result as the terminal table: steps/s, FLOP/s fraction and the ratio to the reference."""
-    print(f"threads {result['threads']}, matmul {result['matmul_gflops']:.1f} GFLOP/s")
+    print(f"{result['device']}, threads {result['threads']}, matmul {result['matmul_gflops']:.1f} GFLOP/s")
     garg = result.get("garg_reference_steps_per_s")
     print(
         f"Garg et al.-style loop: {garg:.1f} steps/s ({result['garg_reference_note']})"
@@ -392,5 +416,6 @@ if __name__ == "__main__":
         metavar="PATH",
         help="a checkout of Garg et al.'s src/ folder: time their own train_step as the reference",
     )
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda: rates on a GPU are stored apart")
     args = parser.parse_args()
-    main(args.threads, args.steps, args.rounds, args.garg_src)
+    main(args.threads, args.steps, args.rounds, args.garg_src, args.device)

@@ -134,13 +134,14 @@ Predictor = Callable[[Episode], torch.Tensor]
 
 
 def model_predictor(model: torch.nn.Module, prompt_format=PairedFormat()) -> Predictor:
-    """Wrap a model as an episode → predictions function (no gradients, in the model's dtype, float64 output)."""
+    """Wrap a model as an episode → predictions function (no gradients, in the model's dtype; float64
+    output on the CPU, beside the episode's targets wherever the model runs)."""
     parameter = next(model.parameters())
 
     @torch.no_grad()
     def predict(episode: Episode) -> torch.Tensor:
         prompt = prompt_format.encode(episode.to(parameter.device, parameter.dtype))
-        return model(prompt.tokens, n_context=prompt.n_context).double()
+        return model(prompt.tokens, n_context=prompt.n_context).double().cpu()
 
     return predict
 
@@ -319,7 +320,7 @@ def prefix_predictions(source, episode: Episode, prompt_format=InterleavedFormat
     """``(B, N)`` float64: a model's predictions of every context label from the examples before it
     (a causal ``nn.Module`` on interleaved prompts), or a learner's :meth:`predict_prefixes`."""
     if isinstance(source, torch.nn.Module):
-        return model_predictor(source, prompt_format)(episode).cpu()
+        return model_predictor(source, prompt_format)(episode)
     return source.predict_prefixes_episode(episode.to(dtype=torch.float64)).cpu()
 
 

@@ -293,7 +293,7 @@ def _figures(ctx: RunContext, settings: list[Setting]):
 
     fig, axes = new_figure(4, width=3.2, height=3.0, rows=len(settings))
     for row, s in enumerate(settings):
-        w_kq, w_pv = next(iter(s.trained.values())).layers[0].merged()
+        w_kq, w_pv = (w.detach().cpu() for w in next(iter(s.trained.values())).layers[0].merged())
         # Rescale so that W_PV[y, y] = 1: the product W_PV·W_KQ, which fixes ŷ, is unchanged.
         scale = w_pv[-1, -1].item()
         panels = [
