@@ -25,7 +25,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from . import experiments
-from .claims import EVALUATION_SEEDS, SMOKE_SCALE, tally
+from .claims import EVALUATION_SEEDS, SMOKE_SCALE, over_seeds, tally
 from .config import ConfigError, differences, dump, merge, parse_assignment, set_key
 from .devices import pick_device
 from .experiments.base import RunContext
@@ -237,7 +237,7 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     changes = recipe_changes(config)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
-        claims = spec.run(config, context)
+        claims = over_seeds(spec.run_seeds(config, context))
     except BaseException as err:
         live.close()
         kept = folder.has_checkpoint
@@ -375,11 +375,12 @@ def reproduce(
     torch's CPU threads (on a CPU, two small models on one thread each train faster than one after the
     other on two threads); their progress bars are off, a bar counts finished runs instead.
 
-    By default, and with ``seeds`` (see :func:`parse_seeds`): one run of one seed per seed and experiment,
-    ``<root>/<experiment>-seed<S>-<timestamp>``, on the evaluation seeds
-    (:data:`iclab.claims.EVALUATION_SEEDS`, which the scoreboard counts) unless ``seeds`` names others;
-    resumable like a sweep: a finished folder of the same config is kept, an unfinished one resumes from
-    its checkpoints (one without checkpoints starts afresh). With a base ``seed`` instead: one new run per
+    By default, and with ``seeds`` (see :func:`parse_seeds`): one run per experiment and span of
+    consecutive seeds, which trains them together and judges each,
+    ``<root>/<experiment>-seeds<first>-<last>-<timestamp>`` (``-seed<S>-`` for one seed), on the evaluation
+    seeds (:data:`iclab.claims.EVALUATION_SEEDS`, which the scoreboard counts) unless ``seeds`` names
+    others; resumable like a sweep: a finished folder of the same config is kept, an unfinished one
+    resumes from its checkpoints (one without checkpoints starts afresh). With a base ``seed`` instead: one new run per
     experiment, ``<root>/<experiment>-<timestamp>``, with each experiment's own number of seeds.
     ``overrides`` apply to every experiment. Every config is checked before anything runs.
     """
@@ -394,13 +395,12 @@ def reproduce(
         raise ConfigError("--only needs at least one experiment")
     overrides = dict(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
     by_seed = seeds is not None
-    if by_seed and ("seed" in overrides or overrides.get("seeds", 1) != 1):
-        raise ConfigError("a reproduction over seeds trains one seed per run: drop --set seed / --set seeds")
-    seed_list = parse_seeds(seeds) if by_seed else [seed]
-    one_seed = {"seeds": 1} if by_seed else {}
+    if by_seed and ("seed" in overrides or "seeds" in overrides):
+        raise ConfigError("a reproduction over seeds sets each run's seeds: drop --set seed / --set seeds")
+    spans = _spans(parse_seeds(seeds)) if by_seed else [None]
     plans = [
-        (name, s, _named_config(name, scale, overrides if s is None else {**overrides, "seed": s, **one_seed}))
-        for s in seed_list
+        (name, span, _named_config(name, scale, overrides if span is None else {**overrides, **span}))
+        for span in spans
         for name in names
     ]
     one = functools.partial(_reproduce_one, str(root), by_seed, device)
@@ -409,6 +409,17 @@ def reproduce(
         results[i] = result
         write_index(root)
     return results, Path(root) / "index.html"
+
+
+def _spans(seeds: list[int]) -> list[dict]:
+    """The seeds as runs' ``{"seed": first, "seeds": count}``, one per span of consecutive seeds."""
+    spans: list[dict] = []
+    for s in sorted(set(seeds)):
+        if spans and s == spans[-1]["seed"] + spans[-1]["seeds"]:
+            spans[-1]["seeds"] += 1
+        else:
+            spans.append({"seed": s, "seeds": 1})
+    return spans
 
 
 def _finished_runs(one, plans: list, jobs: int, progress: bool):
@@ -460,19 +471,22 @@ def _named_config(experiment: str, scale: str, overrides: Mapping[str, object]) 
 
 
 def _reproduce_one(root: str, by_seed: bool, device: str | None, progress: bool, plan: tuple) -> RunResult:
-    """One planned run of :func:`reproduce`, ``plan = (experiment, seed, config)``: a new folder, or
-    with ``by_seed`` the seed's folder kept or resumed (:func:`_seed_run`)."""
-    name, seed, config = plan
+    """One planned run of :func:`reproduce`, ``plan = (experiment, span, config)``: a new folder, or
+    with ``by_seed`` the span's folder kept or resumed (:func:`_seed_run`)."""
+    name, span, config = plan
     if by_seed:
-        return _seed_run(Path(root), name, seed, config, device, progress)
+        return _seed_run(Path(root), name, span, config, device, progress)
     return _execute(RunFolder.create(name, config, None, root), config, pick_device(device), progress, fresh=True)
 
 
-def _seed_run(root: Path, experiment: str, seed: int, config: dict, device: str | None, progress: bool) -> RunResult:
-    """``experiment`` for ``seed`` in a reproduction over seeds: a finished folder
-    ``<experiment>-seed<S>-*`` of the same config is kept, an unfinished one resumes (or, with no
-    checkpoint, is removed and run again), else a new folder is made."""
-    prefix, same = f"{experiment}-seed{seed}-", yaml.safe_load(dump(config))  # the config as config.yaml reads back
+def _seed_run(root: Path, experiment: str, span: dict, config: dict, device: str | None, progress: bool) -> RunResult:
+    """``experiment`` on the seeds of ``span`` (``{"seed", "seeds"}``) in a reproduction over seeds: a
+    finished folder ``<experiment>-seeds<first>-<last>-*`` (``-seed<S>-*`` for one) of the same config is
+    kept, an unfinished one resumes (or, with no checkpoint, is removed and run again), else a new folder
+    is made."""
+    first, last = span["seed"], span["seed"] + span["seeds"] - 1
+    stem = f"{experiment}-seed{first}" if first == last else f"{experiment}-seeds{first}-{last}"
+    prefix, same = f"{stem}-", yaml.safe_load(dump(config))  # the config as config.yaml reads back
     complete = experiments.get(experiment).complete  # a folder written before a training default was filled in
     folders = [f for f in run_folders(root) if f.path.name.startswith(prefix) and complete(f.read_config()) == same]
     finished = [f for f in folders if f.finished]
@@ -482,5 +496,5 @@ def _seed_run(root: Path, experiment: str, seed: int, config: dict, device: str 
         return resume(folders[-1].path, device, progress)
     for folder in folders:  # stopped before its first checkpoint: nothing to resume
         shutil.rmtree(folder.path)
-    folder = RunFolder.create(f"{experiment}-seed{seed}", config, None, root)
+    folder = RunFolder.create(stem, config, None, root)
     return _execute(folder, config, pick_device(device), progress, fresh=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
@@ -215,6 +215,43 @@ def holds_over_seeds(held: int, judged: int) -> bool | None:
     if judged == 0:
         return None
     return held >= SEED_SHARE * judged
+
+
+_DEFERRAL = ("judged_at", "reason", "needed", "reached")
+
+
+def over_seeds(by_seed: Mapping[int, list[Claim]]) -> list[dict]:
+    """A run's ``claims.json`` entries from each seed's claims (``{seed: claims}``, seeds in order).
+
+    One seed: each claim's own entry (:meth:`Claim.to_dict`). Several: one entry per claim id, in the
+    order the seeds first state them, holding the first seed's statement, ``measured`` as ``{seed:
+    value}``, ``holds`` the verdict over the seeds that judged it (:func:`holds_over_seeds`; None, with the
+    first seed's ``judged_at`` and ``reason``, when none did) and ``by_seed``, each seed's own entry,
+    which is what a scoreboard counts (:func:`seed_entries`). JSON keys are strings: seeds are written as
+    such."""
+    if len(by_seed) == 1:
+        return [claim.to_dict() for claim in next(iter(by_seed.values()))]
+    grouped: dict[str, dict[str, dict]] = {}
+    for seed, claims in by_seed.items():
+        for claim in claims:
+            grouped.setdefault(claim.id, {})[str(seed)] = claim.to_dict()
+    entries = []
+    for seeds in grouped.values():
+        first = next(iter(seeds.values()))
+        judged = [entry["holds"] for entry in seeds.values() if entry["holds"] is not None]
+        holds = holds_over_seeds(sum(judged), len(judged))
+        kept = _DEFERRAL[:2] if holds is None else ()
+        entry = {key: value for key, value in first.items() if key not in _DEFERRAL or key in kept}
+        entry.update(measured={seed: e["measured"] for seed, e in seeds.items()}, holds=holds, by_seed=seeds)
+        entries.append(entry)
+    return entries
+
+
+def seed_entries(entry: dict, seed: int) -> dict[int, dict]:
+    """``{seed: entry}`` of one ``claims.json`` entry: each seed's own entry of a run of several seeds
+    (:func:`over_seeds`), or the entry itself as that of ``seed``, the run's one seed."""
+    by_seed = entry.get("by_seed")
+    return {int(s): e for s, e in by_seed.items()} if by_seed else {seed: entry}
 
 
 def detectable_effect(stderr: float, z: float, power: float = 0.8) -> float:

@@ -83,9 +83,9 @@ def _reproduce_verb(sub) -> None:
     reproduce.add_argument(
         "--seeds",
         metavar="S",
-        help="run every experiment once per seed, one seed per run: a count (3: seeds 0-2) or a range (0-4), into "
-        "OUT/<experiment>-seed<S>-<timestamp>; a rerun keeps finished runs and resumes the others (default: the "
-        "evaluation seeds 100-104, which the scoreboard counts)",
+        help="run every experiment once on these seeds, trained together and each judged: a count (3: seeds 0-2) "
+        "or a range (0-4), into OUT/<experiment>-seeds<first>-<last>-<timestamp>; a rerun keeps finished runs and "
+        "resumes the others (default: the evaluation seeds 100-104, which the scoreboard counts)",
     )
     reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
     reproduce.add_argument(

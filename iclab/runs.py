@@ -97,6 +97,9 @@ def write_atomic(path: str | Path, content: str | Callable[[Path], None], exclus
 class _Folder:
     """A folder with figures and a report: the part run and sweep folders share."""
 
+    figure_folder = "figures"
+    """Where :meth:`figure` puts figures, inside the folder (a seed's pass of a run puts its own apart)."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
 
@@ -104,8 +107,8 @@ class _Folder:
 
     def figure(self, name: str) -> Path:
         """Path for ``figures/<name>.png`` (the folder is created)."""
-        folder = self.path / "figures"
-        folder.mkdir(exist_ok=True)
+        folder = self.path / self.figure_folder
+        folder.mkdir(parents=True, exist_ok=True)
         return folder / f"{name}.png"
 
     def figures(self) -> list[Path]:
@@ -269,8 +272,17 @@ class RunFolder(_Folder):
     def read_metrics(self) -> pd.DataFrame:
         return pd.read_parquet(self.metrics_file)
 
-    def write_claims(self, claims: list[Claim]) -> None:
-        write_atomic(self.claims_file, json.dumps([c.to_dict() for c in claims], indent=2, default=float) + "\n")
+    def seed_figures(self, seed: int) -> RunFolder:
+        """This folder, its figures going to ``figures/seed<seed>/`` (those of a run's later seeds: the
+        report shows the first seed's, in ``figures/``)."""
+        view = RunFolder(self.path)
+        view.figure_folder = f"figures/seed{seed}"
+        return view
+
+    def write_claims(self, claims: list[Claim | dict]) -> None:
+        """``claims.json``: claims, or their entries as :func:`iclab.claims.over_seeds` writes them."""
+        entries = [c.to_dict() if isinstance(c, Claim) else c for c in claims]
+        write_atomic(self.claims_file, json.dumps(entries, indent=2, default=float) + "\n")
 
     def read_claims(self) -> list[dict]:
         return json.loads(self.claims_file.read_text()) if self.claims_file.exists() else []

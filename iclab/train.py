@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import hashlib
 import json
 import logging
 import math
@@ -261,6 +262,12 @@ class TokenBlocks:
     def __init__(self, blocks: torch.Tensor, batch_size: int):
         self.blocks, self.batch_size = blocks, batch_size
 
+    def describe(self) -> dict:
+        """What identifies these batches (their rows' shape and a digest of the tokens): a run's seeds share
+        the source when they share the tokens."""
+        digest = hashlib.sha256(self.blocks.cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
+        return {"blocks": list(self.blocks.shape), "tokens_sha256": digest}
+
     def batch(self, seed: int, step: int, device) -> Prompt:
         index = torch.randint(len(self.blocks), (self.batch_size,), generator=generator(seed, "minibatch", step))
         rows = self.blocks[index].to(device)  # (B, T + 1)
@@ -301,8 +308,16 @@ class TrainResult:
         """``{seed: model}``."""
         return dict(zip(self.seeds, self.models))
 
+    def select(self, seeds: Sequence[int]) -> TrainResult:
+        """The result of ``seeds`` alone (each one of :attr:`seeds`): their models and history rows."""
+        models, wanted = self.by_seed, set(seeds)
+        return TrainResult([models[s] for s in seeds], [r for r in self.history if r["seed"] in wanted], list(seeds))
 
-Callback = Callable[[int, list[nn.Module]], Mapping[str, Sequence[float]] | None]
+
+Callback = Callable[[int, dict[int, nn.Module]], Mapping[str, Sequence[float]] | None]
+"""``callback(step, {seed: model})`` at every logging step, returning ``{metric: values}`` (one value per
+model, in the dict's order) or None. It gets each model with its seed, so that what it measures can
+depend on the seed (the seed's own held-out prompts), whichever seeds train beside it."""
 
 
 WEIGHTS, STATE = "model.safetensors", "state.safetensors"
@@ -368,9 +383,9 @@ def train(
     stream; ``init`` (one model per seed, in seed order) warm-starts seed k from a copy of
     ``init[k]``'s weights instead (``make_model`` still gives the architecture). With
     ``checkpoint_dir``, training resumes from the checkpoints found there.
-    ``callback(step, models)`` runs at every logging step and may return
-    ``{metric: per-seed values}`` to record. ``describe(model)`` gives the JSON-able facts the weights
-    files record about the model (its class and arguments, prompt format, task, ...: the loop itself
+    ``callback(step, {seed: model})`` runs at every logging step and may return
+    ``{metric: per-seed values}`` to record (:data:`Callback`). ``describe(model)`` gives the JSON-able
+    facts the weights files record about the model (its class and arguments, prompt format, task, ...: the loop itself
     knows no model or task). ``on_log(rows)`` gets the history rows (``seed, step, metric, value``) of
     every logging step as they are recorded (a live log of the run).
     """
@@ -547,7 +562,7 @@ class _SeedGroup:
             if self.step % c.log_every == 0 or self.step == c.steps:
                 rows = self._record({"train_loss": losses.detach().cpu().tolist()})
                 if callback is not None:
-                    rows += self._record(callback(self.step, self.models()) or {})
+                    rows += self._record(callback(self.step, dict(zip(self.seeds, self.models()))) or {})
                 if on_log is not None:
                     on_log(rows)
                 bar.set_postfix(loss=f"{losses.mean().item():.4g}")
@@ -644,6 +659,7 @@ class _SeedGroup:
     def _save(self):
         self._check_finite()
         state = self.optimizer.state_dict()["state"]
+        pending = []
         for k, seed in enumerate(self.seeds):
             folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
             folder.mkdir(parents=True, exist_ok=True)
@@ -657,9 +673,26 @@ class _SeedGroup:
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
             weights = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
-            os.replace(_write_pending(tensors, folder / STATE, {"step": str(self.step)}), folder / STATE)
+            pending.append((seed, folder, _write_pending(tensors, folder / STATE, {"step": str(self.step)}), weights))
+        # Every seed's files are whole before any takes its place: a kill leaves each seed at the step before
+        # or with its new files ready (see _finish_group_save).
+        for seed, folder, state_file, weights in pending:
+            os.replace(state_file, folder / STATE)
             os.replace(weights, folder / WEIGHTS)
             legacy_checkpoint(self.checkpoint_dir, self.name, seed).unlink(missing_ok=True)  # now superseded
+
+    def _finish_group_save(self):
+        """Finish a save of the seeds stopped while their files took their places: a seed still at an
+        older step whose new files (both whole) are at the step another seed reached takes them, so the
+        seeds resume from one step."""
+        folders = [checkpoint_folder(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
+        saved = [_pending_step(folder / STATE) for folder in folders]
+        latest = max((step for step in saved if step is not None), default=None)
+        for folder, step in zip(folders, saved):
+            ready = [(folder / name).with_suffix(".tmp") for name in (STATE, WEIGHTS)]
+            if latest is not None and step != latest and all(_pending_step(tmp) == latest for tmp in ready):
+                os.replace(ready[0], folder / STATE)
+                os.replace(ready[1], folder / WEIGHTS)
 
     def _load(self, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | None:
         """Seed's (weights, state tensors, step) from its checkpoint, or None when it has none."""
@@ -685,6 +718,7 @@ class _SeedGroup:
     def _resume(self):
         if self.checkpoint_dir is None:
             return
+        self._finish_group_save()
         found = [self._load(seed) for seed in self.seeds]
         if any(f is None for f in found):
             return

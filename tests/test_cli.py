@@ -118,7 +118,9 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
         for f in ("model", "state")
     )
     figures = {"training_curves.png", "learners.png", "weights.png", "flow.png"}
-    assert {p.name for p in (out / "figures").iterdir()} == figures
+    # the first seed's figures in figures/, each later seed's apart
+    assert {p.name for p in (out / "figures").iterdir()} == figures | {"seed1"}
+    assert {p.name for p in (out / "figures" / "seed1").iterdir()} == figures
     claims = json.loads((out / "claims.json").read_text())
     assert {"id", "paper", "statement", "measured", "expected", "holds"} <= set(claims[0])
     metrics = pd.read_parquet(out / "metrics.parquet")

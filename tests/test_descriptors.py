@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from iclab import claims
 from iclab.config import ConfigError
 from iclab.metrics import evaluate, model_predictor
 from iclab.models import LinearSelfAttention, merged_lsa
@@ -139,13 +140,17 @@ def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
         "theory.flow_steps": 200,
     }
     result = iclab.run("task-descriptors", overrides=tiny, out=tmp_path / "run", progress=False)
-    depth = {c["id"]: c for c in result.claims if c["id"] in ("descriptors-help-every-depth", "gap-narrows-with-depth")}
-    # Both depths' gaps are measured on the same prompts over the two seeds' mean: the relative gap of the mean
-    # squared errors and the paired difference in standard errors; the one-layer gap is clear even here.
+    # Each seed judged apart (seed 0's entry here): both depths' gaps on the same prompts, the relative gap of
+    # the mean squared errors and the paired difference in standard errors; the one-layer gap is clear even here.
+    depth = {
+        c["id"]: claims.seed_entries(c, 0)[0]
+        for c in result.claims
+        if c["id"] in ("descriptors-help-every-depth", "gap-narrows-with-depth")
+    }
     helps = depth["descriptors-help-every-depth"]["measured"]
     assert set(helps) == {"1", "2"} and set(helps["1"]) == {"relative gap", "z"} and helps["1"]["z"] > 2
     assert depth["gap-narrows-with-depth"]["holds"] == (helps["2"]["relative gap"] < helps["1"]["relative gap"])
-    gains = next(c for c in result.claims if c["id"] == "deeper-beats-one-layer")
+    gains = claims.seed_entries(next(c for c in result.claims if c["id"] == "deeper-beats-one-layer"), 0)[0]
     by = gains["measured"]["2"]  # 2 layers against 1, with μ and without, on the same prompts
     assert set(by) == {"with μ", "without"} and all(set(v) == {"relative gain", "z"} for v in by.values())
     assert gains["holds"] == all(v["z"] > 2 and v["relative gain"] >= 0.01 for v in by.values())

@@ -64,14 +64,15 @@ def test_a_loaded_model_predicts_what_its_run_measured(gpt_run):
         assert (loaded.task.d, loaded.task.n_context) == (5, 10) and type(
             loaded.prompt_format
         ).__name__ == "InterleavedFormat"
-        episode = loaded.task.sample(config["eval_prompts"], generator(config["seed"], "eval")).to(dtype=torch.float64)
+        # each seed measured on its own prompts, as a run of that seed alone
+        episode = loaded.task.sample(config["eval_prompts"], generator(seed, "eval")).to(dtype=torch.float64)
         curve = loss_by_prefix(
             prefix_predictions(loaded.model, episode, loaded.prompt_format),
             episode.ys,
             "mse_over_d",
             5,
             config["bootstrap"],
-            seed=config["seed"],
+            seed=seed,
         )
         logged = metrics.query("model == 'gpt' and seed == @seed and metric == 'mse_over_d'").sort_values("n").value
         assert torch.equal(torch.tensor(logged.to_numpy()), curve["mean"])  # the very same numbers

@@ -1,4 +1,4 @@
-"""``iclab reproduce --seeds``: one run per experiment and seed, resumable after a kill."""
+"""``iclab reproduce --seeds``: one run per experiment and span of seeds, resumable after a kill."""
 
 import json
 import os
@@ -10,6 +10,7 @@ import time
 import pytest
 
 from iclab import api
+from iclab.claims import measured_text
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.runs import RunFolder
@@ -28,13 +29,11 @@ TINY = [
     "--set",
     "eval_prompts=500",
     "--set",
-    "seeds=1",
-    "--set",
     "covariances={isotropic: null}",
 ]
 
-# `iclab ...` in a process that SIGKILLs itself as seed 101's run writes its third checkpoint (two are
-# on disk by then): a kill in the middle of training, at the same place every time.
+# `iclab ...` in a process that SIGKILLs itself as the run of seeds 100-101 writes its third checkpoint
+# file of seed 101 (two are on disk by then): a kill in the middle of training, at the same place every time.
 KILLED_AT_SEED_1 = """
 import os, signal, sys
 from iclab import train
@@ -43,7 +42,7 @@ from iclab.cli import main
 save, saves = train.save_file, []
 def save_then_die(tensors, path, *args, **kwargs):
     save(tensors, path, *args, **kwargs)
-    if "-seed101-" in str(path):
+    if "-seeds100-101-" in str(path) and "seed101" in str(path):
         saves.append(path)
         if len(saves) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
@@ -81,38 +80,41 @@ def test_bad_reproduce_input_exits_2_writing_nothing(argv, message, tmp_path, ca
     assert not (tmp_path / "runs").exists()
 
 
-def test_a_killed_reproduction_resumes_keeping_finished_runs(tmp_path, capsys):
+def test_a_killed_reproduction_resumes_and_keeps_its_finished_run(tmp_path, capsys):
     root = tmp_path / "runs"
     argv = ["reproduce", "--seeds", "100-101", "--only", "lsa-linear", "--out", str(root), *TINY]
     killed = subprocess.run([sys.executable, "-c", KILLED_AT_SEED_1, *argv], capture_output=True, text=True)
     assert killed.returncode == -9, killed.stderr[-2000:]
-    (seed0,), (seed1,) = root.glob("lsa-linear-seed100-*"), root.glob("lsa-linear-seed101-*")
-    assert RunFolder(seed0).finished and not RunFolder(seed1).finished and RunFolder(seed1).has_checkpoint
-    # Written after seed 100's run; TINY's runs are variants (not the recipe): listed, never counted.
-    assert "also 1 variant (not counted)" in (root / "index.html").read_text()
-    finished_at = (seed0 / "claims.json").stat().st_mtime_ns
+    (run,) = root.glob("lsa-linear-seeds100-101-*")
+    assert not RunFolder(run).finished and RunFolder(run).has_checkpoint
 
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert [p.name for p in sorted(root.glob("lsa-linear-seed*"))] == [seed0.name, seed1.name]  # no new folders
-    assert (seed0 / "claims.json").stat().st_mtime_ns == finished_at  # kept, not rerun
-    assert json.loads((seed1 / "run.json").read_text())["resumed"] is True
-    assert f"{seed1}: " in out and "experiment   seeds" in out
+    assert [p.name for p in root.glob("lsa-linear-*")] == [run.name]  # no new folder
+    assert json.loads((run / "run.json").read_text())["resumed"] is True
+    assert f"{run}: " in out and "experiment   seeds" in out
     index = (root / "index.html").read_text()
-    assert "also 2 variants (not counted)" in index and "not finished" not in index
+    assert "also 1 variant (not counted)" in index and "not finished" not in index  # TINY is not the recipe
+    finished_at = (run / "claims.json").stat().st_mtime_ns
+    assert main(argv) == 0
+    assert (run / "claims.json").stat().st_mtime_ns == finished_at  # kept, not rerun
 
-    # The resumed seed measures what an uninterrupted run of it measures.
+    # The resumed run measures what an uninterrupted one measures, each seed what it measures alone.
     fresh = tmp_path / "fresh"
+    assert main(["reproduce", "--seeds", "100-101", "--only", "lsa-linear", "--out", str(fresh), *TINY]) == 0
     assert main(["reproduce", "--seeds", "101-101", "--only", "lsa-linear", "--out", str(fresh), *TINY]) == 0
-    (alone,) = fresh.glob("lsa-linear-seed101-*")
-    measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (seed1, alone)]
-    assert measured[0] == measured[1]
+    (whole,), (alone,) = fresh.glob("lsa-linear-seeds100-101-*"), fresh.glob("lsa-linear-seed101-*")
+    claims = {path: json.loads((path / "claims.json").read_text()) for path in (run, whole, alone)}
+    assert [c["measured"] for c in claims[run]] == [c["measured"] for c in claims[whole]]
+    for beside, by_itself in zip(claims[whole], claims[alone]):
+        assert beside["by_seed"]["101"]["holds"] == by_itself["holds"]
+        assert measured_text(beside["by_seed"]["101"]["measured"]) == measured_text(by_itself["measured"])
 
 
 def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     root = tmp_path / "runs"
     overrides = [arg for arg in TINY if arg != "--set"]
-    config = api._config("lsa-linear", "quick", None, [*overrides, "seed=0"])
+    config = api._config("lsa-linear", "quick", None, [*overrides, "seed=0", "seeds=1"])
     stale = RunFolder.create("lsa-linear", config, out=root / "lsa-linear-seed0-20260101-000000")
     other = RunFolder.create(
         "lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001"
@@ -124,34 +126,34 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     assert results[0].path not in (stale.path, other.path) and index == root / "index.html"
 
 
-def test_reproduce_runs_the_evaluation_seeds_one_seed_per_run_by_default(tmp_path, capsys):
+def test_reproduce_runs_the_evaluation_seeds_in_one_run_per_experiment_by_default(tmp_path, capsys):
     root = tmp_path / "runs"
     overrides = [arg for arg in TINY if arg != "--set"]
-    results, index = api.reproduce(root=root, only=["lsa-linear"], overrides=overrides, progress=False)
-    assert [(r.folder.read_config()["seed"], r.folder.read_config()["seeds"]) for r in results] == [
-        (seed, 1) for seed in range(100, 105)
-    ]
-    assert all(r.path.name.startswith(f"lsa-linear-seed{seed}-") for r, seed in zip(results, range(100, 105)))
-    assert "also 5 variants (not counted)" in index.read_text()  # TINY is not the recipe
-    with pytest.raises(ConfigError, match="one seed per run"):
+    (result,), index = api.reproduce(root=root, only=["lsa-linear"], overrides=overrides, progress=False)
+    config = result.folder.read_config()
+    assert (config["seed"], config["seeds"]) == (100, 5) and result.path.name.startswith("lsa-linear-seeds100-104-")
+    assert all(set(c["by_seed"]) == {"100", "101", "102", "103", "104"} for c in result.claims)
+    assert "also 1 variant (not counted)" in index.read_text()  # TINY is not the recipe
+    with pytest.raises(ConfigError, match="sets each run's seeds"):
         api.reproduce(root=root, only=["lsa-linear"], overrides={"seeds": 3}, progress=False)
 
 
 def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, capsys):
-    argv = ["reproduce", "--seeds", "100-101", "--only", "lsa-linear", *TINY]
-    assert main([*argv, "--out", str(tmp_path / "one"), "--jobs", "1"]) == 0
-    assert main([*argv, "--out", str(tmp_path / "two"), "--jobs", "2"]) == 0
-    out = capsys.readouterr().out
-    assert "elapsed" in out and "(2 runs at a time)" in out
-    for seed in (100, 101):
-        (one,), (two,) = (
-            (tmp_path / "one").glob(f"lsa-linear-seed{seed}-*"),
-            (tmp_path / "two").glob(f"lsa-linear-seed{seed}-*"),
-        )
-        assert RunFolder(two).finished
-        measured = [[c["measured"] for c in json.loads((path / "claims.json").read_text())] for path in (one, two)]
-        assert measured[0] == measured[1]
-    assert "also 2 variants (not counted)" in (tmp_path / "two" / "index.html").read_text()
+    overrides = [arg for arg in TINY if arg != "--set"]
+    runs = {
+        jobs: api.reproduce(
+            root=tmp_path / str(jobs),
+            seeds=[100, 102],
+            only=["lsa-linear"],
+            overrides=overrides,
+            jobs=jobs,
+            progress=False,
+        )[0]
+        for jobs in (1, 2)
+    }
+    for one, two in zip(runs[1], runs[2]):  # seeds 100 and 102: two spans, two runs
+        assert two.folder.finished and one.path.name[:-16] == two.path.name[:-16]  # the same seeds
+        assert [c["measured"] for c in one.claims] == [c["measured"] for c in two.claims]
 
 
 SLOW_RUN = """

@@ -55,7 +55,6 @@ def test_config_errors_leave_no_trace(overrides, device, message, where, tmp_pat
 @pytest.mark.parametrize(
     "experiment, override, message",
     [
-        ("algorithm-selection", "seeds=2", "one seed per run"),
         ("gd-mechanism", "depths=[2, 0]", "depths must be"),
         ("symbols-lm", "variants=[plain]", "variants must hold plain"),
         ("lsa-linear", "seeds=0", "seeds must be >= 1"),

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from iclab import api
-from iclab.claims import Claim, holds_over_seeds, judged_at, measured_text, summary
+from iclab.claims import Claim, holds_over_seeds, judged_at, measured_text, over_seeds, summary
 from iclab.cli import _print_result, main
 from iclab.report import aggregate, write_index
 from iclab.report.index import seed_table
@@ -222,28 +222,38 @@ def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     assert "tables a folder of runs" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
 
 
-def test_runs_of_several_seeds_count_once_and_show_their_seeds(tmp_path):
+def _seeds_claims(verdicts: dict[int, bool]) -> list[dict]:
+    """``claims.json`` of a run of several seeds whose claim ``gain`` holds on each seed as given."""
+    claim = lambda seed, ok: Claim(
+        "gain", PAPER, "the paper says gain", float(seed), "< 2", ok, "paper", "trained", "F"
+    )
+    return over_seeds({seed: [claim(seed, ok)] for seed, ok in verdicts.items()})
+
+
+def test_a_run_of_several_seeds_counts_each_seed_as_runs_of_one_seed_do(tmp_path):
     root = tmp_path / "runs"
-    for seed in (100, 102):
-        _run(
-            root,
-            f"symbols-lm-seed{seed}",
-            seed,
-            [_claim("gain", seed == 100)],
-            minute=seed - 100,
-            experiment="symbols-lm",
-            seeds=2,
-        )
-    _run(root, "symbols-lm-paper", 100, [_claim("gain", True)], minute=9, experiment="symbols-lm", scale="paper")
-    _run(root, "symbols-lm-beyond", 103, [_claim("gain", True)], minute=11, experiment="symbols-lm", seeds=3)
+    lm = {"experiment": "symbols-lm"}
+    _run(root, "lm-seeds100-101", 100, _seeds_claims({100: True, 101: False}), minute=0, seeds=2, **lm)
+    _run(root, "lm-seed102-old", 102, [_claim("gain", False)], minute=1, **lm)
+    _run(root, "lm-seed102", 102, [_claim("gain", True)], minute=2, **lm)
+    _run(root, "lm-seeds103-104", 103, _seeds_claims({103: True, 104: False}), minute=3, seeds=2, **lm)
+    _run(root, "lm-seed104", 104, [_claim("gain", True)], minute=4, **lm)  # newer: seed 104 counts from here
+    _run(root, "lm-beyond", 103, _seeds_claims({103: True, 104: True, 105: True}), minute=5, seeds=3, **lm)
     board = aggregate(root)
-    quick, paper = board.rows
-    assert (quick.scale, quick.held, quick.judged, paper.scale, paper.judged) == ("quick", 1, 2, "paper", 1)
-    assert "| symbols-lm (quick) paper claim | seeds 100–101 | seeds 102–103 | holds |" in seed_table(root)
-    text = _text(write_index(root).read_text())
-    assert "does not reproduce here on 1 of 2 runs" in text and "100–103" in text
-    # A run whose seeds reach beyond the evaluation seeds (103–105) is not counted.
-    assert {r.folder.path.name: r.status for r in board.runs}["symbols-lm-beyond"] == "not evaluation seeds"
+    (row,) = board.rows
+    assert row.seeds() == [100, 101, 102, 103, 104] and (row.held, row.judged, row.holds) == (4, 5, True)
+    assert {r.folder.path.name: r.status for r in board.runs} == {
+        "lm-seeds100-101": "counted",
+        "lm-seed102-old": "superseded",
+        "lm-seed102": "counted",
+        "lm-seeds103-104": "counted",  # for its seed 103
+        "lm-seed104": "counted",
+        "lm-beyond": "not evaluation seeds",  # its seeds reach beyond 100–104
+    }
+    table = seed_table(root)
+    assert "| symbols-lm (quick) paper claim | seed 100 | seed 101 | seed 102 | seed 103 | seed 104 | holds |" in table
+    assert "| `gain` | ✓ | ✗ | ✓ | ✓ | ✓ | 4/5 |" in table
+    assert "holds on 4 of 5 seeds" in _text(write_index(root).read_text())
 
 
 def _judged_copy(run, tmp_path) -> RunFolder:

@@ -81,7 +81,6 @@ def test_bad_grid_exits_2_before_any_run(tmp_path, capsys, grid, message):
 @pytest.mark.parametrize(
     "experiment, grid, message",
     [
-        ("algorithm-selection", "seeds=1,2", "one seed per run"),
         ("gd-mechanism", "depths=[1],[0]", "depths must be"),
         ("lsa-linear", "task.d=5,0", "task.d must be a positive integer"),
     ],

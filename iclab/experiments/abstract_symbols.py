@@ -31,6 +31,7 @@ grids), and what was measured: docs/experiments/abstract-symbols.md.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import torch
@@ -275,22 +276,19 @@ def _fit(
     # The run's train block on this fixed set of n samples: epochs passes, one checkpoint at the end.
     train_cfg = TrainConfig.from_config({**config["train"], "epochs": epochs, "train_size": n, "loss": loss})
     train_cfg = dataclasses.replace(train_cfg, checkpoint_every=train_cfg.steps)
-    held_out = {
-        seed: {
-            split: task.sample(config["eval_samples"], generator(seed, split), split).to(ctx.device)
-            for split in ("validation", "test")
-        }
-        for seed in seeds
-    }
+
+    @functools.cache
+    def held_out(seed: int, split: str):  # each seed's own splits, whichever seeds train beside it
+        return task.sample(config["eval_samples"], generator(seed, split), split).to(ctx.device)
 
     def evaluate(step, models):
         with torch.no_grad():
             return {
                 split: [
-                    prompt_losses(m(held_out[s][split].tokens, task.length), held_out[s][split].targets, metric)
+                    prompt_losses(m(held_out(s, split).tokens, task.length), held_out(s, split).targets, metric)
                     .mean()
                     .item()
-                    for s, m in zip(seeds, models)
+                    for s, m in models.items()
                 ]
                 for split in ("validation", "test")
             }
@@ -300,9 +298,9 @@ def _fit(
         make_model,
         FixedTrainingSet(task, TokenFormat(), n, train_cfg.batch_size),
         train_cfg,
-        seeds=seeds,
         setting=setting,
         callback=evaluate,
+        together=True,
     )
     out = {}
     for seed in seeds:

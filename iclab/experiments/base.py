@@ -5,6 +5,11 @@ An :class:`Experiment` is a default config, per-scale overrides, a function
 figures through the :class:`RunContext`, and optionally ``checks(config)``, which rejects values
 the config's types allow but the experiment cannot run (see :meth:`Experiment.validate`).
 
+A run of several seeds judges each: ``run`` is called once per seed (:meth:`Experiment.run_seeds`), each
+call seeing one seed as a run of that seed alone would, while ``ctx.model`` trains the run's seeds together
+the first time a model is asked for (stacked parameters, one optimizer step for all) and hands each
+seed's call its own.
+
 The context is the kit an experiment is written with (docs/design.md, "Writing an experiment"):
 ``ctx.seeds``; ``ctx.model(name, ...)``, which trains a model once per run and name; the run's
 evaluation prompts (``ctx.eval_episode``) and losses on them (``ctx.evaluate``); metric rows
@@ -16,6 +21,8 @@ Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a pa
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import logging
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -35,6 +42,8 @@ from ..tasks import describe_task
 from ..tasks.base import Episode
 from ..train import TrainConfig, TrainResult, train
 from ..version import __version__
+
+log = logging.getLogger(__name__)
 
 Key = Hashable
 """A result's key: a learner's or reference's name (``"ols"``), or a trained model's ``(name, seed)``."""
@@ -68,15 +77,34 @@ class RunContext:
     experiment: str | None = None
     config: dict = field(default_factory=lambda: {"seed": 0, "seeds": 1})
     live: LiveLog | None = None
-    _trained: dict[str, tuple[dict, TrainResult]] = field(default_factory=dict, repr=False)
+    together: list[int] | None = None
+    """The seeds a model trains for when first asked (the run's seeds, on a seed's pass); None: :attr:`seeds`."""
+    _trained: dict[str, list[tuple[dict, TrainResult]]] = field(default_factory=dict, repr=False)
 
     @property
     def seeds(self) -> list[int]:
-        """The run's seeds, ``seed, seed + 1, …, seed + seeds − 1`` (each reproducible alone)."""
+        """The seeds this context judges, ``seed, seed + 1, …, seed + seeds − 1`` (each reproducible alone;
+        one on a seed's pass, see :meth:`for_seed`)."""
         return [self.config["seed"] + k for k in range(self.config.get("seeds", 1))]
 
+    def for_seed(self, seed: int) -> RunContext:
+        """The context of ``seed``'s pass of this run: its config is that of a run of ``seed`` alone, its
+        models are trained beside the run's other seeds (:meth:`model`), its rows and trained models are
+        this context's, and its figures go to ``figures/`` for the run's first seed and to
+        ``figures/seed<seed>/`` for the others."""
+        return dataclasses.replace(
+            self,
+            config={**self.config, "seed": seed, "seeds": 1},
+            together=self.seeds,
+            folder=self.folder if seed == self.seeds[0] else self.folder.seed_figures(seed),
+        )
+
     def log(self, **row: Any) -> None:
-        """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``."""
+        """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``. On a
+        seed's pass of a run of several seeds, a row without a seed (a learner's, the theory's) gets the
+        pass's seed, whose prompts it measured."""
+        if row.get("seed") is None and self.together is not None and len(self.together) > 1:
+            row["seed"] = self.config["seed"]
         self.rows.append(row)
 
     def log_metrics(self, metrics: Mapping[str, float], **keys: Any) -> None:
@@ -110,11 +138,15 @@ class RunContext:
         ]
         return pd.DataFrame(rows, columns=["setting", "model", "seed", "step", "metric", "value"])
 
-    def eval_episode(self, task, n_prompts: int, *stream: int | str, dtype: torch.dtype = torch.float64) -> Episode:
+    def eval_episode(
+        self, task, n_prompts: int, *stream: int | str, dtype: torch.dtype = torch.float64, seed: int | None = None
+    ) -> Episode:
         """The run's evaluation prompts: ``n_prompts`` of ``task`` from the ``(seed, "eval", *stream)``
-        stream of the base seed, shared by every model and learner of the run. They are drawn in
-        float32 (the training precision) and converted to ``dtype``, so every dtype holds the same prompts."""
-        return task.sample(n_prompts, generator(self.config["seed"], "eval", *stream)).to(dtype=dtype)
+        stream of the base seed (or of ``seed``: a callback measuring each seed's model on that seed's own
+        prompts), shared by every model and learner of the run. They are drawn in float32 (the training
+        precision) and converted to ``dtype``, so every dtype holds the same prompts."""
+        seed = self.config["seed"] if seed is None else seed
+        return task.sample(n_prompts, generator(seed, "eval", *stream)).to(dtype=dtype)
 
     def evaluate(
         self,
@@ -148,6 +180,7 @@ class RunContext:
         *,
         seeds: Iterable[int] | None = None,
         setting: str | None = None,
+        together: bool | None = None,
         **kwargs,
     ) -> TrainResult:
         """Train model ``name`` once per run: one model per seed (default :attr:`seeds`) with
@@ -156,34 +189,47 @@ class RunContext:
         :class:`TrainConfig` or a ``train`` block; ``kwargs`` go to :func:`iclab.train.train`
         (``callback``, ``vectorize``).
 
-        Asked again for ``name`` with the same recipe (training config, seeds, data kind, task, prompt
-        format and model description), it returns the first result without training, whichever
-        ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a different
-        recipe under a name already trained raises ``ValueError`` (the two would share one checkpoint
-        folder). A task or data source that has no description is compared by identity.
+        On a seed's pass of a run of several seeds (:meth:`for_seed`), ``together`` says whether the first
+        ask trains the run's seeds together (every pass then gets its own seed's model) or each pass trains
+        its seed alone. By default (None) they train together unless the model has a ``callback``, which may
+        measure it with this pass's own data (its evaluation prompts, a reference fitted on them), or starts
+        from this pass's models (``init``). ``together=True``: the callback measures each model from its seed
+        and the config alone (``ctx.eval_episode(..., seed=s)``, a split drawn from the seed).
+        ``together=False``: the recipe itself depends on the pass's seed (a task drawn from it); a model
+        trained together whose recipe turns out to differ on a later pass raises ``ValueError``. Explicit
+        ``seeds`` train exactly those.
+
+        Asked again for ``name`` with the same recipe (training config, data kind, task, prompt
+        format and model description) for seeds it has trained, it returns their result without training,
+        whichever ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a
+        different recipe under a name already trained raises ``ValueError`` (the two would share one
+        checkpoint folder). A task or data source that has no description is compared by identity.
 
         The weights files record what :func:`iclab.load_model` needs to rebuild the model and
         evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
         (``data.format`` and ``data.task`` when it has them; null otherwise, e.g. for token blocks).
         """
         config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
-        seeds = self.seeds if seeds is None else list(seeds)
-        recipe = {
-            "train": dataclasses.asdict(config),
-            "seeds": seeds,
-            "vectorize": kwargs.get("vectorize", True),
-            **_data_recipe(data),
-        }
-        if name in self._trained:
-            known, result = self._trained[name]
+        wanted = self.seeds if seeds is None else list(seeds)
+        if together is None:  # a callback may read this pass's data; a warm start is from this pass's models
+            together = kwargs.get("callback") is None and kwargs.get("init") is None
+        shared = seeds is None and self.together is not None and together
+        seeds = self.together if shared else wanted
+        recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
+        # The same name shares checkpoint folders (one per seed): the same seeds must have the same recipe.
+        for known, result in self._trained.get(name, []):
+            if not set(seeds) & set(result.seeds):
+                continue  # trained apart, for other seeds
             recipe["model"] = describe(make_model(generator(seeds[0], "init")))
             differ = sorted(k for k in recipe if recipe[k] != known[k])
             if differ:
                 raise ValueError(
                     f"model {name!r} was already trained in this run with another recipe "
-                    f"({', '.join(differ)} differ): give the new one its own name"
+                    f"({', '.join(differ)} differ): give the new one its own name, or, when the recipe "
+                    "depends on the seed, train it with together=False"
                 )
-            return result
+            if set(wanted) <= set(result.seeds):
+                return result.select(wanted)
 
         def facts(model) -> dict:
             task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
@@ -220,20 +266,34 @@ class RunContext:
             self.log(setting=setting, model=name, **row)
         if self.live is not None:
             self.live.flush(self.rows)
-        self._trained[name] = ({**recipe, "model": describe(result.models[0])}, result)
-        return result
+        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
+        return result.select(wanted)
 
 
 def _data_recipe(data) -> dict:
     """What identifies a data source for :meth:`RunContext.model`: its kind, and its task's and prompt
-    format's descriptions (the task object itself when it has none, the data source when it has no task)."""
+    format's descriptions (for a task that has none, a digest of prompts it draws from a fixed stream; with
+    no task, the source's own ``describe()``, else the source object itself)."""
     task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
-    described = None if task is None else describe_task(task)
+    if task is not None:
+        described = describe_task(task) or _task_digest(task)
+    else:
+        described = data.describe() if hasattr(data, "describe") else id(data)
     return {
         "data": type(data).__name__,
-        "task": described if described is not None else id(task if task is not None else data),
+        "task": described,
         "format": None if prompt_format is None else describe_format(prompt_format),
     }
+
+
+def _task_digest(task) -> str:
+    """A task without a description, identified by what it draws: a digest of four prompts from a fixed
+    stream (two tasks drawing the same prompts train a model alike)."""
+    episode = task.sample(4, generator(0, "task-digest"))
+    digest = hashlib.sha256()
+    for tensor in (episode.xs, episode.ys, episode.x_query, episode.y_query):
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _block(config: dict, path: str) -> dict | None:
@@ -279,6 +339,17 @@ class Experiment:
         missing = [path for path in self.train_blocks if _block(self.defaults, path) is None]
         if missing:
             raise ValueError(f"experiment {self.name}: train_blocks {missing} are not blocks of its defaults")
+
+    def run_seeds(self, config: dict, ctx: RunContext) -> dict[int, list[Claim]]:
+        """Each seed's claims, ``{seed: claims}``: :attr:`run` once per seed of the run, on that seed's pass
+        (:meth:`RunContext.for_seed`), the models trained together on the first pass that asks for them."""
+        by_seed = {}
+        for k, seed in enumerate(ctx.seeds):
+            if len(ctx.seeds) > 1:
+                log.info("%s: seed %d (%d of %d)", self.name, seed, k + 1, len(ctx.seeds))
+            seed_ctx = ctx.for_seed(seed)
+            by_seed[seed] = self.run(seed_ctx.config, seed_ctx)
+        return by_seed
 
     def complete(self, config: Mapping[str, Any]) -> dict:
         """A copy of ``config`` with every block of :attr:`train_blocks` it holds filled with

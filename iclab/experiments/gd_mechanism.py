@@ -208,7 +208,7 @@ class _Linear:
         cosine to it over training."""
 
         def cosine_to_reference(step, models):
-            return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models]}
+            return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models.values()]}
 
         train = TrainConfig.from_config({**self.config["train"], **({} if lr is None else {"lr": lr})})
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)

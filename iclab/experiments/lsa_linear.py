@@ -8,6 +8,7 @@ compared with the exact optimum ŷ = x_qᵀΓ⁻¹(1/N)Σy_i x_i and with refere
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -140,13 +141,16 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
     """Train ``lsa-flow-<name>`` by plain gradient descent from the balanced initialisation (the train block's
     steps and batches, so a continued run continues it too) and record its loss on fixed prompts as it goes."""
     flow = config["flow"]
-    episode = ctx.eval_episode(task, flow["prompts"], "flow")
 
-    def fixed(predictor) -> float:  # the squared error on the fixed prompts
-        return (predictions(predictor, episode) - episode.y_query).pow(2).mean().item()
+    @functools.cache
+    def episode(seed: int):  # each seed's own fixed prompts, whichever seeds train beside it
+        return ctx.eval_episode(task, flow["prompts"], "flow", seed=seed)
+
+    def fixed(predictor, seed: int) -> float:  # the squared error on the fixed prompts
+        return (predictions(predictor, episode(seed)) - episode(seed).y_query).pow(2).mean().item()
 
     def record(step, models):
-        return {"flow_loss": [fixed(m) for m in models]}
+        return {"flow_loss": [fixed(m, seed) for seed, m in models.items()]}
 
     model = f"lsa-flow-{name}"
     plain = {"optimizer": "sgd", "momentum": 0.0, "warmup": 0, **{k: flow[k] for k in ("lr", "schedule", "batch_size")}}
@@ -158,6 +162,7 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
         train,
         setting=name,
         callback=record,
+        together=True,
     )
     trajectory = {
         seed: [(r["step"], r["value"]) for r in result.history if r["seed"] == seed and r["metric"] == "flow_loss"]
@@ -168,7 +173,7 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
         w_kq, w_pv = (w.detach().cpu() for w in m.layers[0].merged())
         cosines[seed] = cosine(w_pv[-1, -1] * w_kq[: task.d, : task.d], optimum.preconditioner)
         ctx.log(setting=name, model=model, seed=seed, metric="preconditioner_cosine", value=cosines[seed])
-    optimal = fixed(GradientDescent(1, 1.0, optimum.preconditioner))
+    optimal = fixed(GradientDescent(1, 1.0, optimum.preconditioner), ctx.config["seed"])
     ctx.log(setting=name, model="lsa-optimum", metric="flow_loss", value=optimal)
     return Flow(model, trajectory, cosines, optimal)
 

@@ -191,12 +191,12 @@ def _train_runs(
 
         def track(step, models):
             return {
-                "ab": [m.diagonal_product().mean().real.item() for m in models],
-                "offdiag_ratio": [m.off_diagonal_ratio() for m in models],
+                "ab": [m.diagonal_product().mean().real.item() for m in models.values()],
+                "offdiag_ratio": [m.off_diagonal_ratio() for m in models.values()],
             }
 
         # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
-        result = ctx.model(model, make, data, train, setting=setting, callback=track, vectorize=False)
+        result = ctx.model(model, make, data, train, setting=setting, callback=track, together=True, vectorize=False)
         for seed, trained in result.by_seed.items():
             with torch.no_grad():
                 prediction = trained(test.tokens, test.n_context)  # (B, T − 2, d)

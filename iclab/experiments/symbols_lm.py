@@ -203,7 +203,7 @@ def run(config: dict, ctx: RunContext):
     batch = config["eval"]["batch_size"]
 
     def evaluate(step, models):
-        return {"val_perplexity": [math.exp(next_token_loss(m, blocks["validation"], batch)) for m in models]}
+        return {"val_perplexity": [math.exp(next_token_loss(m, blocks["validation"], batch)) for m in models.values()]}
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
@@ -214,6 +214,7 @@ def run(config: dict, ctx: RunContext):
             train_cfg,
             setting="lm",
             callback=evaluate,
+            together=True,  # the validation split is the same for every seed
         )
         histories[variant] = ctx.history("val_perplexity", model=variant)
         final[variant] = {
@@ -247,11 +248,12 @@ def run(config: dict, ctx: RunContext):
                     model=variant,
                     seed=seed,
                 )
-        ctx.log_metrics(
-            {f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
-            setting="lm",
-            model=variant,
-        )
+        if len(ctx.seeds) > 1:  # a spread over seeds
+            ctx.log_metrics(
+                {f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
+                setting="lm",
+                model=variant,
+            )
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)
     return claims

@@ -213,6 +213,7 @@ def _lsa(
         data_source(task, fmt, train),
         train,
         setting=setting,
+        together=False,  # the task's means are drawn from the seed
     )
     models = {**result.by_seed, **({} if reference is None else {"reference": reference})}
     errors = prompt_errors(  # (eval_prompts,) each

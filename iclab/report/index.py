@@ -1,14 +1,14 @@
 """The scoreboard (``index.html``) and the markdown claim × seed table of a folder of runs.
 
 Both come from one :func:`aggregate`: a row per (experiment, scale, claim) over the runs under a
-root, with each counted run's verdict and measured value, and the verdict over seeds by
-:data:`iclab.claims.SEED_RULE`. Which runs count (:data:`COUNTED_RUNS`): per (experiment, scale,
-base seed) the newest finished run (by the time it finished); older runs of that seed are listed as
-superseded and unfinished runs as not finished, and neither is counted; nor is a run of seeds outside the
-evaluation seeds, or a variant (a run whose ``run.json`` lists ``recipe_changes``: keys set apart from its
-scale's recipe), each listed apart with its own verdicts. A run of several seeds (``seeds`` > 1)
-gives one verdict and counts once, shown with its seeds. A claim a run measured but judged at
-another scale (``holds`` None, ``judged_at``) is counted apart: neither a pass nor a failure.
+root, with each counted seed's verdict and measured value, and the verdict over seeds by
+:data:`iclab.claims.SEED_RULE`. A run judges each of its seeds (:func:`iclab.claims.seed_entries`), so a
+seed counts alike whether it ran alone or beside others. Which count (:data:`COUNTED_RUNS`): per
+(experiment, scale, seed) the newest finished run holding that seed (by the time it finished); a run none of
+whose seeds counts is listed as superseded, an unfinished run as not finished; nor is a run of seeds
+outside the evaluation seeds counted, or a variant (a run whose ``run.json`` lists ``recipe_changes``:
+keys set apart from its scale's recipe), each listed apart with its own verdicts. A claim a seed measured
+but judged at another scale (``holds`` None, ``judged_at``) is counted apart: neither a pass nor a failure.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ..claims import (
     holds_over_seeds,
     kind_of,
     measured_text,
+    seed_entries,
     summary,
     verdict_word,
 )
@@ -86,6 +87,7 @@ class Run:
         self.experiment = str(self.config.get("experiment", run.path.name))
         self.scale = str(self.config.get("scale"))
         self.seed = self.config.get("seed", 0)
+        self.seed_list = [self.seed + k for k in range(self.config.get("seeds", 1))]
         self.seeds = seeds(self.config)
         self.label = f"seed{'s' * (self.config.get('seeds', 1) > 1)} {self.seeds}"  # seed 0, seeds 0–2
         self.wall = self.info.get("wall_seconds")
@@ -134,34 +136,39 @@ class Run:
 
 @dataclass
 class ClaimRow:
-    """One claim of one experiment at one scale over the counted runs (``results``, by seed)."""
+    """One claim of one experiment at one scale over the counted seeds: ``results`` holds, per seed, the
+    run that counts for it, the seed and the seed's entry (:func:`iclab.claims.seed_entries`)."""
 
     experiment: str
     scale: str
     id: str
-    results: list[tuple[Run, dict]] = field(default_factory=list)
+    results: list[tuple[Run, int, dict]] = field(default_factory=list)
 
     def runs(self) -> list[Run]:
-        return [run for run, _ in self.results]
+        """The runs behind the counted seeds, once each."""
+        return list({id(run): run for run, _, _ in self.results}.values())
+
+    def seeds(self) -> list[int]:
+        return [seed for _, seed, _ in self.results]
 
     @property
     def latest(self) -> dict:
         """The claim as the newest run states it (statement, paper, expected)."""
-        return max(self.results, key=lambda result: result[0].ended)[1]
+        return max(self.results, key=lambda result: result[0].ended)[2]
 
     @property
     def held(self) -> int:
-        return sum(c["holds"] is True for _, c in self.results)
+        return sum(c["holds"] is True for _, _, c in self.results)
 
     @property
     def judged(self) -> int:
-        """How many runs judged it at their scale."""
-        return sum(c["holds"] is not None for _, c in self.results)
+        """How many seeds judged it at their scale."""
+        return sum(c["holds"] is not None for _, _, c in self.results)
 
     @property
     def elsewhere(self) -> list[dict]:
-        """The runs' entries measured here but judged at another scale."""
-        return [c for _, c in self.results if c["holds"] is None]
+        """The seeds' entries measured here but judged at another scale."""
+        return [c for _, _, c in self.results if c["holds"] is None]
 
     @property
     def holds(self) -> bool | None:
@@ -203,7 +210,12 @@ class Scoreboard:
     @staticmethod
     def runs_of(rows: list[ClaimRow]) -> list[Run]:
         """The counted runs behind ``rows``, by base seed."""
-        return sorted({id(r): r for row in rows for r, _ in row.results}.values(), key=lambda r: r.seed)
+        return sorted({id(r): r for row in rows for r in row.runs()}.values(), key=lambda r: r.seed)
+
+    @staticmethod
+    def seeds_of(rows: list[ClaimRow]) -> list[int]:
+        """The counted seeds behind ``rows``, in order."""
+        return sorted({seed for row in rows for seed in row.seeds()})
 
 
 def aggregate(root: str | Path) -> Scoreboard:
@@ -219,28 +231,32 @@ def aggregate(root: str | Path) -> Scoreboard:
             run.status = _OTHER_SEEDS
         elif run.changes:
             run.status = _VARIANT
-    evaluation = (r for r in runs if r.folder.finished and r.status not in _APART)
-    for run in sorted(evaluation, key=lambda r: r.ended):
-        key = (run.experiment, run.scale, run.seed)
-        if key in newest:
-            newest[key].status, newest[key].newer = _SUPERSEDED, run
-        newest[key] = run
-        run.status = _COUNTED
+    evaluation = [r for r in runs if r.folder.finished and r.status not in _APART]
+    for run in sorted(evaluation, key=lambda r: r.ended):  # the newest run holding a seed counts for it
+        for seed in run.seed_list:
+            newest[run.experiment, run.scale, seed] = run
+    counting = {id(run) for run in newest.values()}
+    for run in evaluation:
+        run.status = _COUNTED if id(run) in counting else _SUPERSEDED
+        if run.status == _SUPERSEDED:
+            run.newer = newest[run.experiment, run.scale, run.seed_list[0]]
     # Experiments appear in the order their first counted run started (a reproduction's registry order).
     first: dict[tuple, float] = {}
     for run in newest.values():
         first[run.experiment, run.scale] = min(first.get((run.experiment, run.scale), run.started), run.started)
     rows: dict[tuple, ClaimRow] = {}
-    for run in sorted(newest.values(), key=lambda r: (first[r.experiment, r.scale], r.seed)):
+    for (experiment, scale, seed), run in sorted(newest.items(), key=lambda i: (first[i[0][:2]], i[0][2])):
         for claim in run.claims:
-            key = (run.experiment, run.scale, claim["id"])
-            rows.setdefault(key, ClaimRow(*key)).results.append((run, claim))
+            entry = seed_entries(claim, run.seed).get(seed)
+            if entry is not None:
+                key = (experiment, scale, claim["id"])
+                rows.setdefault(key, ClaimRow(*key)).results.append((run, seed, entry))
     return Scoreboard(root, runs, list(rows.values()))
 
 
-def _seed_list(runs: list[Run]) -> str:
-    """The base seeds of ``runs`` as ranges (``0–4``, ``0, 2–3``); a run of several seeds adds them all."""
-    found = sorted({r.seed + k for r in runs for k in range(r.config.get("seeds", 1))})
+def _seed_list(found: list[int]) -> str:
+    """Seeds as ranges (``0–4``, ``0, 2–3``)."""
+    found = sorted(set(found))
     spans: list[list[int]] = []
     for s in found:
         if spans and s == spans[-1][1] + 1:
@@ -250,10 +266,9 @@ def _seed_list(runs: list[Run]) -> str:
     return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans) or "none"
 
 
-def _count_of(count: int, runs: list[Run]) -> str:
-    """``3 seeds``, or ``3 runs`` when some run covers several seeds in one verdict."""
-    unit = "run" if any(r.config.get("seeds", 1) > 1 for r in runs) else "seed"
-    return f"{count} {unit}{'s' * (count != 1)}"
+def _count_of(count: int) -> str:
+    """``3 seeds``."""
+    return f"{count} seed{'s' * (count != 1)}"
 
 
 # --- the scoreboard page ---------------------------------------------------------------------------------------
@@ -281,14 +296,14 @@ def _verdict_cell(row: ClaimRow) -> str:
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
     return (
         f"<span class='{verdict_class(row.holds, row.kind)}'>{verdict_word(row.holds, row.kind)}</span>"
-        f"<br><small>on {row.held} of {_count_of(row.judged, row.runs())}{more}</small>"
+        f"<br><small>on {row.held} of {_count_of(row.judged)}{more}</small>"
     )
 
 
 def _measured_cell(row: ClaimRow) -> str:
-    """Each run's measured value, verdict and links, in a details element: its summary is the value
-    (one run) or the range and count (several)."""
-    values, count = [c["measured"] for _, c in row.results], _count_of(len(row.results), row.runs())
+    """Each seed's measured value, verdict and links, in a details element: its summary is the value
+    (one seed) or the range and count (several)."""
+    values, count = [c["measured"] for _, _, c in row.results], _count_of(len(row.results))
     if len(values) == 1:
         summary = value(values[0])
     elif all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
@@ -296,17 +311,17 @@ def _measured_cell(row: ClaimRow) -> str:
     else:
         summary = f"per seed ({count})"
     items = "".join(
-        f"<li>{html.escape(run.label)}: {_MARKS[claim['holds']]} {value(claim['measured'])} · "
+        f"<li>seed {seed}: {_MARKS[claim['holds']]} {value(claim['measured'])} · "
         f"{link(run.report, 'claim', claim_anchor(claim['id']))}"
         + (f" · {run.evidence(claim)}" if claim.get("figure") in run.figures else "")
         + "</li>"
-        for run, claim in row.results
+        for run, seed, claim in row.results
     )
     return f"<details><summary>{summary}</summary><ul class='seeds'>{items}</ul></details>"
 
 
 def _claim_row(row: ClaimRow) -> str:
-    newest, latest = max(row.results, key=lambda result: result[0].ended)
+    newest, _, latest = max(row.results, key=lambda result: result[0].ended)
     name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
     paper = row.kind == "paper"
     source = f"<br><small>{html.escape(latest['source'])}</small>" if paper and latest.get("source") else ""
@@ -316,7 +331,7 @@ def _claim_row(row: ClaimRow) -> str:
         f"{cell('measured', _measured_cell(row))}"
         + (cell("the paper's number", paper_value(latest)) if paper else "")
         + f"{cell('expected', html.escape(str(latest['expected'])))}"
-        f"{cell('verdict', _verdict_cell(row))}{cell('seeds', _seed_list(row.runs()))}"
+        f"{cell('verdict', _verdict_cell(row))}{cell('seeds', _seed_list(row.seeds()))}"
         f"{cell('evidence', newest.evidence(latest))}</tr>"
     )
 
@@ -404,11 +419,12 @@ def _summary(board: Scoreboard) -> str:
         s: sum(r.status == s for r in board.runs) for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT, _SMOKE)
     }
     others = [f"{n} {s}{'s' * (s in (_VARIANT, _SMOKE) and n != 1)}" for s, n in statuses.items() if n]
+    experiments = f"{len(board.groups())} experiment{'s' * (len(board.groups()) != 1)}"
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
         f"{_counts(papers)}</span> over seeds"
         + (f"; diagnostics: {_counts(diagnostics)}" if diagnostics else "")
-        + f"; seeds {_seed_list(counted)} of {len(board.groups())} experiment{'s' * (len(board.groups()) != 1)} in "
+        + f"; seeds {_seed_list([s for r in counted for s in r.seed_list])} of {experiments} in "
         f"{len(counted)} run{'s' * (len(counted) != 1)}; wall time {duration(sum(r.wall or 0 for r in counted))} "
         "(sum over those runs)" + (f"; also {', '.join(others)} (not counted)" if others else "") + ".</p>"
         f"<p>The rule: {html.escape(SEED_RULE)}; {html.escape(COUNTED_RUNS)}. A paper claim that fails by the rule "
@@ -438,18 +454,18 @@ def write_index(root: str | Path) -> Path:
 
 def seed_table(root: str | Path) -> str:
     """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment, scale),
-    a column per counted run, the count and verdict over seeds; the paper's claims first (with the
+    a column per counted seed, the count and verdict over seeds; the paper's claims first (with the
     paper's number, and the measured values of a claim that does not reproduce), then the diagnostics."""
     board = aggregate(root)
     sections, walls = [], []
     for (experiment, scale), rows in board.groups().items():
-        runs = board.runs_of(rows)
-        walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in runs]
-        marks = " | ".join(r.label for r in runs)
-        rule = "|---|" + "---|" * (len(runs) + 1)
+        walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in board.runs_of(rows)]
+        seeds = board.seeds_of(rows)
+        marks = " | ".join(f"seed {s}" for s in seeds)
+        rule = "|---|" + "---|" * (len(seeds) + 1)
         lines = [f"| {experiment} ({scale}) paper claim | {marks} | holds | the paper's number |", rule + "---|"]
-        lines += [_seed_row(row, runs, paper=True) for row in rows if row.kind == "paper"]
-        diagnostics = [_seed_row(row, runs, paper=False) for row in rows if row.kind == "diagnostic"]
+        lines += [_seed_row(row, seeds, paper=True) for row in rows if row.kind == "paper"]
+        diagnostics = [_seed_row(row, seeds, paper=False) for row in rows if row.kind == "diagnostic"]
         if diagnostics:
             lines += ["", f"| {experiment} ({scale}) diagnostic | {marks} | holds |", rule, *diagnostics]
         found = [_finding(row) for row in rows if row.kind == "paper" and row.holds is False]
@@ -478,10 +494,10 @@ def _variants(board: Scoreboard) -> str:
     return "\n\nVariants, not counted (a config that differs from the scale's recipe):\n\n" + "\n".join(lines)
 
 
-def _seed_row(row: ClaimRow, runs: list[Run], paper: bool) -> str:
-    """A claim's line: its mark per run, the count over seeds and, for a paper claim, the paper's number."""
-    by_run = {id(run): claim for run, claim in row.results}
-    marks = [_MARKS[by_run[id(r)]["holds"]] if id(r) in by_run else "–" for r in runs]
+def _seed_row(row: ClaimRow, seeds: list[int], paper: bool) -> str:
+    """A claim's line: its mark per seed, the count over seeds and, for a paper claim, the paper's number."""
+    by_seed = {seed: claim for _, seed, claim in row.results}
+    marks = [_MARKS[by_seed[s]["holds"]] if s in by_seed else "–" for s in seeds]
     line = f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |"
     if not paper:
         return line
@@ -492,7 +508,7 @@ def _seed_row(row: ClaimRow, runs: list[Run], paper: bool) -> str:
 def _finding(row: ClaimRow) -> str:
     """A paper claim that does not reproduce: each seed's measured value, and the paper's number."""
     paper = row.latest.get("paper_value")
-    values = "; ".join(f"{run.label}: {measured_text(claim['measured'])}" for run, claim in row.results)
+    values = "; ".join(f"seed {seed}: {measured_text(claim['measured'])}" for _, seed, claim in row.results)
     return f"- `{row.id}`: {values}" + (f" (the paper: {measured_text(paper)})" if paper is not None else "")
 
 

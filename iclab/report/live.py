@@ -57,7 +57,8 @@ class LiveLog:
         self.written = time.monotonic()
 
     def close(self, rows: list[dict] | None = None, claims: list | None = None) -> None:
-        """Close the loggers; a finished run gives its final ``rows`` and ``claims`` for the W&B summary."""
+        """Close the loggers; a finished run gives its final ``rows`` and ``claims`` (its ``claims.json``
+        entries) for the W&B summary."""
         if self.tensorboard is not None:
             self.tensorboard.close()
         if self.wandb is not None:
@@ -65,7 +66,7 @@ class LiveLog:
                 if row.get("step") is None:
                     self.wandb.summary[_key(row)] = row["value"]
             for claim in claims or []:
-                self.wandb.summary[f"claim/{claim.id}"] = claim.holds
+                self.wandb.summary[f"claim/{claim['id']}"] = claim["holds"]
             self.wandb.finish(exit_code=0 if claims is not None else 1)
 
 
