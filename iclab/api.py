@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from . import experiments
 from .claims import EVALUATION_SEEDS, SMOKE_SCALE, over_seeds, tally
 from .config import ConfigError, differences, dump, merge, parse_assignment, set_key
+from .cores import CoreShare
 from .devices import pick_device
 from .experiments.base import RunContext
 from .report import (
@@ -233,11 +234,13 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
     spec = experiments.get(config["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
     live = LiveLog(folder, config)
-    context = RunContext(folder, device, progress, experiment=spec.name, config=config, live=live)
+    share = CoreShare()
+    context = RunContext(folder, device, progress, experiment=spec.name, config=config, live=live, cores=share)
     changes = recipe_changes(config)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
-        claims = over_seeds(spec.run_seeds(config, context))
+        with share:
+            claims = over_seeds(spec.run_seeds(config, context))
     except BaseException as err:
         live.close()
         kept = folder.has_checkpoint

@@ -234,3 +234,26 @@ def test_scoreboard_headlines_paper_claims_and_shows_diagnostics_findings_and_tu
     assert "\tholds\non 5 of 5 seeds" in reproduces  # ... and never counted: seed 100's recipe run judges
     colours = dict(found["colours"])
     assert colours["does not reproduce here"] != colours["holds"]  # a finding reads apart from a pass
+
+
+# Every details element opened, then each table row's rendered text.
+OPENED_PROBE = """<script>
+window.addEventListener('load', () => {
+  document.querySelectorAll('details').forEach(d => { d.open = true; });
+  setTimeout(() => parent.postMessage(JSON.stringify(
+    {rows: [...document.querySelectorAll('tr')].map(r => r.innerText)}), '*'), 50);
+});
+</script>"""
+
+
+def test_a_run_of_five_seeds_shows_each_seeds_verdict_and_the_verdict_over_them(tmp_path):
+    from test_scoreboard import _run, _seeds_claims
+
+    root = tmp_path / "runs"
+    verdicts = {100: True, 101: True, 102: False, 103: True, 104: True}
+    _run(root, "lsa-linear-seeds100-104", 100, _seeds_claims(verdicts), minute=0, seeds=5)
+    found = _probe(tmp_path, api.report(root), "", 1280, 900, probe=OPENED_PROBE)
+    (row,) = [r for r in found["rows"] if r.startswith("gain")]
+    assert "holds\non 4 of 5 seeds" in row and "100–104" in row  # the rule over the run's five seeds
+    for seed, holds in verdicts.items():
+        assert f"seed {seed}: {'✓' if holds else '✗'}" in row  # each seed's own verdict, one run

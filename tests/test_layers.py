@@ -1,6 +1,6 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
-    config, rng, claims, version, formatting → devices, tasks, data, losses → prompts, shifts
+    config, rng, claims, version, formatting → devices, cores, tasks, data, losses → prompts, shifts
     → models | learners | theory → train, curriculum → metrics → runs → report | loading → experiments
     → api | evaluation | hub → sweeps → cli → __main__
 
@@ -17,7 +17,7 @@ import iclab
 
 LAYERS = [
     {"config", "rng", "claims", "version", "formatting"},
-    {"devices", "tasks", "data", "losses"},
+    {"devices", "cores", "tasks", "data", "losses"},
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},

@@ -280,3 +280,40 @@ def test_latest_run_is_the_newest_finished_one_of_its_experiment(tmp_path):
     assert latest_run("lsa-linear", tmp_path) == tmp_path / "lsa-linear-b"
     with pytest.raises(ConfigError, match="no finished mesa-ar run under"):
         latest_run("mesa-ar", tmp_path)
+
+
+def test_runs_on_one_machine_share_its_cores(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    import torch
+
+    from iclab import cores
+
+    monkeypatch.setattr(cores, "cores", lambda: 4)
+    monkeypatch.setenv("ICLAB_SHARE_CORES", "1")
+    start = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        registry = tmp_path / "runs"
+        other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        try:
+            with cores.CoreShare(registry) as share:
+                assert share.rebalance() == 4 and torch.get_num_threads() == 4  # alone: every core
+                (registry / str(other.pid)).touch()  # another run starts
+                (registry / "999999999").touch()  # a run that ended without unregistering
+                assert share.rebalance() == 2 and torch.get_num_threads() == 2
+                assert not (registry / "999999999").exists()
+                other.kill()
+                other.wait()
+                assert share.rebalance() == 4  # the other ended: its cores come back
+            assert torch.get_num_threads() == 4 and not any(registry.iterdir())
+        finally:
+            other.kill()
+        monkeypatch.setenv("ICLAB_SHARE_CORES", "0")
+        with cores.CoreShare(registry) as share:
+            (registry / str(os.getppid())).touch()
+            assert share.rebalance() == 4  # off: every core, whatever runs beside
+    finally:
+        torch.set_num_threads(start)

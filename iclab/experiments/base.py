@@ -32,6 +32,7 @@ import torch
 
 from ..claims import Claim
 from ..config import ConfigError, leaves, merge, resolve
+from ..cores import CoreShare
 from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
@@ -79,6 +80,8 @@ class RunContext:
     live: LiveLog | None = None
     together: list[int] | None = None
     """The seeds a model trains for when first asked (the run's seeds, on a seed's pass); None: :attr:`seeds`."""
+    cores: CoreShare | None = None
+    """The run's share of the machine's cores, looked at again at every logging step (:mod:`iclab.cores`)."""
     _trained: dict[str, list[tuple[dict, TrainResult]]] = field(default_factory=dict, repr=False)
 
     @property
@@ -245,9 +248,12 @@ class RunContext:
         training: list[dict] = []  # this model's rows so far, before they join :attr:`rows`
 
         def on_log(rows: list[dict]) -> None:
-            new = [{"setting": setting, "model": name, **row} for row in rows]
-            training.extend(new)
-            self.live.update(new, lambda: self.rows + training)
+            if self.cores is not None:
+                self.cores.rebalance()
+            if self.live is not None:
+                new = [{"setting": setting, "model": name, **row} for row in rows]
+                training.extend(new)
+                self.live.update(new, lambda: self.rows + training)
 
         result = train(
             make_model,
@@ -259,7 +265,7 @@ class RunContext:
             name=name,
             progress=self.progress,
             describe=facts,
-            on_log=None if self.live is None else on_log,
+            on_log=None if self.live is None and self.cores is None else on_log,
             **kwargs,
         )
         for row in result.history:
@@ -347,6 +353,8 @@ class Experiment:
         for k, seed in enumerate(ctx.seeds):
             if len(ctx.seeds) > 1:
                 log.info("%s: seed %d (%d of %d)", self.name, seed, k + 1, len(ctx.seeds))
+            if ctx.cores is not None:
+                ctx.cores.rebalance()
             seed_ctx = ctx.for_seed(seed)
             by_seed[seed] = self.run(seed_ctx.config, seed_ctx)
         return by_seed

@@ -163,6 +163,8 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
         setting=name,
         callback=record,
         together=True,
+        # seeds in turn: at this batch, stacked seeds train slower than one after the other (docs/performance.md)
+        vectorize=False,
     )
     trajectory = {
         seed: [(r["step"], r["value"]) for r in result.history if r["seed"] == seed and r["metric"] == "flow_loss"]
