@@ -206,7 +206,8 @@ class RunContext:
         format and model description) for seeds it has trained, it returns their result without training,
         whichever ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a
         different recipe under a name already trained raises ``ValueError`` (the two would share one
-        checkpoint folder). A task or data source that has no description is compared by identity.
+        checkpoint folder). A task without a description is compared by the prompts it draws, a data source
+        without a task by its ``describe()`` (by identity when it has none).
 
         The weights files record what :func:`iclab.load_model` needs to rebuild the model and
         evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
