@@ -10,10 +10,10 @@ from statistics import NormalDist
 from typing import Any
 
 # The rule over seeds (docs/getting-started.md): a claim holds when it holds on at least 4 of 5 seeds, i.e. on at least
-# this share of the runs that judged it; with one seed, it holds iff it holds on that seed.
+# this share of the seeds that judged it; with one seed, it holds iff it holds on that seed.
 SEED_SHARE = Fraction(4, 5)
 SEED_RULE = (
-    "a claim holds when it holds on at least 4 of 5 seeds (80% of the runs that judged it; with one "
+    "a claim holds when it holds on at least 4 of 5 seeds (80% of the seeds that judged it; with one "
     "seed, when it holds on that seed)"
 )
 
@@ -211,7 +211,7 @@ def judged_at_if_unresolved(
 
 def holds_over_seeds(held: int, judged: int) -> bool | None:
     """The verdict of a claim over seeds by :data:`SEED_RULE`: it held on ``held`` of the ``judged``
-    runs that judged it at their scale; None when none did (every run judged it at another scale)."""
+    seeds that judged it at their scale; None when none did (every seed judged it at another scale)."""
     if judged == 0:
         return None
     return held >= SEED_SHARE * judged
