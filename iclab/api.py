@@ -30,6 +30,7 @@ from .config import ConfigError, differences, dump, merge, parse_assignment, set
 from .cores import CoreShare
 from .devices import pick_device
 from .experiments.base import RunContext
+from .formatting import spans
 from .report import (
     run_folders,
     write_evaluation_report,
@@ -416,13 +417,7 @@ def reproduce(
 
 def _spans(seeds: list[int]) -> list[dict]:
     """The seeds as runs' ``{"seed": first, "seeds": count}``, one per span of consecutive seeds."""
-    spans: list[dict] = []
-    for s in sorted(set(seeds)):
-        if spans and s == spans[-1]["seed"] + spans[-1]["seeds"]:
-            spans[-1]["seeds"] += 1
-        else:
-            spans.append({"seed": s, "seeds": 1})
-    return spans
+    return [{"seed": first, "seeds": last - first + 1} for first, last in spans(seeds)]
 
 
 def _finished_runs(one, plans: list, jobs: int, progress: bool):

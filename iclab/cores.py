@@ -1,11 +1,11 @@
 """The CPU shared between the iclab runs on one machine: each run takes an equal share of the cores.
 
 Two runs that each use every core make their threads wait on each other (torch's threads spin while they
-wait): measured on 2 cores, two runs started together took 1.6× as long as running them one after the
-other (docs/performance.md). A run therefore registers itself while it runs (a file named by its process
-id in :data:`REGISTRY`), and takes ``cores // runs`` threads, never more than it started with; it looks
-again when it starts and at every logging step (:meth:`CoreShare.rebalance`), so a run that started
-alone gives up its extra threads when another starts, and takes them back when the other ends.
+wait), so that both take far longer than one after the other (measured in docs/performance.md). A run
+therefore registers itself while it runs (a file named by its process id in :data:`REGISTRY`), and takes
+``cores // runs`` threads, never more than it started with; it looks again when it starts and at every
+logging step (:meth:`CoreShare.rebalance`), so a run that started alone gives up its extra threads when
+another starts, and takes them back when the other ends.
 ``ICLAB_SHARE_CORES=0`` turns this off.
 """
 

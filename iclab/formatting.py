@@ -1,9 +1,10 @@
-"""How iclab writes a duration for people (reports, the command line): a module with no heavy import, so
-``iclab list`` can use it."""
+"""How iclab writes a duration and a set of seeds for people (reports, the command line): a module with no
+heavy import, so ``iclab list`` can use it."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 
 def duration(seconds: float | None) -> str:
@@ -16,3 +17,15 @@ def duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{seconds // 60} min {seconds % 60:02d} s"
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def spans(values: Iterable[int]) -> list[tuple[int, int]]:
+    """The distinct ``values`` as runs of consecutive integers, ``(first, last)`` each, in order:
+    ``[0, 1, 2, 5]`` → ``[(0, 2), (5, 5)]``."""
+    found: list[list[int]] = []
+    for value in sorted(set(values)):
+        if found and value == found[-1][1] + 1:
+            found[-1][1] = value
+        else:
+            found.append([value, value])
+    return [(first, last) for first, last in found]

@@ -353,10 +353,15 @@ def _pending_step(path: Path) -> int | None:
         return None
 
 
+def _pending(path: Path) -> Path:
+    """The temporary file a save writes before it takes ``path``'s place."""
+    return path.with_suffix(".tmp")
+
+
 def _write_pending(tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str]) -> Path:
     """Write what belongs at ``path`` to a temporary file beside it and return that file, which the
     caller renames to ``path`` (so ``path`` is always complete)."""
-    tmp = path.with_suffix(".tmp")
+    tmp = _pending(path)
     save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata=dict(metadata))
     return tmp
 
@@ -689,7 +694,7 @@ class _SeedGroup:
         saved = [_pending_step(folder / STATE) for folder in folders]
         latest = max((step for step in saved if step is not None), default=None)
         for folder, step in zip(folders, saved):
-            ready = [(folder / name).with_suffix(".tmp") for name in (STATE, WEIGHTS)]
+            ready = [_pending(folder / name) for name in (STATE, WEIGHTS)]
             if latest is not None and step != latest and all(_pending_step(tmp) == latest for tmp in ready):
                 os.replace(ready[0], folder / STATE)
                 os.replace(ready[1], folder / WEIGHTS)
@@ -698,7 +703,7 @@ class _SeedGroup:
         """Seed's (weights, state tensors, step) from its checkpoint, or None when it has none."""
         folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
         weights, state = folder / WEIGHTS, folder / STATE
-        pending = weights.with_suffix(".tmp")
+        pending = _pending(weights)
         if state.exists() and _pending_step(pending) == _saved_step(state):
             os.replace(pending, weights)  # a save stopped between its two renames: finish it
         if state.exists() and weights.exists():

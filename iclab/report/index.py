@@ -33,6 +33,7 @@ from ..claims import (
     verdict_word,
 )
 from ..config import ConfigError
+from ..formatting import spans
 from ..runs import RunFolder, write_atomic
 from .html import (
     cell,
@@ -256,14 +257,7 @@ def aggregate(root: str | Path) -> Scoreboard:
 
 def _seed_list(found: list[int]) -> str:
     """Seeds as ranges (``0–4``, ``0, 2–3``)."""
-    found = sorted(set(found))
-    spans: list[list[int]] = []
-    for s in found:
-        if spans and s == spans[-1][1] + 1:
-            spans[-1][1] = s
-        else:
-            spans.append([s, s])
-    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans) or "none"
+    return ", ".join(str(a) if a == b else f"{a}–{b}" for a, b in spans(found)) or "none"
 
 
 def _count_of(count: int) -> str:
