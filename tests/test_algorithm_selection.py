@@ -184,6 +184,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "d-mlp-beats-linear",
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
+        "d-control-probes-worse",
     ]
     # The claims quick may leave to the long scale are left there when, as with 3 training steps, the run's own
     # numbers show its models short of the accuracy they need; every other claim is judged here.
@@ -223,8 +224,10 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "gpt-d3-L1-sigma0-tau1/seed0/model.safetensors",
         "gpt-d3-L2-sigma0-tau1/seed0/model.safetensors",
         "gpt-d3-L8-sigma0-tau1/seed0/model.safetensors",
+        "gpt-d3-L2-sigma0-tau1-control/seed0/model.safetensors",
         "probe-linear/seed0/model.safetensors",
         "probe-mlp/seed0/model.safetensors",
+        "control-probe-mlp/seed0/model.safetensors",
     }
     with pytest.raises(ConfigError):
         iclab.run(
@@ -239,34 +242,43 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
 def test_decodability_order_and_rise_on_synthetic_r2():
     from iclab.experiments.algorithm_selection import _probe_claims
 
-    tol = {"probe_margin": 0.0, "probe_decodable": 0.8, "probe_rise": 0.1}
+    tol = {"probe_margin": 0.0, "probe_decodable": 0.8, "probe_rise": 0.1, "control_gap": 0.1}
+    control = torch.full((5, 2), 0.5)  # the fixed-w control, read at R² 0.5 everywhere
     linear = torch.full((5, 2), 0.3)
     # Columns (Xᵀy, w_OLS) over hidden states 0 (read-in) … 4: Xᵀy decodable from state 2, w_OLS from 4.
     ordered = torch.tensor([[0.0, 0.0], [0.5, 0.2], [0.85, 0.4], [0.9, 0.6], [0.95, 0.9]])
-    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": ordered}, 4, 3, tol)}
+    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": ordered}, control, 4, 3, tol)}
     assert verdicts == {
         "d-mlp-beats-linear": True,
         "d-xty-decodable-before-w-ols": True,
         "d-w-ols-decodability-rises": True,
+        "d-control-probes-worse": True,
     }
     # w_OLS decodable first (state 1), Xᵀy only at state 3; w_OLS already as well read at the read-in.
     reversed_ = torch.tensor([[0.0, 0.85], [0.5, 0.85], [0.6, 0.86], [0.81, 0.86], [0.9, 0.87]])
-    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": reversed_}, 4, 3, tol)}
+    verdicts = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": reversed_}, control, 4, 3, tol)}
     assert verdicts == {
         "d-mlp-beats-linear": True,
         "d-xty-decodable-before-w-ols": False,
         "d-w-ols-decodability-rises": False,
+        "d-control-probes-worse": True,
     }
     # Both decodable at the same state: the paper's order (Xᵀy first) is not shown.
     tied = torch.tensor([[0.0, 0.0], [0.5, 0.2], [0.85, 0.85], [0.9, 0.9], [0.95, 0.9]])
-    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": tied}, 4, 3, tol)}[
+    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": tied}, control, 4, 3, tol)}[
         "d-xty-decodable-before-w-ols"
     ]
     # Xᵀy decodable but w_OLS never: the order needs both.
     half = torch.tensor([[0.0, 0.0], [0.9, 0.2], [0.9, 0.4], [0.9, 0.5], [0.95, 0.6]])
-    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": half}, 4, 3, tol)}[
+    assert not {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": half}, control, 4, 3, tol)}[
         "d-xty-decodable-before-w-ols"
     ]
+
+    # The control read as well as the learner on one target (w_OLS: 0.9 against 0.87): it does not probe worse.
+    control[-1, 1] = 0.9
+    claims = {c.id: c for c in _probe_claims({"linear": linear, "mlp": reversed_}, control, 4, 3, tol)}
+    assert not claims["d-control-probes-worse"].holds
+    assert claims["d-control-probes-worse"].measured == pytest.approx(-0.03, abs=1e-6)
 
 
 def test_depth_claims_compare_families():

@@ -50,7 +50,7 @@ EXPECTED = {
         for spec, modified in (("aba-abb", "kq"), ("same-different", "kq-vo"))
         for claim in (f"{modified}-by-64", "plain-needs-1024", "mlp-at-chance")
     }
-    | {"copy-plain-inverse-scaling", "copy-modified-width-free"},
+    | {"copy-plain-inverse-scaling", "copy-modified-width-free", "aba-abb-vo-alone-no-gain-by-64"},
     "algorithm-selection": {
         "a-matches-ols",
         "b-bayes-ridge-closest",
@@ -65,6 +65,7 @@ EXPECTED = {
 the contract runs must produce them all."""
 
 NEGATIVE = {
+    "aba-abb-vo-alone-no-gain-by-64",
     "aba-abb-mlp-at-chance",
     "same-different-mlp-at-chance",
     "stays-diagonal-sparse-1",
@@ -107,18 +108,38 @@ def test_no_paper_claim_about_a_trained_model_holds_on_an_untrained_one(untraine
     assert all(c["holds"] for c in trained if c["id"] in listed), "a negative claim must hold on untrained models"
 
 
-def test_the_mlp_at_chance_claims_fail_on_an_mlp_that_learns():
+EXTENSIONS = {"function-classes": {f"tracks-{name}" for name in ("noisy-linear", "linear-classification", "quadratic")}}
+"""Diagnostics about a trained model that extend a paper's finding to a setting it does not train: they must fail
+on untrained models too."""
+
+
+@pytest.mark.parametrize("experiment", list(EXTENSIONS))
+def test_no_extension_of_a_paper_finding_holds_on_an_untrained_model(untrained, experiment):
+    verdicts = {c["id"]: c["holds"] for c in untrained[experiment]}
+    assert {claim: verdicts.get(claim) for claim in EXTENSIONS[experiment]} == dict.fromkeys(
+        EXTENSIONS[experiment], False
+    )
+
+
+def test_the_claims_of_what_a_model_does_not_learn_fail_where_it_learns():
     from iclab.experiments.abstract_symbols import DEFAULTS, _sweep_claims
 
     losses = {
-        spec: {"transformer": {64: [1.0], 1024: [0.1]}, "mlp": {64: [0.95], 1024: [0.3]}}  # the MLP learns at 1024
+        spec: {
+            "transformer": {64: [1.0], 1024: [0.1]},
+            "transformer+vo": {64: [0.3]},  # the b·AX term alone brings the gain
+            "mlp": {64: [0.95], 1024: [0.3]},  # the MLP learns at 1024
+        }
         for spec in ("aba-abb", "same-different")
     }
     verdicts = {c.id: c.holds for c in _sweep_claims(DEFAULTS, losses)}
     assert verdicts["aba-abb-mlp-at-chance"] is False and verdicts["same-different-mlp-at-chance"] is False
+    assert verdicts["aba-abb-vo-alone-no-gain-by-64"] is False
+    assert "same-different-vo-alone-no-gain-by-64" not in verdicts  # the paper draws no such curve there
     for spec in losses:
         losses[spec]["mlp"][1024] = [0.97]
-    assert all(c.holds for c in _sweep_claims(DEFAULTS, losses) if c.id.endswith("mlp-at-chance"))
+        losses[spec]["transformer+vo"][64] = [0.98]
+    assert all(c.holds for c in _sweep_claims(DEFAULTS, losses) if c.id.endswith(("mlp-at-chance", "by-64")))
 
 
 def _mesa_setting(kind: str, full_offdiag: float, full_loss: float):

@@ -241,7 +241,13 @@ TINY = {
 
 def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     import iclab
-    from iclab.experiments.function_classes import DEFAULTS, FAILING_SHIFTS, HALF_OF_KNN_SHIFTS, ROBUST_SHIFTS
+    from iclab.experiments.function_classes import (
+        DEFAULTS,
+        FAILING_SHIFTS,
+        HALF_OF_KNN_SHIFTS,
+        ROBUST_SHIFTS,
+        TRACKED,
+    )
 
     result = iclab.run("function-classes", overrides=TINY, out=tmp_path / "run", progress=False)
     figures = {p.name for p in (result.path / "figures").iterdir()}
@@ -252,11 +258,13 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         | {f"beats-knn-and-averaging-{name}" for name in CLASSES}
         | {f"ood-robust-{s}" for s in ROBUST_SHIFTS + HALF_OF_KNN_SHIFTS}
         | {f"ood-fails-{s}" for s in FAILING_SHIFTS}
+        | {f"tracks-{name}" for name in TRACKED}
     )
     kinds = {c["id"]: c["kind"] for c in result.claims}
-    # 3-NN and averaging on the classes the paper never compares with them: iclab's own check.
+    # 3-NN and averaging, and the learner each should track, on the classes the paper trains no model on:
+    # iclab's own checks.
     assert {i for i, kind in kinds.items() if kind == "diagnostic"} == {
-        f"beats-knn-and-averaging-{name}" for name in ("linear-classification", "noisy-linear", "quadratic")
+        f"{claim}-{name}" for name in TRACKED for claim in ("beats-knn-and-averaging", "tracks")
     }
     assert {c["figure"] for c in result.claims if c["id"].startswith("ood-")} == {"shifts"}  # the scoreboard's links
     # The tiny sparse model is far from least squares: the sparse claims are left to the long scale, with the
@@ -276,7 +284,7 @@ def test_class_selection_and_bad_config(tmp_path):
     result = iclab.run(
         "function-classes", overrides={**TINY, "classes": ["quadratic"]}, out=tmp_path / "one", progress=False
     )
-    assert [c["id"] for c in result.claims] == ["beats-knn-and-averaging-quadratic"]
+    assert [c["id"] for c in result.claims] == ["beats-knn-and-averaging-quadratic", "tracks-quadratic"]
     for index, bad in enumerate(
         (
             {"classes": ["cubic"]},
@@ -340,3 +348,15 @@ def test_knn_and_averaging_claims_are_split_per_class():
     assert claims["beats-knn-and-averaging-noisy-linear"].kind == "diagnostic"
     # The paper draws 3-NN alone beside its tree model: averaging, better here, does not decide the claim.
     assert claims["beats-knn-and-averaging-decision-tree"].holds
+
+
+def test_tracking_claims_fail_where_the_model_strays_from_its_learner():
+    from iclab.experiments.function_classes import DEFAULTS, _tracking_claims
+
+    learner = torch.tensor([1.0, 0.6, 0.4, 0.3])
+    curves = {"noisy-linear": {"ridge(1)": {"mean": learner}, ("noisy-linear", 0): {"mean": learner + 0.05}}}
+    [claim] = _tracking_claims(DEFAULTS, ["noisy-linear"], [0], curves)
+    assert claim.id == "tracks-noisy-linear" and claim.holds and claim.measured == pytest.approx(0.05)
+    curves["noisy-linear"]["noisy-linear", 1] = {"mean": learner + torch.tensor([9.0, 0.0, 0.2, 0.0])}
+    [claim] = _tracking_claims(DEFAULTS, ["noisy-linear"], [0, 1], curves)  # k = 0 is no prefix: only k = 2 counts
+    assert not claim.holds and claim.measured == pytest.approx(0.2)

@@ -101,6 +101,7 @@ def test_paired_format_rows():
         {"d": 3, "n_context": 4, "mean_scale": 0.7, "n_means": 4},
         {"d": 3, "n_context": 4, "mean_scale": 0.7},
         {"d": 2, "n_context": 4, "inputs": "uniform", "low": -0.5, "high": 1.0},
+        {"d": 3, "n_context": 4, "cov": [1, 2, 3], "w": [0.5, -1.0, 2.0], "noise": 0.3},
     ],
 )
 def test_linear_regression_zero_error_and_function_match_its_samples(cfg):
@@ -118,3 +119,14 @@ def test_linear_regression_zero_error_and_function_match_its_samples(cfg):
 def test_linear_regression_config_keys_are_checked():
     with pytest.raises(ConfigError, match="unknown linear-regression task keys: nois"):
         linear_regression_from_config({"d": 3, "n_context": 4, "nois": 0.1})
+
+
+def test_a_fixed_w_is_every_prompts_w():
+    w = [0.5, -1.0, 2.0]
+    episode = linear_regression_from_config({"d": 3, "n_context": 4, "w": w}).sample(5, generator(0))
+    torch.testing.assert_close(episode.truth["w"], torch.tensor([w] * 5))
+    torch.testing.assert_close(episode.ys, episode.xs @ torch.tensor(w))
+    with pytest.raises(ConfigError, match="d = 3 entries"):
+        linear_regression_from_config({"d": 3, "n_context": 4, "w": [1.0, 2.0]})
+    with pytest.raises(ConfigError, match="zero-mean"):
+        linear_regression_from_config({"d": 3, "n_context": 4, "w": w, "mean_scale": 1.0})

@@ -147,6 +147,8 @@ class LinearRegression:
         w_scale: τ, w ~ N(0, τ²I) (restricted to ``w_sparsity`` random coordinates if set).
         w_sparsity: k for a k-sparse w, or None for dense.
         noise: σ, the label-noise standard deviation (queries are noisy too).
+        w: one weight vector that every prompt shares (a control task, whose prompts teach nothing about
+            w), or None to draw w per prompt (``w_scale`` and ``w_sparsity`` then apply).
         config: the config block it was built from by :func:`linear_regression_from_config` (None
             when built directly): what a checkpoint records to rebuild the task.
     """
@@ -157,6 +159,7 @@ class LinearRegression:
     w_scale: float = 1.0
     w_sparsity: int | None = None
     noise: float = 0.0
+    w: tuple[float, ...] | None = None
     config: dict | None = field(default=None, repr=False, compare=False)
 
     metric = "mse"
@@ -169,6 +172,12 @@ class LinearRegression:
             raise ConfigError(f"w_sparsity must be in 1..d={self.d}, got {self.w_sparsity}")
         if self.noise < 0 or self.w_scale <= 0:
             raise ConfigError("need noise >= 0 and w_scale > 0")
+        if self.w is not None:
+            if len(self.w) != self.d:
+                raise ConfigError(f"a fixed w needs d = {self.d} entries, got {len(self.w)}")
+            if not self.inputs.zero_mean:
+                raise ConfigError("a fixed w needs zero-mean inputs")
+            self.w = tuple(float(v) for v in self.w)
 
     @property
     def d(self) -> int:
@@ -176,7 +185,11 @@ class LinearRegression:
 
     @property
     def zero_error(self) -> float:
-        """E[y²], the error of predicting 0: τ²·E‖x‖² (times k/d for a k-sparse w) + σ²."""
+        """E[y²], the error of predicting 0: τ²·E‖x‖² (times k/d for a k-sparse w) + σ², or
+        wᵀE[xxᵀ]w + σ² for a fixed w."""
+        if self.w is not None:
+            w = torch.tensor(self.w, dtype=torch.float64)
+            return (w @ self.inputs.second_moment() @ w).item() + self.noise**2
         share = 1.0 if self.w_sparsity is None else self.w_sparsity / self.d
         return self.w_scale**2 * share * self.inputs.mean_square() + self.noise**2
 
@@ -193,6 +206,8 @@ class LinearRegression:
         return y
 
     def sample_w(self, batch: int, generator: torch.Generator, dtype=torch.float32) -> torch.Tensor:
+        if self.w is not None:
+            return torch.tensor(self.w, dtype=dtype, device=generator.device).expand(batch, -1).clone()
         w = self.w_scale * torch.randn(batch, self.d, generator=generator, device=generator.device, dtype=dtype)
         if self.w_sparsity is not None:
             scores = torch.rand(batch, self.d, generator=generator, device=generator.device)
@@ -224,6 +239,7 @@ CONFIG_KEYS = (
     "w_scale",
     "w_sparsity",
     "noise",
+    "w",
 )
 """The keys of a linear-regression config block (see :func:`linear_regression_from_config`)."""
 
@@ -254,5 +270,6 @@ def linear_regression_from_config(cfg: Mapping[str, Any]) -> LinearRegression:
         w_scale=cfg.get("w_scale", 1.0),
         w_sparsity=cfg.get("w_sparsity"),
         noise=cfg.get("noise", 0.0),
+        w=cfg.get("w"),
         config=dict(cfg),
     )
