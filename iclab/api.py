@@ -401,6 +401,10 @@ def reproduce(
     by_seed = seeds is not None
     if by_seed and ("seed" in overrides or "seeds" in overrides):
         raise ConfigError("a reproduction over seeds sets each run's seeds: drop --set seed / --set seeds")
+    if not by_seed:
+        if "seed" in overrides:
+            raise ConfigError("give the base seed as --seed, not as --set seed")
+        overrides = {**overrides, "seed": seed}
     spans = _spans(parse_seeds(seeds)) if by_seed else [None]
     plans = [
         (name, span, _named_config(name, scale, overrides if span is None else {**overrides, **span}))

@@ -138,6 +138,14 @@ def test_reproduce_runs_the_evaluation_seeds_in_one_run_per_experiment_by_defaul
         api.reproduce(root=root, only=["lsa-linear"], overrides={"seeds": 3}, progress=False)
 
 
+def test_a_base_seed_is_every_runs_seed(tmp_path):
+    root = tmp_path / "runs"
+    (result,), _ = api.reproduce("smoke", root=root, seed=7, only=["gd-mechanism"], progress=False)
+    assert result.folder.read_config()["seed"] == 7 and result.path.name.startswith("gd-mechanism-2")
+    with pytest.raises(ConfigError, match="as --seed"):
+        api.reproduce("smoke", root=root, seed=7, only=["gd-mechanism"], overrides={"seed": 3}, progress=False)
+
+
 def test_runs_in_parallel_processes_measure_what_one_process_measures(tmp_path, capsys):
     overrides = [arg for arg in TINY if arg != "--set"]
     runs = {
