@@ -1,0 +1,47 @@
+"""Every claim's value at the smoke scale is the one recorded in tests/data/smoke_claims.json (written by
+tools/smoke_claims.py): code that only reorganises leaves every verdict and measured number where it was."""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+from smoke_claims import RECORD, smoke_claims  # noqa: E402
+
+# Far above a float32 rounding (two thread counts give results this close), far below any change of code.
+RELATIVE = 1e-4
+
+
+def same(a, b) -> bool:
+    """``a`` and ``b`` equal, floats within :data:`RELATIVE` of each other (NaN equal to NaN)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or isinstance(a, bool):
+            return False
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=RELATIVE, abs_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    return a == b
+
+
+@pytest.fixture(scope="module")
+def now(tmp_path_factory):
+    return json.loads(json.dumps(smoke_claims(tmp_path_factory.mktemp("smoke"))))
+
+
+def test_every_smoke_claim_is_as_recorded(now):
+    record = json.loads(RECORD.read_text())
+    assert now.keys() == record.keys()
+    for experiment, claims in record.items():
+        assert now[experiment].keys() == claims.keys(), experiment
+        changed = [i for i, c in claims.items() if not same(now[experiment][i], c)]
+        assert not changed, f"{experiment}: {changed} changed (tools/smoke_claims.py records them on purpose)"
+
+
+def test_the_comparison_tells_numbers_apart():
+    assert same({"a": [1.0, "x"], "b": float("nan")}, {"a": [1.0 + 1e-6, "x"], "b": float("nan")})
+    assert not same({"a": 1.0}, {"a": 1.001}) and not same([1.0], [1.0, 2.0]) and not same(True, 1.0)
