@@ -347,7 +347,11 @@ def _noiseless(config, ctx):
         for k in range(len(values[0])):
             ctx.log(setting="noiseless", model=label, n=k, metric="linear_fit_r2", value=values[:, k].mean().item())
     _figure_noiseless(ctx, spds, ilwds, r2, d)
+    return [_ols_match_claim(config, spds, ilwds, r2_gpt, d)]
 
+
+def _ols_match_claim(config, spds: dict, ilwds: dict, r2_gpt: torch.Tensor, d: int) -> C.Claim:
+    """(a)'s claim from each learner's SPD/d and ILWD bands by prefix and the transformer's linear-fit R²."""
     mean_spd = {label: s["mean"][1:].mean().item() for label, s in spds.items()}
     mean_ilwd = {label: s["mean"][1:].mean().item() for label, s in ilwds.items()}
     bound, share = config["tolerance"]["ols_match"], config["tolerance"]["ols_match_share"]
@@ -376,17 +380,15 @@ def _noiseless(config, ctx):
         about=C.paper("§4.3, Fig 1", f"SPD/d and ILWD < {bound:g} for almost any k (d = 8, 16 layers of width 512)"),
         figure="noiseless_spd_ilwd",
     )
-    return [
-        C.judged_at_if_unresolved(
-            claim,
-            config["judged_at_long"],
-            "long",
-            f"both SPD/d and ILWD to OLS must come below {bound:g} at {share:.0%} of the prefixes; this run's "
-            f"{share:.0%} quantile over the prefixes of the larger of the two",
-            needed=bound,
-            reached=at_share,
-        )
-    ]
+    return C.judged_at_if_unresolved(
+        claim,
+        config["judged_at_long"],
+        "long",
+        f"both SPD/d and ILWD to OLS must come below {bound:g} at {share:.0%} of the prefixes; this run's "
+        f"{share:.0%} quantile over the prefixes of the larger of the two",
+        needed=bound,
+        reached=at_share,
+    )
 
 
 # (b) noise: the MSPD table, learner × noise level.
@@ -436,7 +438,12 @@ def _noise(config, ctx):
             value=resolution[column],
         )
     _figure_noise(ctx, table, list(rows), ratios)
+    return [_bayes_claim(config, table, list(rows), ratios, resolution)]
 
+
+def _bayes_claim(config, table: dict, rows: list[str], ratios: list[float], resolution: dict) -> C.Claim:
+    """(b)'s claim from the MSPD ``table`` ((row label, column) → MSPD) and, per column, the MSPD between the
+    Bayes learner and its nearest other row (``resolution``)."""
     verdicts = {}
     for column, ratio in enumerate(ratios):
         values = {label: table[label, column] for label in rows}
@@ -465,18 +472,16 @@ def _noise(config, ctx):
         about=C.paper("§4.3, Fig 2", PAPER_BAYES_MSPD),
         figure="noise_mspd",
     )
-    return [
-        C.judged_at_if_unresolved(
-            claim,
-            config["judged_at_long"],
-            "long",
-            "telling the Bayes ridge from its nearest learner needs the model's MSPD to it below the MSPD between "
-            "the Bayes learner and its nearest other learner (the smallest over columns); the model's largest MSPD "
-            "to the Bayes learner",
-            needed=min(resolution.values()),
-            reached=max(table[_bayes_label(r), c] for c, r in enumerate(ratios)),
-        )
-    ]
+    return C.judged_at_if_unresolved(
+        claim,
+        config["judged_at_long"],
+        "long",
+        "telling the Bayes ridge from its nearest learner needs the model's MSPD to it below the MSPD between "
+        "the Bayes learner and its nearest other learner (the smallest over columns); the model's largest MSPD "
+        "to the Bayes learner",
+        needed=min(resolution.values()),
+        reached=max(table[_bayes_label(r), c] for c, r in enumerate(ratios)),
+    )
 
 
 # (c) depth: the closest learner at each depth.
@@ -633,7 +638,6 @@ def _probe_claims(
     w = TARGETS.index("w_ols")
     rise = (r2["mlp"][-1, w] - r2["mlp"][0, w]).item()
     curve = {t: [round(v, 3) for v in r2["mlp"][:, k].tolist()] for k, t in enumerate(TARGETS)}
-    control_gaps = {t: (r2["mlp"][-1, k] - control[-1, k]).item() for k, t in enumerate(TARGETS)}
     return [
         C.at_least(
             "d-mlp-beats-linear",
@@ -674,19 +678,26 @@ def _probe_claims(
             about=C.paper("§5, Fig 4", "inaccurate at the input layer, accurate deep in the network (plots only)"),
             figure="probes_r2",
         ),
-        C.at_least(
-            "d-control-probes-worse",
-            PAPER,
-            f"(d) a control model trained on one fixed w probes worse than the in-context learner: after the last "
-            f"block, the MLP probe's held-out R² on the learner exceeds its R² on the control (the same transformer "
-            f"and recipe) by at least {tol['control_gap']} for both targets (measured: the smaller gap; each "
-            f"target's gap: {', '.join(f'{t} {v:.3g}' for t, v in control_gaps.items())})",
-            min(control_gaps.values()),
-            tol["control_gap"],
-            about=C.paper("§5, Fig 4", "the control's probes below the learner's (plots only)"),
-            figure="probes_r2",
-        ),
+        _control_claim(r2["mlp"], control, tol["control_gap"]),
     ]
+
+
+def _control_claim(learner: torch.Tensor, control: torch.Tensor, gap: float) -> C.Claim:
+    """``d-control-probes-worse`` from the MLP probe's held-out R² ``(n_layers + 1, K)`` on the learner and on
+    the fixed-w control."""
+    control_gaps = {t: (learner[-1, k] - control[-1, k]).item() for k, t in enumerate(TARGETS)}
+    return C.at_least(
+        "d-control-probes-worse",
+        PAPER,
+        f"(d) a control model trained on one fixed w probes worse than the in-context learner: after the last "
+        f"block, the MLP probe's held-out R² on the learner exceeds its R² on the control (the same transformer "
+        f"and recipe) by at least {gap} for both targets (measured: the smaller gap; each "
+        f"target's gap: {', '.join(f'{t} {v:.3g}' for t, v in control_gaps.items())})",
+        min(control_gaps.values()),
+        gap,
+        about=C.paper("§5, Fig 4", "the control's probes below the learner's (plots only)"),
+        figure="probes_r2",
+    )
 
 
 # Figures.

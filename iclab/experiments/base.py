@@ -202,29 +202,54 @@ class RunContext:
         trained together whose recipe turns out to differ on a later pass raises ``ValueError``. Explicit
         ``seeds`` train exactly those.
 
-        Asked again for ``name`` with the same recipe (training config, data kind, task, prompt
-        format and model description) for seeds it has trained, it returns their result without training,
-        whichever ``setting`` asks (the model keeps the first one's, in its rows and checkpoint); a
-        different recipe under a name already trained raises ``ValueError`` (the two would share one
-        checkpoint folder). A task without a description is compared by the prompts it draws, a data source
-        without a task by its ``describe()`` (by identity when it has none).
-
-        The weights files record what :func:`iclab.load_model` needs to rebuild the model and
-        evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
-        (``data.format`` and ``data.task`` when it has them; null otherwise, e.g. for token blocks).
+        Asked again for ``name`` with the same recipe for seeds it has trained, it returns their result
+        without training (:meth:`_trained_already`). The weights files record what :func:`iclab.load_model`
+        needs (:meth:`_facts`).
         """
         config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
         wanted = self.seeds if seeds is None else list(seeds)
+        seeds = self._seeds_to_train(seeds, together, kwargs) or wanted
+        recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
+        trained = self._trained_already(name, make_model, recipe, seeds, wanted)
+        if trained is not None:
+            return trained
+        result = train(
+            make_model,
+            data,
+            config,
+            seeds,
+            device=self.device,
+            checkpoint_dir=self.folder.checkpoints,
+            name=name,
+            progress=self.progress,
+            describe=lambda model: self._facts(model, data, setting),
+            on_log=self._on_log(name, setting),
+            **kwargs,
+        )
+        for row in result.history:
+            self.log(setting=setting, model=name, **row)
+        if self.live is not None:
+            self.live.flush(self.rows)
+        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
+        return result.select(wanted)
+
+    def _seeds_to_train(self, seeds: Iterable[int] | None, together: bool | None, kwargs: dict) -> list[int] | None:
+        """The run's seeds when :meth:`model` trains them together on this pass's ask (see there), else None."""
         if together is None:  # a callback may read this pass's data; a warm start is from this pass's models
             together = kwargs.get("callback") is None and kwargs.get("init") is None
-        shared = seeds is None and self.together is not None and together
-        seeds = self.together if shared else wanted
-        recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
-        # The same name shares checkpoint folders (one per seed): the same seeds must have the same recipe.
+        return self.together if seeds is None and self.together is not None and together else None
+
+    def _trained_already(self, name: str, make_model, recipe: dict, seeds: list[int], wanted: list[int]):
+        """The result of model ``name`` for the ``wanted`` seeds when this run has trained them with this
+        ``recipe`` (training config, data kind, task, prompt format and model description), whichever
+        ``setting`` asked first (the model keeps its rows and checkpoint), else None. Another recipe for any
+        of ``seeds`` raises ``ValueError``: the two would share one checkpoint folder. A task without a
+        description is compared by the prompts it draws, a data source without a task by its ``describe()``
+        (by identity when it has none)."""
         for known, result in self._trained.get(name, []):
             if not set(seeds) & set(result.seeds):
                 continue  # trained apart, for other seeds
-            recipe["model"] = describe(make_model(generator(seeds[0], "init")))
+            recipe = {**recipe, "model": describe(make_model(generator(seeds[0], "init")))}
             differ = sorted(k for k in recipe if recipe[k] != known[k])
             if differ:
                 raise ValueError(
@@ -234,18 +259,27 @@ class RunContext:
                 )
             if set(wanted) <= set(result.seeds):
                 return result.select(wanted)
+        return None
 
-        def facts(model) -> dict:
-            task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
-            return {
-                **describe(model),
-                "experiment": self.experiment,
-                "setting": setting,
-                "prompt_format": None if prompt_format is None else describe_format(prompt_format),
-                "task": None if task is None else describe_task(task),
-                "iclab": __version__,
-            }
+    def _facts(self, model, data, setting: str | None) -> dict:
+        """What a weights file of :meth:`model` records for :func:`iclab.load_model` to rebuild the model and
+        evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
+        (``data.format`` and ``data.task`` when it has them; null otherwise, e.g. for token blocks)."""
+        task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
+        return {
+            **describe(model),
+            "experiment": self.experiment,
+            "setting": setting,
+            "prompt_format": None if prompt_format is None else describe_format(prompt_format),
+            "task": None if task is None else describe_task(task),
+            "iclab": __version__,
+        }
 
+    def _on_log(self, name: str, setting: str | None):
+        """The training loop's hook at each logging step of model ``name``: the cores shared again, the live
+        report shown the rows so far; None when there is neither."""
+        if self.live is None and self.cores is None:
+            return None
         training: list[dict] = []  # this model's rows so far, before they join :attr:`rows`
 
         def on_log(rows: list[dict]) -> None:
@@ -256,25 +290,7 @@ class RunContext:
                 training.extend(new)
                 self.live.update(new, lambda: self.rows + training)
 
-        result = train(
-            make_model,
-            data,
-            config,
-            seeds,
-            device=self.device,
-            checkpoint_dir=self.folder.checkpoints,
-            name=name,
-            progress=self.progress,
-            describe=facts,
-            on_log=None if self.live is None and self.cores is None else on_log,
-            **kwargs,
-        )
-        for row in result.history:
-            self.log(setting=setting, model=name, **row)
-        if self.live is not None:
-            self.live.flush(self.rows)
-        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
-        return result.select(wanted)
+        return on_log
 
 
 def _data_recipe(data) -> dict:

@@ -260,7 +260,7 @@ def weight_products(model: LinearSelfAttention, layer: int = 0) -> tuple[torch.T
 
 def _one_layer(s: _Linear) -> Part:
     """(a) one layer vs the best single GD step."""
-    tol, name = s.config["tolerance"], "one-layer"
+    name = "one-layer"
     gd = GDPlusPlus([s.gd1.lr])
     s.ctx.log_metrics({"gd_step_lr": s.gd1.lr, "gd_step_half_mse": s.gd1.loss / 2}, setting=name, model="theory")
     part = s.train(name, 1, True, [gd, ZeroPredictor()], reference=gd)
@@ -271,16 +271,32 @@ def _one_layer(s: _Linear) -> Part:
     found = s.compare(part, gd)
     for seed, (loss, _) in interpolated.items():
         s.ctx.log(setting=name, model=part.model, seed=seed, metric="interpolated_half_mse", value=loss)
-    label_rms = s.compare_sample.y_query.pow(2).mean().sqrt().item()
-    target = weight_products(part.construction)[0]
-    weight_cosines = {seed: cosine(weight_products(m)[0], target) for seed, m in part.trained.items()}
-    gd_loss, trained = part.losses[gd.name], part.trained_losses
-    worst = max(trained, key=lambda v: abs(v - gd_loss))
-    interp_gap = max(
+    part.claims = _one_layer_claims(s, part, gd, found, interpolated)
+    return part
+
+
+def _interpolation_gap(part: Part, gd_loss: float, interpolated: dict) -> float:
+    """The largest relative gap, over seeds, of the interpolated model's loss to the trained and GD losses."""
+    return max(
         max(abs(interpolated[seed][0] - t), abs(interpolated[seed][0] - gd_loss)) / t
-        for seed, t in zip(part.trained, trained)
+        for seed, t in zip(part.trained, part.trained_losses)
     )
-    part.claims = [
+
+
+def _label_row_cosines(part: Part) -> list[float]:
+    """Per seed, the cosine of the trained LSA's W_PV label row ⊗ W_KQ input columns with the construction's."""
+    target = weight_products(part.construction)[0]
+    return [cosine(weight_products(m)[0], target) for m in part.trained.values()]
+
+
+def _one_layer_claims(s: _Linear, part: Part, gd: GDPlusPlus, found: dict, interpolated: dict) -> list:
+    """(a)'s claims: the trained one-layer LSA against the best GD step in loss, sensitivity, predictions and
+    weights (``found``: the comparison per seed), and its weights averaged with the construction's."""
+    tol = s.config["tolerance"]
+    label_rms = s.compare_sample.y_query.pow(2).mean().sqrt().item()
+    gd_loss = part.losses[gd.name]
+    worst = max(part.trained_losses, key=lambda v: abs(v - gd_loss))
+    return [
         C.within(
             "a-loss-equals-gd",
             PAPER,
@@ -316,7 +332,7 @@ def _one_layer(s: _Linear) -> Part:
             "prediction unchanged ((W_KQ, W_PV) → (c·W_KQ, W_PV/c), and W_KQ's columns reading the query's "
             "label slot, 0 in every query): cosine of W_PV's label row ⊗ W_KQ's input columns with the "
             "construction's (worst seed)",
-            min(weight_cosines.values()),
+            min(_label_row_cosines(part)),
             tol["cosine"],
             about=C.paper(SOURCES["weights"]),
             figure="weights",
@@ -326,12 +342,11 @@ def _one_layer(s: _Linear) -> Part:
             PAPER,
             "(a) averaging the rescaled trained weights with the GD construction keeps the loss: "
             "largest relative gap to the trained and GD losses (worst seed)",
-            interp_gap,
+            _interpolation_gap(part, gd_loss, interpolated),
             tol["interp_rel"],
             about=C.paper(SOURCES["one_layer"]),
         ),
     ]
-    return part
 
 
 def _recurrent(s: _Linear) -> Part:

@@ -228,35 +228,44 @@ def run(config: dict, ctx: RunContext):
             a_values[variant] = torch.stack(
                 [torch.stack([layer.attn.a.detach().cpu() for layer in m.layers]) for m in result.models]
             )  # (S, L, H)
-        for k, seed in enumerate(result.seeds):
-            ctx.log_metrics(
-                {f"{split}_perplexity": values[k] for split, values in final[variant].items()},
-                setting="lm",
-                model=variant,
-                seed=seed,
-            )
-            ctx.log_metrics(
-                {f"mass_layer{layer}_head{head}": mass for (layer, head), mass in _by_head(masses[variant][k])},
-                setting="diagonal",
-                model=variant,
-                seed=seed,
-            )
-            if variant in a_values:
-                ctx.log_metrics(
-                    {f"a_layer{layer}_head{head}": a for (layer, head), a in _by_head(a_values[variant][k])},
-                    setting="identity",
-                    model=variant,
-                    seed=seed,
-                )
-        if len(ctx.seeds) > 1:  # a spread over seeds
-            ctx.log_metrics(
-                {f"{split}_perplexity_sd": _sd(values) for split, values in final[variant].items()},
-                setting="lm",
-                model=variant,
-            )
+        _log_variant(ctx, variant, result.seeds, final[variant], masses[variant], a_values.get(variant))
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)
     return claims
+
+
+def _log_variant(
+    ctx: RunContext, variant: str, seeds: list[int], final: dict, masses: torch.Tensor, a_values: torch.Tensor | None
+):
+    """Log one variant per seed: its final perplexities (``final``: split → one per seed), its attention's
+    diagonal mass and, for a modified variant, the learned a (``(S, L, H)`` each); then the perplexities'
+    spread over seeds."""
+    for k, seed in enumerate(seeds):
+        ctx.log_metrics(
+            {f"{split}_perplexity": values[k] for split, values in final.items()},
+            setting="lm",
+            model=variant,
+            seed=seed,
+        )
+        ctx.log_metrics(
+            {f"mass_layer{layer}_head{head}": mass for (layer, head), mass in _by_head(masses[k])},
+            setting="diagonal",
+            model=variant,
+            seed=seed,
+        )
+        if a_values is not None:
+            ctx.log_metrics(
+                {f"a_layer{layer}_head{head}": a for (layer, head), a in _by_head(a_values[k])},
+                setting="identity",
+                model=variant,
+                seed=seed,
+            )
+    if len(ctx.seeds) > 1:  # a spread over seeds
+        ctx.log_metrics(
+            {f"{split}_perplexity_sd": _sd(values) for split, values in final.items()},
+            setting="lm",
+            model=variant,
+        )
 
 
 def _by_head(matrix: torch.Tensor):

@@ -240,48 +240,82 @@ def _lsa(
 def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
     """One layer at each N: the exact optimum with and without descriptors, and trained models paired
     against an LSA set to the optimum."""
-    tol, theory_cfg = config["tolerance"], config["theory"]
-    one_layer, theory, optima = {}, {}, {}
-    loss_gaps, cosines, descriptor_norms = [], [], []
-    for n in config["n_contexts"]:
-        task = _task(config, n_context=n)
-        one_layer[n], theory[n] = {}, {}
-        for descriptor, label in DESCRIPTORS.items():
-            opt = descriptor_optimum(task, descriptor, theory_cfg["mean_draws"], config["seed"])
-            theory[n][descriptor] = opt.loss
-            ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=opt.loss)
-            trained = one_layer[n][descriptor] = _lsa(
-                _name(config, 1, descriptor, n),
-                task,
-                descriptor,
-                1,
-                config,
-                ctx,
-                f"N={n}",
-                reference=merged_lsa(*opt.weights()),
-            )
-            if descriptor == "mu":
-                optima[n] = opt
-                loss_gaps += [abs(v) / opt.loss for v in trained.excess]
-                target = opt.weights()
-                for model in trained.trained.values():
-                    w_kq, w_pv = (w.detach().cpu() for w in model.layers[0].merged())
-                    cosines.append(lsa_alignment(w_kq, w_pv, *target))
-                norm = opt.query_descriptor_norm() / opt.matrix.norm().item()
-                descriptor_norms.append(norm)
-                ctx.log(setting=f"N={n}", model="theory-with μ", n=n, metric="query_descriptor_rel_norm", value=norm)
     ns = config["n_contexts"]
-    first = optima[ns[0]]
+    one_layer, theory, optima = {}, {}, {}
+    for n in ns:
+        one_layer[n], by_descriptor = _one_layer_at(n, config, ctx)
+        theory[n], optima[n] = {d: opt.loss for d, opt in by_descriptor.items()}, by_descriptor["mu"]
     by_n = ByN(theory, one_layer, optima, no_descriptor_limit_loss(_task(config, n_context=ns[0])))
     ctx.log(setting="N=inf", model="theory-without", metric="optimal_loss", value=by_n.limit)
-    for n in theory_cfg["limit_ns"]:  # the optimum alone, at larger N
-        theory[n] = {
+    _theory_at_large_n(by_n, config, ctx)
+    by_n.claims = _limit_claims(by_n, config) + _optimum_claims(by_n, config)
+    return by_n
+
+
+def _one_layer_at(n: int, config: dict, ctx: RunContext) -> tuple[dict[str | None, Trained], dict[str | None, object]]:
+    """At one N, with and without descriptors: the exact optimum (its loss logged, and with descriptors its
+    query-side descriptor share) and a trained one-layer LSA paired against an LSA set to it. Returns the
+    trained models and the optima by descriptor."""
+    task = _task(config, n_context=n)
+    trained, optima = {}, {}
+    for descriptor, label in DESCRIPTORS.items():
+        opt = optima[descriptor] = descriptor_optimum(task, descriptor, config["theory"]["mean_draws"], config["seed"])
+        ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=opt.loss)
+        trained[descriptor] = _lsa(
+            _name(config, 1, descriptor, n),
+            task,
+            descriptor,
+            1,
+            config,
+            ctx,
+            f"N={n}",
+            reference=merged_lsa(*opt.weights()),
+        )
+        if descriptor == "mu":
+            share = _query_descriptor_share(opt)
+            ctx.log(setting=f"N={n}", model="theory-with μ", n=n, metric="query_descriptor_rel_norm", value=share)
+    return trained, optima
+
+
+def _query_descriptor_share(opt) -> float:
+    """The optimum's query-side descriptor columns' share of it, ‖M*[:, d:]‖/‖M*‖."""
+    return opt.query_descriptor_norm() / opt.matrix.norm().item()
+
+
+def _theory_at_large_n(by_n: ByN, config: dict, ctx: RunContext):
+    """The exact optimum alone at the larger N of ``theory.limit_ns``: its loss with and without descriptors,
+    added to ``by_n.theory`` and logged."""
+    theory_cfg = config["theory"]
+    for n in theory_cfg["limit_ns"]:
+        by_n.theory[n] = {
             d: descriptor_optimum(_task(config, n_context=n), d, theory_cfg["mean_draws"], config["seed"]).loss
             for d in DESCRIPTORS
         }
         for descriptor, label in DESCRIPTORS.items():
-            ctx.log(setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=theory[n][descriptor])
-    by_n.claims = _limit_claims(by_n, config) + [
+            ctx.log(
+                setting=f"N={n}", model=f"theory-{label}", n=n, metric="optimal_loss", value=by_n.theory[n][descriptor]
+            )
+
+
+def _weight_cosines(by_n: ByN) -> list[float]:
+    """lsa_alignment of every trained one-layer LSA with descriptors with the optimum at its N, by N and seed."""
+    cosines = []
+    for n, opt in by_n.optima.items():
+        target = opt.weights()
+        for model in by_n.trained[n]["mu"].trained.values():
+            w_kq, w_pv = (w.detach().cpu() for w in model.layers[0].merged())
+            cosines.append(lsa_alignment(w_kq, w_pv, *target))
+    return cosines
+
+
+def _optimum_claims(by_n: ByN, config: dict) -> list:
+    """The trained one-layer models with descriptors against the exact optimum at each trained N (their loss
+    and weights), and the optimum itself: lower with descriptors, with descriptor columns on the query side."""
+    tol, ns = config["tolerance"], config["n_contexts"]
+    theory, first = by_n.theory, by_n.optima[ns[0]]
+    loss_gaps = [abs(v) / by_n.optima[n].loss for n in ns for v in by_n.trained[n]["mu"].excess]
+    descriptor_norms = [_query_descriptor_share(by_n.optima[n]) for n in ns]
+    return [
         C.at_most(
             "one-layer-reaches-optimum",
             PAPER,
@@ -298,7 +332,7 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
             PAPER,
             "trained W_PV[label row] ⊗ W_KQ matches the optimum's (lsa_alignment: cosine of the "
             "rescaling-invariant product), worst over N and seeds",
-            min(cosines),
+            min(_weight_cosines(by_n)),
             tol["cosine"],
             about=C.paper("§5 and Theorem 4.1 (the trained weights against the global minimum)"),
         ),
@@ -328,8 +362,6 @@ def _one_layer_by_n(config: dict, ctx: RunContext) -> ByN:
             figure="optimum_blocks",
         ),
     ]
-
-    return by_n
 
 
 def _limit_claims(by_n: ByN, config: dict) -> list:
@@ -390,25 +422,7 @@ def _depth(config: dict, ctx: RunContext) -> list:
     """1, 2, 3 layers at one N, with and without descriptors, on the same prompts (a one-layer model trained
     above is evaluated again, not retrained)."""
     n_deep, tol = config["deep_n_context"], config["tolerance"]
-    task = _task(config, n_context=n_deep)
-    gaps, by_layers = {}, {}
-    for layers in [1, *config["deep_layers"]]:
-        models = by_layers[layers] = {
-            descriptor: _lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config, ctx, "depth")
-            for descriptor in DESCRIPTORS
-        }
-        gaps[layers] = _gap(models[None], models["mu"])
-        typical = {descriptor: _mean(m.typical) for descriptor, m in models.items()}
-        ctx.log_metrics(
-            {
-                "gap": gaps[layers].difference,
-                "gap_stderr": gaps[layers].stderr,
-                "relative_gap": gaps[layers].relative,
-                "typical_relative_gap": (typical[None] - typical["mu"]) / typical[None],
-            },
-            setting="depth",
-            model=f"lsa{layers}",
-        )
+    by_layers, gaps = _models_by_depth(config, ctx)
     relative = {k: round(g.relative, 4) for k, g in gaps.items()}
     deeper = [k for k in gaps if k > 1]
     gains = {k: {label: _gap(by_layers[1][d], by_layers[k][d]) for d, label in DESCRIPTORS.items()} for k in deeper}
@@ -455,6 +469,33 @@ def _depth(config: dict, ctx: RunContext) -> list:
             about=C.paper("§5, Fig 2"),
         ),
     ]
+
+
+def _models_by_depth(config: dict, ctx: RunContext) -> tuple[dict[int, dict[str | None, Trained]], dict[int, Gap]]:
+    """Train LSAs of 1 and each of ``deep_layers`` layers at ``deep_n_context``, with and without descriptors (a
+    model trained before under the same name is reused), and log the gap between them at each depth. Returns the
+    models by depth and descriptor, and the gaps by depth."""
+    n_deep = config["deep_n_context"]
+    task = _task(config, n_context=n_deep)
+    gaps, by_layers = {}, {}
+    for layers in [1, *config["deep_layers"]]:
+        models = by_layers[layers] = {
+            descriptor: _lsa(_name(config, layers, descriptor, n_deep), task, descriptor, layers, config, ctx, "depth")
+            for descriptor in DESCRIPTORS
+        }
+        gaps[layers] = _gap(models[None], models["mu"])
+        typical = {descriptor: _mean(m.typical) for descriptor, m in models.items()}
+        ctx.log_metrics(
+            {
+                "gap": gaps[layers].difference,
+                "gap_stderr": gaps[layers].stderr,
+                "relative_gap": gaps[layers].relative,
+                "typical_relative_gap": (typical[None] - typical["mu"]) / typical[None],
+            },
+            setting="depth",
+            model=f"lsa{layers}",
+        )
+    return by_layers, gaps
 
 
 def _d_sweep(config: dict, ctx: RunContext) -> list:
