@@ -152,7 +152,7 @@ def steps_per_second(
     )
     train(
         make_model,
-        data_source(task, fmt, cfg),
+        data_source(task, fmt),
         cfg,
         seeds=list(range(seeds)),
         device=device,

@@ -78,8 +78,8 @@ class CurriculumPrompts:
     A drop-in data source for :func:`iclab.train.train`.
     """
 
-    def __init__(self, make_task: Callable[[int, int], Any], prompt_format, batch_size: int, curriculum: Curriculum):
-        self.make_task, self.format, self.batch_size, self.curriculum = make_task, prompt_format, batch_size, curriculum
+    def __init__(self, make_task: Callable[[int, int], Any], prompt_format, curriculum: Curriculum):
+        self.make_task, self.format, self.curriculum = make_task, prompt_format, curriculum
         self._tasks: dict[tuple[int, int], Any] = {}
 
     @property
@@ -87,11 +87,11 @@ class CurriculumPrompts:
         """The task of the curriculum's last stage: what the model is trained to."""
         return self.make_task(self.curriculum.d_end, self.curriculum.n_end)
 
-    def batch(self, seed: int, step: int, device) -> Prompt:
+    def batch(self, seed: int, step: int, device, batch_size: int) -> Prompt:
         d, n = self.curriculum.at(step)
         if (d, n) not in self._tasks:
             self._tasks[d, n] = self.make_task(d, n)
-        episode = self._tasks[d, n].sample(self.batch_size, generator(seed, "train", step)).to(device)
+        episode = self._tasks[d, n].sample(batch_size, generator(seed, "train", step)).to(device)
         pad = self.curriculum.d_end - d
         if pad:
             widen = lambda x: torch.nn.functional.pad(x, (0, pad))

@@ -113,11 +113,11 @@ class ProbeData:
     ``Prompt(tokens=hidden (b, S, T, W), targets=(b, S, K, N, O), n_context=N)``, drawn from the
     ``(seed, "probe-minibatch", step)`` stream."""
 
-    def __init__(self, hidden: torch.Tensor, targets: torch.Tensor, batch_size: int):
-        self.hidden, self.targets, self.batch_size = hidden, targets, batch_size
+    def __init__(self, hidden: torch.Tensor, targets: torch.Tensor):
+        self.hidden, self.targets = hidden, targets
 
-    def batch(self, seed: int, step: int, device) -> Prompt:
-        index = torch.randint(len(self.hidden), (self.batch_size,), generator=generator(seed, "probe-minibatch", step))
+    def batch(self, seed: int, step: int, device, batch_size: int) -> Prompt:
+        index = torch.randint(len(self.hidden), (batch_size,), generator=generator(seed, "probe-minibatch", step))
         hidden, targets = self.hidden[index].to(device), self.targets[index].to(device)
         return Prompt(hidden, targets[:, None].expand(-1, hidden.shape[1], -1, -1, -1), targets.shape[2])
 

@@ -73,9 +73,9 @@ class TrainConfig:
             ``steps``. When set, it replaces ``steps`` by epochs × ⌈train_size / batch_size⌉, the
             steps of that many passes (:class:`FixedTrainingSet` draws each step's minibatch at
             random, the whole set when ``batch_size >= train_size``). A block with ``epochs`` but no
-            ``train_size`` is a recipe completed later (e.g. one training-set size per model:
-            ``dataclasses.replace(config, train_size=n)`` derives the steps); training it as it is
-            raises :class:`~iclab.config.ConfigError`.
+            ``train_size`` is a recipe completed later (e.g. one training-set size per model, set in the
+            block :meth:`iclab.experiments.RunContext.model` trains with); training it as it is raises
+            :class:`~iclab.config.ConfigError`.
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
         optimizer: ``adam``, ``adamw`` or ``sgd``.
@@ -223,11 +223,11 @@ def decays(name: str, shape: Sequence[int]) -> bool:
 class FreshPrompts:
     """A new batch of prompts from the task at every step (the infinite-data regime)."""
 
-    def __init__(self, task, prompt_format, batch_size: int):
-        self.task, self.format, self.batch_size = task, prompt_format, batch_size
+    def __init__(self, task, prompt_format):
+        self.task, self.format = task, prompt_format
 
-    def batch(self, seed: int, step: int, device) -> Prompt:
-        episode = self.task.sample(self.batch_size, generator(seed, "train", step)).to(device)
+    def batch(self, seed: int, step: int, device, batch_size: int) -> Prompt:
+        episode = self.task.sample(batch_size, generator(seed, "train", step)).to(device)
         return self.format.encode(episode)
 
 
@@ -235,8 +235,8 @@ class FixedTrainingSet:
     """A fixed set of ``size`` prompts per seed; each step takes a random minibatch (all when
     ``batch_size >= size``, i.e. full-batch training)."""
 
-    def __init__(self, task, prompt_format, size: int, batch_size: int):
-        self.task, self.format, self.size, self.batch_size = task, prompt_format, size, batch_size
+    def __init__(self, task, prompt_format, size: int):
+        self.task, self.format, self.size = task, prompt_format, size
         self._sets: dict[int, Prompt] = {}
 
     def training_set(self, seed: int, device) -> Prompt:
@@ -246,11 +246,11 @@ class FixedTrainingSet:
             self._sets[seed] = self.format.encode(episode)
         return self._sets[seed]
 
-    def batch(self, seed: int, step: int, device) -> Prompt:
+    def batch(self, seed: int, step: int, device, batch_size: int) -> Prompt:
         full = self.training_set(seed, device)
-        if self.batch_size >= self.size:
+        if batch_size >= self.size:
             return full
-        index = torch.randperm(self.size, generator=generator(seed, "minibatch", step))[: self.batch_size].to(device)
+        index = torch.randperm(self.size, generator=generator(seed, "minibatch", step))[:batch_size].to(device)
         return Prompt(full.tokens[index], full.targets[index], full.n_context)
 
 
@@ -259,8 +259,8 @@ class TokenBlocks:
     ``(n_blocks, T + 1)`` (a token stream packed by :func:`iclab.data.pack_blocks`), with inputs
     ``row[:-1]`` and next-token targets ``row[1:]``, both ``(B, T)``, and ``n_context = T``."""
 
-    def __init__(self, blocks: torch.Tensor, batch_size: int):
-        self.blocks, self.batch_size = blocks, batch_size
+    def __init__(self, blocks: torch.Tensor):
+        self.blocks = blocks
 
     def describe(self) -> dict:
         """What identifies these batches (their rows' shape and a digest of the tokens): a run's seeds share
@@ -268,17 +268,18 @@ class TokenBlocks:
         digest = hashlib.sha256(self.blocks.cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
         return {"blocks": list(self.blocks.shape), "tokens_sha256": digest}
 
-    def batch(self, seed: int, step: int, device) -> Prompt:
-        index = torch.randint(len(self.blocks), (self.batch_size,), generator=generator(seed, "minibatch", step))
+    def batch(self, seed: int, step: int, device, batch_size: int) -> Prompt:
+        index = torch.randint(len(self.blocks), (batch_size,), generator=generator(seed, "minibatch", step))
         rows = self.blocks[index].to(device)  # (B, T + 1)
         return Prompt(rows[:, :-1], rows[:, 1:], rows.shape[1] - 1)
 
 
-def data_source(task, prompt_format, config: TrainConfig):
-    """The data source a config asks for: fresh prompts, or a fixed training set."""
-    if config.train_size is None:
-        return FreshPrompts(task, prompt_format, config.batch_size)
-    return FixedTrainingSet(task, prompt_format, config.train_size, config.batch_size)
+def data_source(task, prompt_format, train_size: int | None = None):
+    """Prompts of ``task`` for :func:`train`: fresh ones at every step, or a fixed training set of
+    ``train_size`` prompts per seed."""
+    if train_size is None:
+        return FreshPrompts(task, prompt_format)
+    return FixedTrainingSet(task, prompt_format, train_size)
 
 
 class TrainingDiverged(ConfigError):
@@ -382,7 +383,8 @@ def train(
     on_log: Callable[[list[dict]], None] | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
-    any object with ``batch(seed, step, device) -> Prompt``).
+    any object with ``batch(seed, step, device, batch_size) -> Prompt``; the loop asks for
+    ``config.batch_size`` prompts a step).
 
     ``make_model(generator)`` builds a freshly initialised model from the seed's ``"init"``
     stream; ``init`` (one model per seed, in seed order) warm-starts seed k from a copy of
@@ -483,7 +485,10 @@ class _SeedGroup:
         :attr:`TrainConfig.blowup`), so a resumed run recomputes it (a step's data depends only on
         the seed). Uncompiled: a compiled loss would compile again for the no-grad call."""
         with torch.no_grad():
-            return self._losses([self.data.batch(seed, 0, self.device) for seed in self.seeds], self._stacked_losses)
+            return self._losses(
+                [self.data.batch(seed, 0, self.device, self.config.batch_size) for seed in self.seeds],
+                self._stacked_losses,
+            )
 
     def _loss_limits(self) -> torch.Tensor:
         """Each seed's blow-up limit ``(S,)``: ``blowup`` times its start, or infinite (the rule off,
@@ -554,7 +559,7 @@ class _SeedGroup:
         while self.step < c.steps:
             for group in self.optimizer.param_groups:
                 group["lr"] = c.lr_at(self.step)
-            prompts = [self.data.batch(seed, self.step, self.device) for seed in self.seeds]
+            prompts = [self.data.batch(seed, self.step, self.device, self.config.batch_size) for seed in self.seeds]
             with self._step_randomness():
                 losses = self._losses(prompts)
             above = self._stop_if_diverged(losses.detach(), self.step + 1)  # before the optimizer applies it

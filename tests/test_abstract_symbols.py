@@ -74,9 +74,7 @@ def test_adam_training_leaves_unseen_embeddings_at_their_initialisation_unless_t
     )
     before = make(generator(0, "init")).embedding.weight.detach()
     after = (
-        train(make, FixedTrainingSet(task, TokenFormat(), 12, 64), config, [0], progress=False)
-        .models[0]
-        .embedding.weight
+        train(make, FixedTrainingSet(task, TokenFormat(), 12), config, [0], progress=False).models[0].embedding.weight
     )
     unseen = torch.tensor([*task.alphabet("validation"), *task.alphabet("test")])
     seen = torch.tensor(list(task.alphabet("train")))
@@ -88,7 +86,7 @@ def test_seeds_of_token_models_train_together_as_they_would_alone():
     task = template_task("same-different", 10)
     config = TrainConfig(steps=3, batch_size=64, lr=1e-2, train_size=10, log_every=3, checkpoint_every=3)
     for make in (_regression_model(task, logit_identity=True), lambda g: OneHotMLP(task.vocab_size, 2, 8, generator=g)):
-        data = FixedTrainingSet(task, TokenFormat(), 10, 64)
+        data = FixedTrainingSet(task, TokenFormat(), 10)
         together = train(make, data, config, [0, 1], progress=False).models
         alone = train(make, data, config, [1], progress=False).models
         for p, q in zip(together[1].parameters(), alone[0].parameters()):

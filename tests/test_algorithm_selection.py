@@ -139,7 +139,7 @@ def test_probe_recovers_a_planted_linear_target_and_not_noise():
     z, _, std = standardise(raw, raw[:768])
     cfg = TrainConfig(steps=400, batch_size=256, lr=0.03, log_every=100)
     make = lambda gen: PoolingProbes(2, 1, n, t, w, o, generator=gen)
-    probes = train(make, ProbeData(hidden[:768], z[:768].float(), 256), cfg, seeds=[0], progress=False).models[0]
+    probes = train(make, ProbeData(hidden[:768], z[:768].float()), cfg, seeds=[0], progress=False).models[0]
     r2 = score(probes, hidden[768:], z[768:], std)["r2"][:, 0]
     assert r2[1] > 0.95 and r2[0] < 0.05
     # The learned pooling picks the planted position for each n.

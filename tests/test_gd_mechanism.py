@@ -163,7 +163,7 @@ def test_sine_task_and_feature_model():
     for train_attention in (False, True):
         make_one = lambda g: make(g, train_attention)
         before = make_one(generator(0, "init"))
-        result = train(make_one, data_source(task, PairedFormat(), cfg), cfg, [0], progress=False)
+        result = train(make_one, data_source(task, PairedFormat()), cfg, [0], progress=False)
         loss = {
             m: 0.5 * (predictions(m, held_out) - held_out.y_query).pow(2).mean().item()
             for m in (before, result.models[0])
@@ -227,7 +227,7 @@ def test_deep_per_layer_recipe_trains_a_four_layer_stack():
     cfg = TrainConfig.from_config({**DEFAULTS["train"], "steps": 150, "batch_size": 256, "lr": DEFAULTS["depth_lr"]})
     clip = DEFAULTS["activation_clip"]["value"]
     make = _lsa_factory(task.d + 1, 4, False, DEFAULTS["model"]["init_scale"] / 4, clip)
-    result = train(make, data_source(task, PairedFormat(), cfg), cfg, [0, 1], progress=False)
+    result = train(make, data_source(task, PairedFormat()), cfg, [0, 1], progress=False)
     held_out = task.sample(5000, generator(9))
     tokens = PairedFormat().encode(held_out).tokens
     for model in result.models:

@@ -150,43 +150,41 @@ def test_model_trains_once_per_name_and_refuses_another_recipe(tmp_path):
     ctx = _context(tmp_path)
     cfg = {"steps": 6, "batch_size": 16, "log_every": 2}
     make = lambda g: LinearSelfAttention(4, generator=g)
-    data = data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg))
-    result = ctx.model("lsa", make, data, cfg, setting="iso")
+    prompts = {"task": TASK, "format": PairedFormat()}
+    result = ctx.model("lsa", make, train=cfg, setting="iso", **prompts)
     assert len(result.models) == 2 and len(ctx.rows) == 2 * 3 and list(result.by_seed) == [3, 4]
-    # the same recipe (a new but equal data source and config) gives the same result, logged once
-    again = ctx.model(
-        "lsa",
-        make,
-        data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg)),
-        TrainConfig.from_config(cfg),
-        setting="iso",
-    )
+    # the same recipe (a data source of the same task, an equal block) gives the same result, logged once
+    again = ctx.model("lsa", make, data_source(TASK, PairedFormat()), train=dict(cfg), setting="iso")
     assert again.models == result.models and again.history == result.history and len(ctx.rows) == 6
     history = ctx.history()
     assert list(history.columns) == ["setting", "model", "seed", "step", "metric", "value"]
     assert len(history) == 6 and set(history.seed) == {3, 4} and ctx.history(setting="other").empty
     with pytest.raises(ValueError, match=r"'lsa' was already trained .*\(train differ\)"):
-        ctx.model("lsa", make, data, {**cfg, "lr": 0.1}, setting="iso")
+        ctx.model("lsa", make, train={**cfg, "lr": 0.1}, setting="iso", **prompts)
     with pytest.raises(ValueError, match=r"\(model differ\)"):
-        ctx.model("lsa", lambda g: LinearSelfAttention(4, n_layers=2, generator=g), data, cfg, setting="iso")
+        ctx.model("lsa", lambda g: LinearSelfAttention(4, n_layers=2, generator=g), train=cfg, **prompts)
     with pytest.raises(ValueError, match=r"\(task differ\)"):
         other = LinearRegression(GaussianInputs(3), n_context=8)  # no config block: compared by what it draws
-        ctx.model("lsa", make, data_source(other, PairedFormat(), TrainConfig.from_config(cfg)), cfg, setting="iso")
-    apart = ctx.model("lsa", make, data, cfg, seeds=[0], setting="iso")  # other seeds: their own checkpoints
+        ctx.model("lsa", make, task=other, format=PairedFormat(), train=cfg, setting="iso")
+    with pytest.raises(ValueError, match="its data, or its task and format"):
+        ctx.model("lsa2", make, data_source(TASK, PairedFormat()), task=TASK, format=PairedFormat(), train=cfg)
+    with pytest.raises(ValueError, match="its data, or its task and format"):
+        ctx.model("lsa2", make, task=TASK, train=cfg)
+    apart = ctx.model("lsa", make, train=cfg, seeds=[0], setting="iso", **prompts)  # other seeds: own checkpoints
     assert apart.seeds == [0] and len(ctx.rows) == 9
-    assert ctx.model("lsa", make, data, cfg, setting="another part").models == result.models  # read elsewhere
+    assert ctx.model("lsa", make, train=cfg, setting="another part", **prompts).models == result.models
 
 
 def test_a_seed_trained_beside_others_trains_as_it_does_alone(tmp_path):
     cfg = {"steps": 30, "batch_size": 64, "log_every": 10, "lr": 0.01}
     make = lambda g: LinearSelfAttention(4, generator=g)
-    data = data_source(TASK, PairedFormat(), TrainConfig.from_config(cfg))
+    prompts = {"task": TASK, "format": PairedFormat(), "train": cfg}
     run = _context(tmp_path / "beside", seeds=3)  # seeds 3, 4, 5
     passes = {seed: run.for_seed(seed) for seed in run.seeds}
-    beside = {seed: ctx.model("lsa", make, data, cfg) for seed, ctx in passes.items()}
+    beside = {seed: ctx.model("lsa", make, **prompts) for seed, ctx in passes.items()}
     assert len(run._trained["lsa"]) == 1  # trained once, on the first pass, for every seed
     assert all(result.seeds == [seed] for seed, result in beside.items())
-    alone = _context(tmp_path / "alone", seed=4, seeds=1).model("lsa", make, data, cfg)
+    alone = _context(tmp_path / "alone", seed=4, seeds=1).model("lsa", make, **prompts)
     losses = [[r["value"] for r in result.history] for result in (beside[4], alone)]
     torch.testing.assert_close(torch.tensor(losses[0]), torch.tensor(losses[1]), rtol=1e-5, atol=1e-6)
     # the passes share the run's rows; a learner's row gets the seed of the pass that measured it

@@ -210,7 +210,7 @@ def test_fused_loss_equals_autograd_through_the_predictions(monkeypatch, complex
 def test_fused_loss_trains_seeds_under_vmap_as_autograd_does(monkeypatch):
     # Two seeds stacked (vmap through the fused Function), then the same run through the predictions.
     task = AutoregressiveSequences(2, 12)
-    data = FixedTrainingSet(task, AutoregressiveFormat(), 16, 16)
+    data = FixedTrainingSet(task, AutoregressiveFormat(), 16)
     make = lambda g: CausalLinearAttention(2, init="random", dtype=torch.float64, generator=g)
     cfg = TrainConfig(steps=5, batch_size=16, lr=0.05, optimizer="sgd", loss="half_sse")
     import iclab.models.causal_attention as module
@@ -277,7 +277,7 @@ def test_diagonal_only_keeps_the_support():
 
 def test_gd_training_converges_to_the_training_set_optimum():
     task = AutoregressiveSequences(3, 20, StartDistribution("sparse", 1.0))
-    data = FixedTrainingSet(task, AutoregressiveFormat(), 64, 64)
+    data = FixedTrainingSet(task, AutoregressiveFormat(), 64)
     optimum = product_optimum(task)
     lr = 0.5 / (optimum.denominator * 4.0)  # (|a0| + |b0|)² = 4
     cfg = TrainConfig(steps=60, batch_size=64, train_size=64, lr=lr, optimizer="sgd", loss="half_sse", log_every=50)

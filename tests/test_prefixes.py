@@ -41,7 +41,7 @@ def test_curriculum_schedule_and_truncated_prompts():
     c = Curriculum(d_start=2, d_end=4, n_start=3, n_end=6, d_step=1, n_step=2, every=10)
     assert [c.at(s) for s in (0, 9, 10, 25, 1000)] == [(2, 3), (2, 3), (3, 5), (4, 6), (4, 6)]
     make = lambda d, n: linear_regression_from_config({"d": d, "n_context": n})
-    prompt = CurriculumPrompts(make, InterleavedFormat(), 8, c).batch(0, 0, "cpu")
+    prompt = CurriculumPrompts(make, InterleavedFormat(), c).batch(0, 0, "cpu", 8)
     assert prompt.tokens.shape == (8, 6, 5) and prompt.targets.shape == (8, 3)
     assert not prompt.tokens[:, :, 2:4].any()  # coordinates beyond d = 2 are zero
     with pytest.raises(ConfigError):
@@ -62,7 +62,7 @@ def test_short_training_on_d3_beats_averaging():
     fmt = InterleavedFormat()
     cfg = TrainConfig(steps=600, batch_size=64, lr=2e-3, schedule="cosine", warmup=20, log_every=100)
     make = lambda g: GPTTransformer(GPTConfig(4, n_layers=2, n_heads=2, width=32, max_tokens=16), g)
-    model = train(make, data_source(task, fmt, cfg), cfg, seeds=[0], progress=False).models[0]
+    model = train(make, data_source(task, fmt), cfg, seeds=[0], progress=False).models[0]
     episode = task.sample(4000, generator(0, "test"))
     with torch.no_grad():
         gpt = model(fmt.encode(episode).tokens, 8).double()

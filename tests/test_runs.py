@@ -173,8 +173,8 @@ def _plant_nan(monkeypatch, seed: int, from_step: int):
     """Make the training prompts of ``seed`` non-finite from step ``from_step`` (0-based) on."""
     original = FreshPrompts.batch
 
-    def batch(self, s, step, device):
-        prompt = original(self, s, step, device)
+    def batch(self, s, step, device, batch_size):
+        prompt = original(self, s, step, device, batch_size)
         if s == seed and step >= from_step:
             prompt.tokens[0, 0, 0] = float("nan")
         return prompt
@@ -204,8 +204,8 @@ def test_a_finite_blow_up_stops_like_a_non_finite_loss_and_stays_resumable(tmp_p
     out = tmp_path / "run"
     original = FreshPrompts.batch
 
-    def batch(self, s, step, device):  # seed 1's targets 1000 times larger from step 4 (1-based) on: finite
-        prompt = original(self, s, step, device)
+    def batch(self, s, step, device, batch_size):  # seed 1's targets 1000 times larger from step 4 (1-based) on
+        prompt = original(self, s, step, device, batch_size)
         if s == 1 and step >= 3:
             prompt.targets.mul_(1000.0)
         return prompt

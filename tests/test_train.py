@@ -39,7 +39,7 @@ def _make(g):
 
 def test_short_training_gets_within_ten_percent_of_optimum():
     cfg = TrainConfig(steps=600, batch_size=512, lr=0.01, schedule="cosine", warmup=20, log_every=50)
-    result = train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0, 1], progress=False)
+    result = train(_make, data_source(TASK, PairedFormat(), cfg.train_size), cfg, seeds=[0, 1], progress=False)
     optimum = lsa_optimum(TASK).loss
     losses = evaluate({s: model_predictor(m) for s, m in enumerate(result.models)}, TASK, 20000, seed=9)
     for mean, _ in losses.values():
@@ -54,7 +54,7 @@ def _params(models):
 
 def test_vectorised_seeds_equal_seeds_trained_alone():
     cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, clip=0.5)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     together = train(_make, data, cfg, seeds=[3, 4], progress=False)
     alone = train(_make, data, cfg, seeds=[4], progress=False)
     torch.testing.assert_close(_params(together.models)[1], _params(alone.models)[0], rtol=1e-4, atol=1e-6)
@@ -71,7 +71,7 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
         checkpoint_every=50,
         schedule="cosine",
     )
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     full = train(_make, data, cfg, seeds=[0, 1], progress=False)
 
     def interrupt(step, models):
@@ -115,7 +115,7 @@ def _weights_at(folder, seeds, step):
 
 def test_kept_steps_survive_an_interruption_and_equal_an_uninterrupted_run(tmp_path):
     cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, log_every=10, checkpoint_every=50, keep=[5, 30, 60, 90])
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path / "full", name="lsa", progress=False)
     with pytest.raises(KeyboardInterrupt):
         train(
@@ -163,7 +163,7 @@ def _to_legacy(root, name, seeds):
 
 def test_a_run_written_in_the_old_one_file_layout_resumes_exactly(tmp_path):
     cfg = TrainConfig(steps=100, batch_size=32, lr=0.01, optimizer="adamw", log_every=10, checkpoint_every=50)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     full = train(_make, data, cfg, seeds=[0, 1], progress=False)
     with pytest.raises(KeyboardInterrupt):
         train(
@@ -201,7 +201,7 @@ def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, 
     import iclab.train
 
     cfg = TrainConfig(steps=20, batch_size=32, lr=0.01, log_every=10, checkpoint_every=10)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     full = train(_make, data, cfg, seeds=[0], progress=False)
     replace = os.replace
 
@@ -235,9 +235,9 @@ def test_a_save_stopped_between_its_two_renames_is_finished_on_resume(tmp_path, 
 
 def test_fixed_training_set_is_reused():
     cfg = TrainConfig(steps=5, batch_size=8, train_size=16)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     assert isinstance(data, FixedTrainingSet)
-    a, b = data.batch(0, 1, "cpu"), data.batch(0, 2, "cpu")
+    a, b = data.batch(0, 1, "cpu", cfg.batch_size), data.batch(0, 2, "cpu", cfg.batch_size)
     full = data.training_set(0, "cpu").tokens
     for batch in (a, b):
         assert batch.tokens.shape[0] == 8
@@ -247,11 +247,11 @@ def test_fixed_training_set_is_reused():
 
 def test_without_a_terminal_training_logs_a_line_per_log_step(capsys):
     cfg = TrainConfig(steps=20, batch_size=16, lr=0.01, log_every=5)
-    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0, 1], name="lsa", progress=True)
+    train(_make, data_source(TASK, PairedFormat(), cfg.train_size), cfg, seeds=[0, 1], name="lsa", progress=True)
     lines = capsys.readouterr().err.strip().splitlines()  # pytest's stderr is no terminal
     assert [line.split(",")[0] for line in lines] == [f"lsa: step {s}/20" for s in (5, 10, 15, 20)]
     assert all(re.search(r"loss [\d.e+-]+, [\d.e+-]+, [\d.e+-]+ steps/s, \d+ s left$", line) for line in lines)
-    train(_make, data_source(TASK, PairedFormat(), cfg), cfg, seeds=[0], progress=False)
+    train(_make, data_source(TASK, PairedFormat(), cfg.train_size), cfg, seeds=[0], progress=False)
     assert capsys.readouterr().err == ""  # progress off: silent
 
 
@@ -277,14 +277,14 @@ def test_epochs_derive_the_steps_from_the_training_set_and_batch():
     with pytest.raises(ConfigError, match="needs train.train_size"):
         train(
             lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
-            data_source(TASK, PairedFormat(), recipe),
+            data_source(TASK, PairedFormat(), recipe.train_size),
             recipe,
             [0],
             progress=False,
         )
     result = train(
         lambda g: LinearSelfAttention(TASK.d + 1, generator=g),
-        data_source(TASK, PairedFormat(), cfg),
+        data_source(TASK, PairedFormat(), cfg.train_size),
         cfg,
         [0],
         progress=False,
@@ -304,7 +304,9 @@ def test_compiled_training_equals_eager():
         runs = []
         for compile in (False, True):
             cfg = TrainConfig(steps=5, batch_size=32, lr=0.1, optimizer="sgd", compile=compile)
-            runs.append(train(make, data_source(TASK, InterleavedFormat(), cfg), cfg, seeds=seeds, progress=False))
+            runs.append(
+                train(make, data_source(TASK, InterleavedFormat(), cfg.train_size), cfg, seeds=seeds, progress=False)
+            )
         for eager, compiled in zip(*(_params(r.models) for r in runs)):
             torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-5)
 
@@ -321,7 +323,9 @@ def test_bf16_training_tracks_fp32():
         losses = {}
         for precision in ("fp32", "tf32", "bf16"):
             cfg = TrainConfig(steps=20, batch_size=32, lr=3e-3, log_every=5, precision=precision)
-            result = train(make, data_source(TASK, InterleavedFormat(), cfg), cfg, seeds=seeds, progress=False)
+            result = train(
+                make, data_source(TASK, InterleavedFormat(), cfg.train_size), cfg, seeds=seeds, progress=False
+            )
             assert all(p.dtype == torch.float32 for m in result.models for p in m.parameters())
             losses[precision] = torch.tensor([r["value"] for r in result.history])
         assert torch.equal(losses["tf32"], losses["fp32"])  # tf32 touches CUDA matmuls only
@@ -340,7 +344,7 @@ def test_tf32_sets_the_switch_this_torch_has_and_restores_it(monkeypatch):
         cfg = TrainConfig(steps=4, batch_size=16, log_every=2, precision=precision)
         result = train(
             _make,
-            data_source(TASK, PairedFormat(), cfg),
+            data_source(TASK, PairedFormat(), cfg.train_size),
             cfg,
             seeds=[0],
             progress=False,
@@ -353,7 +357,7 @@ def test_tf32_sets_the_switch_this_torch_has_and_restores_it(monkeypatch):
     cfg = TrainConfig(steps=2, batch_size=16, log_every=1, precision="tf32")
     train(
         _make,
-        data_source(TASK, PairedFormat(), cfg),
+        data_source(TASK, PairedFormat(), cfg.train_size),
         cfg,
         seeds=[0],
         progress=False,
@@ -369,7 +373,7 @@ def test_unknown_precision_is_a_config_error():
 
 def test_warm_start_begins_from_the_given_models():
     cfg = TrainConfig(steps=20, batch_size=64, lr=0.01)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     trained = train(_make, data, cfg, seeds=[0, 1], progress=False).models
     # At lr 0 nothing moves: each seed ends with exactly its own warm start's weights, not make_model's.
     frozen = TrainConfig(steps=3, batch_size=64, lr=0.0)
@@ -386,12 +390,12 @@ class _SpikyPrompts(FreshPrompts):
     """Fresh prompts whose targets are 1000 times larger at the given 0-based steps (a finite loss
     about 10⁶ times the start there)."""
 
-    def __init__(self, cfg, steps):
-        super().__init__(TASK, PairedFormat(), cfg.batch_size)
+    def __init__(self, steps):
+        super().__init__(TASK, PairedFormat())
         self.steps = set(steps)
 
-    def batch(self, seed, step, device):
-        prompt = super().batch(seed, step, device)
+    def batch(self, seed, step, device, batch_size):
+        prompt = super().batch(seed, step, device, batch_size)
         if step in self.steps:
             prompt.targets.mul_(1000.0)
         return prompt
@@ -399,7 +403,7 @@ class _SpikyPrompts(FreshPrompts):
 
 def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(monkeypatch):
     cfg = TrainConfig(steps=30, batch_size=64, lr=0.01, checkpoint_every=4)
-    blown_up_from_step_6 = _SpikyPrompts(cfg, range(5, 30))
+    blown_up_from_step_6 = _SpikyPrompts(range(5, 30))
     stop = 5 + BLOWUP_STEPS
     with pytest.raises(
         TrainingDiverged,
@@ -412,7 +416,7 @@ def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(mo
 
     saved = []
     monkeypatch.setattr(_SeedGroup, "_save", lambda self: saved.append(self.step))
-    spikes = _SpikyPrompts(cfg, {3, 7, 11, *range(15, 15 + BLOWUP_STEPS - 1), 27})  # on every due checkpoint
+    spikes = _SpikyPrompts({3, 7, 11, *range(15, 15 + BLOWUP_STEPS - 1), 27})  # on every due checkpoint
     train(_make, spikes, cfg, seeds=[0, 1], checkpoint_dir="unused", progress=False)
     assert saved == [30]  # no stop; the due checkpoints at spikes are skipped, the last one is not
     saved.clear()
@@ -422,7 +426,7 @@ def test_a_loss_that_stays_blown_up_stops_training_and_isolated_spikes_do_not(mo
 
 def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
     cfg = TrainConfig(steps=8, batch_size=64, lr=0.01, log_every=1, checkpoint_every=4)
-    data = data_source(TASK, PairedFormat(), cfg)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
     first = train(_make, data, cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
     resumed = _SeedGroup(
         _make, data, dataclasses.replace(cfg, steps=12), [0, 1], torch.device("cpu"), tmp_path, "model"
@@ -440,9 +444,9 @@ def test_the_blowup_reference_is_the_initial_loss_also_after_a_resume(tmp_path):
 class _TokenIds:
     """Token-id prompts of T = 6 over the first 4 of 10 tokens, with real labels read at every second token."""
 
-    def batch(self, seed, step, device):
+    def batch(self, seed, step, device, batch_size):
         g = torch.Generator().manual_seed(seed * 1000 + step)
-        return Prompt(torch.randint(4, (8, 6), generator=g), torch.randn(8, 3, generator=g), 3)
+        return Prompt(torch.randint(4, (batch_size, 6), generator=g), torch.randn(batch_size, 3, generator=g), 3)
 
 
 def _small_gpt(g):

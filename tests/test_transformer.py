@@ -294,7 +294,7 @@ def test_dropout_acts_in_training_only_and_training_with_it_resumes_exactly(tmp_
     task = LinearRegression(GaussianInputs(3), n_context=6)
     make = lambda g: GPTTransformer(config, g)
     full = TrainConfig(steps=6, batch_size=16, lr=0.01, checkpoint_every=3)
-    data = data_source(task, InterleavedFormat(), full)
+    data = data_source(task, InterleavedFormat())
     whole = train(make, data, full, seeds=[0, 1], checkpoint_dir=tmp_path / "whole", progress=False).models
     train(
         make,

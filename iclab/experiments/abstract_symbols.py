@@ -30,7 +30,6 @@ grids), and what was measured: docs/experiments/abstract-symbols.md.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 
@@ -45,7 +44,6 @@ from ..report.figures import band_line, heatmap, new_figure, save
 from ..rng import generator
 from ..tasks.templates import template_task
 from ..theory import template_matrix
-from ..train import FixedTrainingSet, TrainConfig
 from .base import Experiment, RunContext
 
 PAPER = "Boix-Adserà et al. (ICLR 2024)"
@@ -275,9 +273,7 @@ def _fit(
 ) -> dict[int, dict[str, float]]:
     """Train ``make_model`` on a fixed set of n samples and return, per seed, the test
     ``metric`` at the logged step with the lowest validation ``metric`` and at the last step."""
-    # The run's train block on this fixed set of n samples: epochs passes, one checkpoint at the end.
-    train_cfg = TrainConfig.from_config({**config["train"], "epochs": epochs, "train_size": n, "loss": loss})
-    train_cfg = dataclasses.replace(train_cfg, checkpoint_every=train_cfg.steps)
+    train = {**config["train"], "epochs": epochs, "train_size": n, "loss": loss}  # on a fixed set of n samples
 
     @functools.cache
     def held_out(seed: int, split: str):  # each seed's own splits, whichever seeds train beside it
@@ -298,8 +294,9 @@ def _fit(
     result = ctx.model(
         name,
         make_model,
-        FixedTrainingSet(task, TokenFormat(), n, train_cfg.batch_size),
-        train_cfg,
+        train=train,
+        task=task,
+        format=TokenFormat(),
         setting=setting,
         callback=evaluate,
         together=True,
@@ -311,7 +308,8 @@ def _fit(
             for split in ("validation", "test")
         }
         best = _reported_step(rows["validation"])
-        out[seed] = {"test": rows["test"][best], "test_last": rows["test"][train_cfg.steps], "best_step": best}
+        last = max(rows["test"])  # the loop logs its last step
+        out[seed] = {"test": rows["test"][best], "test_last": rows["test"][last], "best_step": best}
         for key, value in out[seed].items():
             ctx.log(setting=setting, model=model, seed=seed, n=n, metric=f"{key}_{metric}", value=value)
     return out

@@ -57,8 +57,7 @@ from ..prompts import InterleavedFormat
 from ..report.figures import band_line, new_figure, save
 from ..rng import generator
 from ..tasks import linear_regression_from_config
-from ..train import TrainConfig, data_source
-from .base import Experiment, RunContext
+from .base import Experiment, RunContext, check_training
 
 PAPER = "Akyürek et al. (ICLR 2023)"
 # The paper's MSPD of the trained model to the Bayes learner of each noise column (its Fig 2's diagonal).
@@ -236,10 +235,8 @@ def _checks(config: dict):
         raise ConfigError("depths must be a non-empty list of positive layer counts")
     if config["probe"]["n_layers"] < 2:
         raise ConfigError("probe.n_layers must be >= 2 (the claims follow the probes through the blocks)")
-    TrainConfig.from_config(config["train"])
-    TrainConfig.from_config(config["probe"]["train"])
     if config["noise_finetune"] is not None:
-        TrainConfig.from_config({**config["train"], **config["noise_finetune"]})
+        check_training({**config["train"], **config["noise_finetune"]}, "noise_finetune")
     if config["curriculum"] is not None:
         for d_model in (d, config["probe"]["d"]):
             Curriculum.towards(config["curriculum"], d_model, n)
@@ -263,11 +260,12 @@ def _model(config: dict, ctx: RunContext, d: int, n_layers: int, sigma: float = 
     name = _name(d, n_layers, sigma, tau)
     if sigma > 0 and config["noise_finetune"] is not None:
         base = _model(config, ctx, d, n_layers)
-        cfg = TrainConfig.from_config({**config["train"], **config["noise_finetune"]})
-        data = data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
-        return ctx.model(name, make, data, cfg, setting="training", init=[base]).models[0]
-    cfg = TrainConfig.from_config(config["train"])
-    return ctx.model(name, make, _data(config, d, sigma, tau, cfg), cfg, setting="training").models[0]
+        train = {**config["train"], **config["noise_finetune"]}
+        task = _task(config, d, sigma, tau)
+        return ctx.model(
+            name, make, train=train, task=task, format=InterleavedFormat(), setting="training", init=[base]
+        ).models[0]
+    return ctx.model(name, make, train=config["train"], setting="training", **_data(config, d, sigma, tau)).models[0]
 
 
 def _control_model(config: dict, ctx: RunContext, d: int, n_layers: int):
@@ -277,10 +275,16 @@ def _control_model(config: dict, ctx: RunContext, d: int, n_layers: int):
     does not ask for)."""
     w = torch.randn(d, generator=generator(config["seed"], "control-w"), dtype=torch.float64)
     task = linear_regression_from_config({**config["task"], "d": d, "w": w.tolist()})
-    cfg = TrainConfig.from_config(config["train"])
-    data = data_source(task, InterleavedFormat(), cfg)
     make = _architecture(config, d, n_layers)
-    return ctx.model(f"{_name(d, n_layers)}-control", make, data, cfg, setting="training", together=False).models[0]
+    return ctx.model(
+        f"{_name(d, n_layers)}-control",
+        make,
+        train=config["train"],
+        task=task,
+        format=InterleavedFormat(),
+        setting="training",
+        together=False,
+    ).models[0]
 
 
 def _architecture(config: dict, d: int, n_layers: int):
@@ -297,15 +301,16 @@ def _name(d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0) -> str:
     return f"gpt-d{d}-L{n_layers}-sigma{sigma:g}-tau{tau:g}"
 
 
-def _data(config: dict, d: int, sigma: float, tau: float, cfg: TrainConfig):
-    """Fresh prompts of the task, or the curriculum towards it when one is configured."""
+def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
+    """:meth:`RunContext.model`'s data arguments: the task's prompts, or the curriculum towards it when one
+    is configured."""
     if config["curriculum"] is None:
-        return data_source(_task(config, d, sigma, tau), InterleavedFormat(), cfg)
+        return {"task": _task(config, d, sigma, tau), "format": InterleavedFormat()}
     make_task = lambda d_now, n_now: linear_regression_from_config(
         {**config["task"], "d": d_now, "n_context": n_now, "noise": sigma, "w_scale": tau}
     )
     curriculum = Curriculum.towards(config["curriculum"], d, config["task"]["n_context"])
-    return CurriculumPrompts(make_task, InterleavedFormat(), cfg.batch_size, curriculum)
+    return {"data": CurriculumPrompts(make_task, InterleavedFormat(), curriculum)}
 
 
 def run(config: dict, ctx: RunContext):
@@ -597,15 +602,14 @@ def _probe_scores(config, ctx, model, split, targets, std, heads: dict, prefix: 
     per hidden state as ``<prefix>probe-<head>``."""
     p = config["probe"]
     hidden = {name: hidden_states(model, e) for name, e in split.items()}  # (B, L + 1, T, W)
-    cfg = TrainConfig.from_config(p["train"])
     _, n_states, seq_len, width = hidden["train"].shape
     n = config["task"]["n_context"]
     scores = {}
     for head, units in heads.items():
         name = f"{prefix}probe-{head}"
         make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, p["d"], units, generator=g)
-        data = ProbeData(hidden["train"], targets["train"].float(), cfg.batch_size)
-        probes = ctx.model(name, make, data, cfg, setting="probes", together=False).models[0]
+        data = ProbeData(hidden["train"], targets["train"].float())
+        probes = ctx.model(name, make, data, train=p["train"], setting="probes", together=False).models[0]
         scores[head] = score(probes, hidden["test"], targets["test"], std)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):

@@ -41,7 +41,8 @@ from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
 from ..tasks.base import Episode
-from ..train import TrainConfig, TrainResult, train
+from ..train import TrainConfig, TrainResult, data_source
+from ..train import train as train_models  # `train` is ctx.model's training block
 from ..version import __version__
 
 log = logging.getLogger(__name__)
@@ -178,42 +179,44 @@ class RunContext:
         self,
         name: str,
         make_model,
-        data,
-        config: TrainConfig | Mapping[str, Any],
+        data=None,
         *,
+        train: Mapping[str, Any],
+        task=None,
+        format=None,
         seeds: Iterable[int] | None = None,
         setting: str | None = None,
         together: bool | None = None,
         **kwargs,
     ) -> TrainResult:
-        """Train model ``name`` once per run: one model per seed (default :attr:`seeds`) with
-        :func:`iclab.train.train`, this run's checkpoints, device and progress bar; the training
-        history is logged as rows of model ``name`` and ``setting``. ``config`` is a
-        :class:`TrainConfig` or a ``train`` block; ``kwargs`` go to :func:`iclab.train.train`
-        (``callback``, ``vectorize``).
+        """Train model ``name`` once per run, one model per seed (default :attr:`seeds`), with
+        :func:`iclab.train.train`, this run's checkpoints, device and progress bar; the history is logged as
+        rows of model ``name`` and ``setting``. ``train`` is a training block with any changes merged in
+        (``{**config["train"], "lr": 0.1}``), which this turns into the :class:`~iclab.train.TrainConfig`. The
+        prompts are ``task``'s in ``format`` (fresh at every step, or a fixed set when the block sets
+        ``train_size``: :func:`~iclab.train.data_source`), or come from ``data`` (a curriculum, token blocks,
+        probe data); the loop asks for the block's ``batch_size``. ``kwargs`` go to :func:`iclab.train.train`.
 
-        On a seed's pass of a run of several seeds (:meth:`for_seed`), ``together`` says whether the first
-        ask trains the run's seeds together (every pass then gets its own seed's model) or each pass trains
-        its seed alone. By default (None) they train together unless the model has a ``callback``, which may
-        measure it with this pass's own data (its evaluation prompts, a reference fitted on them), or starts
-        from this pass's models (``init``). ``together=True``: the callback measures each model from its seed
-        and the config alone (``ctx.eval_episode(..., seed=s)``, a split drawn from the seed).
-        ``together=False``: the recipe itself depends on the pass's seed (a task drawn from it); a model
-        trained together whose recipe turns out to differ on a later pass raises ``ValueError``. Explicit
-        ``seeds`` train exactly those.
-
-        Asked again for ``name`` with the same recipe for seeds it has trained, it returns their result
-        without training (:meth:`_trained_already`). The weights files record what :func:`iclab.load_model`
-        needs (:meth:`_facts`).
+        On a seed's pass of a run of several seeds (:meth:`for_seed`), the first ask trains the run's seeds
+        together (every pass then gets its own seed's model) unless the model has a ``callback`` (which may
+        measure it with this pass's own data) or an ``init`` (this pass's models): those train per pass.
+        ``together=True``: the callback measures each model from its seed and the config alone
+        (``ctx.eval_episode(..., seed=s)``); ``together=False``: the recipe depends on the seed (a task drawn
+        from it). Explicit ``seeds`` train exactly those. Asked again for ``name`` with the same recipe, it
+        returns the trained models (:meth:`_trained_already`). The weights files record what
+        :func:`iclab.load_model` needs (:meth:`_facts`).
         """
-        config = config if isinstance(config, TrainConfig) else TrainConfig.from_config(config)
+        config = TrainConfig.from_config(train)
+        if (data is None) == (task is None) or (task is None) != (format is None):
+            raise ValueError(f"model {name!r}: give its data, or its task and format")
+        data = data_source(task, format, config.train_size) if data is None else data
         wanted = self.seeds if seeds is None else list(seeds)
         seeds = self._seeds_to_train(seeds, together, kwargs) or wanted
         recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
         trained = self._trained_already(name, make_model, recipe, seeds, wanted)
         if trained is not None:
             return trained
-        result = train(
+        result = train_models(
             make_model,
             data,
             config,
@@ -291,6 +294,16 @@ class RunContext:
                 self.live.update(new, lambda: self.rows + training)
 
         return on_log
+
+
+def check_training(block: Mapping[str, Any], path: str = "train") -> TrainConfig:
+    """The :class:`~iclab.train.TrainConfig` of a training block, or :class:`~iclab.config.ConfigError` naming
+    ``path`` (for a block an experiment's ``checks`` merge from several, e.g. a fine-tuning block's changes
+    over ``train``; the blocks of :attr:`Experiment.train_blocks` are checked by the framework)."""
+    try:
+        return TrainConfig.from_config(block)
+    except (ConfigError, TypeError) as err:
+        raise ConfigError(f"{path}: {err}" if path != "train" else str(err)) from None
 
 
 def _data_recipe(data) -> dict:
@@ -417,10 +430,7 @@ class Experiment:
         for path in self.train_blocks:
             block = _block(config, path)
             if block is not None:
-                try:
-                    train = TrainConfig.from_config(block)
-                except (ConfigError, TypeError) as err:
-                    raise ConfigError(f"{path}: {err}" if path != "train" else str(err)) from None
+                train = check_training(block, path)
                 # A warm-up as long as the run never reaches its learning rate: a slip in a config (an
                 # experiment may still schedule its own, as mesa-ar's step-size warm-up from its theory).
                 if 0 < train.steps <= train.warmup:

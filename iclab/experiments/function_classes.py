@@ -19,8 +19,6 @@ transformer on those same prompts.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from .. import claims as C
@@ -44,8 +42,7 @@ from ..report.figures import band_line, new_figure, save, training_curve
 from ..rng import generator
 from ..shifts import shift as make_shift
 from ..tasks.functions import CLASSES, function_class
-from ..train import TrainConfig, data_source
-from .base import Experiment, RunContext
+from .base import Experiment, RunContext, check_training
 
 PAPER = "Garg et al. (NeurIPS 2022)"
 
@@ -302,7 +299,7 @@ def _classes(config: dict) -> list[str]:
         if name not in config["functions"]:
             raise ConfigError(f"unknown function class {name!r}; choose from {', '.join(config['functions'])}")
         task = _task(config, name)
-        _train_config(config, name)
+        check_training(_train_block(config, name), f"functions.{name}.train")
         if name == "sparse-linear" and task.sparsity + 1 >= min(task.d, task.n_context):
             raise ConfigError(
                 f"functions.sparse-linear.sparsity must be below d − 1 = {task.d - 1} (and n_context − 1): the sparse "
@@ -334,11 +331,11 @@ def _task(config: dict, name: str, d: int | None = None, n: int | None = None):
     return function_class(name, d or config["d"], n or spec["n_context"], **parameters)
 
 
-def _train_config(config: dict, name: str) -> TrainConfig:
-    """Class ``name``'s training: the shared ``train`` block with the class's own ``train`` keys on top,
-    and the logistic loss for sign labels."""
-    cfg = TrainConfig.from_config({**config["train"], **config["functions"][name]["train"]})
-    return dataclasses.replace(cfg, loss="logistic") if _task(config, name).metric == "error_rate" else cfg
+def _train_block(config: dict, name: str) -> dict:
+    """Class ``name``'s training block: the shared ``train`` block with the class's own ``train`` keys on
+    top, and the logistic loss for sign labels."""
+    block = {**config["train"], **config["functions"][name]["train"]}
+    return {**block, "loss": "logistic"} if _task(config, name).metric == "error_rate" else block
 
 
 def _model_config(config: dict, name: str) -> dict:
@@ -362,15 +359,15 @@ def _model_config(config: dict, name: str) -> dict:
     return {**config["model"], **own}
 
 
-def _data(config: dict, name: str, task, train_cfg: TrainConfig, fmt):
-    """Fresh prompts of the full class, or the d/N curriculum when one is configured (a warm-started
-    model, which already reads the full task, skips it)."""
+def _data(config: dict, name: str, task, fmt) -> dict:
+    """:meth:`RunContext.model`'s data arguments: the full class's prompts, or the d/N curriculum when one is
+    configured (a warm-started model, which already reads the full task, skips it)."""
     if config["curriculum"] is None or config["functions"][name]["init_from"]:
-        return data_source(task, fmt, train_cfg)
+        return {"task": task, "format": fmt}
     spec = config["functions"][name]
     block = {**config["curriculum"], "n_start": spec["n_start"], "n_step": spec["n_step"]}
     curriculum = Curriculum.towards(block, task.d, task.n_context)
-    return CurriculumPrompts(lambda d, n: _task(config, name, d, n), fmt, train_cfg.batch_size, curriculum)
+    return {"data": CurriculumPrompts(lambda d, n: _task(config, name, d, n), fmt, curriculum)}
 
 
 def _baselines(config: dict, name: str, task) -> tuple[list, list]:
@@ -428,7 +425,6 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
     """Class ``name``'s transformers (one per seed), warm-started from ``models`` of its ``init_from`` class
     when it names one."""
     m = _model_config(config, name)
-    train_cfg = _train_config(config, name)
     source = config["functions"][name]["init_from"]
     return ctx.model(
         name,
@@ -444,10 +440,10 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
             ),
             g,
         ),
-        _data(config, name, task, train_cfg, fmt),
-        train_cfg,
+        train=_train_block(config, name),
         setting=name,
         init=models[source] if source else None,
+        **_data(config, name, task, fmt),
     )
 
 

@@ -41,7 +41,6 @@ from ..report.figures import heatmap, new_figure, save, training_curve
 from ..rng import generator
 from ..tasks import SineRegression, linear_regression_from_config
 from ..theory import gd_step_optimum
-from ..train import TrainConfig, data_source
 from .base import Experiment, RunContext
 
 PAPER = "von Oswald et al. (ICML 2023)"
@@ -210,14 +209,14 @@ class _Linear:
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models.values()]}
 
-        train = TrainConfig.from_config({**self.config["train"], **({} if lr is None else {"lr": lr})})
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)
         model = f"lsa-{setting}"
         result = self.ctx.model(
             model,
             make,
-            data_source(self.task, PairedFormat(), train),
-            train,
+            train={**self.config["train"], **({} if lr is None else {"lr": lr})},
+            task=self.task,
+            format=PairedFormat(),
             setting=setting,
             callback=cosine_to_reference if reference else None,
         )
@@ -470,7 +469,6 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
     Returns the claims and the zero predictor's half-MSE."""
     cfg, tol, name = config["sine"], config["tolerance"], "sine"
     task = SineRegression(n_context=cfg["n_context"])
-    train = TrainConfig.from_config(cfg["train"])
     width, k = cfg["width"], cfg["features"]
 
     def make(train_attention):
@@ -488,7 +486,7 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
 
     predictors = {"zero": ZeroPredictor()}
     for model, trainable in (("mlp+lsa", True), ("mlp+gd", False)):
-        result = ctx.model(model, make(trainable), data_source(task, PairedFormat(), train), train, setting=name)
+        result = ctx.model(model, make(trainable), train=cfg["train"], task=task, format=PairedFormat(), setting=name)
         predictors.update({(model, seed): m for seed, m in result.by_seed.items()})
     found = ctx.evaluate(predictors, task, config["eval_prompts"], "half_mse", name)
     losses = {model: sum(found[model, seed] for seed in ctx.seeds) / len(ctx.seeds) for model in ("mlp+lsa", "mlp+gd")}

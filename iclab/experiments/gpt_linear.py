@@ -22,7 +22,6 @@ from ..prompts import InterleavedFormat
 from ..report.figures import band_line, new_figure, save, training_curve
 from ..tasks import linear_regression_from_config
 from ..theory import gd_step_optimum
-from ..train import TrainConfig, data_source
 from .base import Experiment, RunContext
 
 PAPER = "Garg et al. (NeurIPS 2022); Akyürek et al. (ICLR 2023)"
@@ -47,7 +46,7 @@ DEFAULTS = {
         "log_every": 50,
         "checkpoint_every": 500,
         "compile": True,
-        "precision": "fp32",  # or tf32 / bf16 on a GPU (see TrainConfig)
+        "precision": "fp32",  # or tf32 / bf16 on a GPU (see iclab.train)
     },
     "curriculum": None,
     "ridge_lam": 0.1,
@@ -86,23 +85,19 @@ SCALES = {
 }
 
 
-def _data(config: dict, task, train_cfg: TrainConfig, prompt_format):
-    """Fresh prompts of the full task, or the d/N curriculum towards it when one is configured."""
+def _data(config: dict, task, prompt_format) -> dict:
+    """:meth:`RunContext.model`'s data arguments: the full task's prompts, or the d/N curriculum towards it
+    when one is configured."""
     if config["curriculum"] is None:
-        return data_source(task, prompt_format, train_cfg)
+        return {"task": task, "format": prompt_format}
     make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})
     curriculum = Curriculum.towards(config["curriculum"], task.d, task.n_context)
-    return CurriculumPrompts(make_task, prompt_format, train_cfg.batch_size, curriculum)
+    return {"data": CurriculumPrompts(make_task, prompt_format, curriculum)}
 
 
 def _checks(config: dict):
-    """The task, the training settings and the curriculum must build before anything trains."""
-    _data(
-        config,
-        linear_regression_from_config(config["task"]),
-        TrainConfig.from_config(config["train"]),
-        InterleavedFormat(),
-    )
+    """The task and the curriculum must build before anything trains (the framework checks ``train``)."""
+    _data(config, linear_regression_from_config(config["task"]), InterleavedFormat())
 
 
 def run(config: dict, ctx: RunContext):
@@ -110,7 +105,6 @@ def run(config: dict, ctx: RunContext):
     task = linear_regression_from_config(config["task"])
     d, n = task.d, task.n_context
     fmt = InterleavedFormat()
-    train_cfg = TrainConfig.from_config(config["train"])
     m = config["model"]
     result = ctx.model(
         "gpt",
@@ -126,9 +120,9 @@ def run(config: dict, ctx: RunContext):
             ),
             g,
         ),
-        _data(config, task, train_cfg, fmt),
-        train_cfg,
+        train=config["train"],
         setting="linear",
+        **_data(config, task, fmt),
     )
 
     episode = ctx.eval_episode(task, config["eval_prompts"])

@@ -21,7 +21,6 @@ from ..prompts import PairedFormat
 from ..report.figures import heatmap, new_figure, save, training_curve
 from ..tasks import linear_regression_from_config
 from ..theory import gd_step_optimum, lsa_optimum, lsa_weights
-from ..train import TrainConfig, data_source
 from .base import Experiment, RunContext
 
 PAPER = "Zhang, Frei, Bartlett (JMLR 2024)"
@@ -104,14 +103,14 @@ def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
         {"optimal_loss": optimum.loss, "gd_step_lr": gd.lr, "gd_step_loss": gd.loss}, setting=name, model="theory"
     )
 
-    train = TrainConfig.from_config(config["train"])
     init = config["model"]
     model = f"lsa-{name}"
     result = ctx.model(
         model,
         lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"], generator=g),
-        data_source(task, PairedFormat(), train),
-        train,
+        train=config["train"],
+        task=task,
+        format=PairedFormat(),
         setting=name,
     )
     trained = result.by_seed
@@ -154,12 +153,12 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
 
     model = f"lsa-flow-{name}"
     plain = {"optimizer": "sgd", "momentum": 0.0, "warmup": 0, **{k: flow[k] for k in ("lr", "schedule", "batch_size")}}
-    train = TrainConfig.from_config({**config["train"], **plain})
     result = ctx.model(
         model,
         lambda g: LinearSelfAttention(task.d + 1, init="balanced", init_scale=flow["init_scale"], generator=g),
-        data_source(task, PairedFormat(), train),
-        train,
+        train={**config["train"], **plain},
+        task=task,
+        format=PairedFormat(),
         setting=name,
         callback=record,
         together=True,

@@ -52,7 +52,7 @@ from ..theory import (
     product_optimum,
     product_scatter,
 )
-from ..train import FixedTrainingSet, TrainConfig
+from ..train import FixedTrainingSet
 from .base import Experiment, RunContext
 
 PAPER = "Zheng et al. (NeurIPS 2024)"
@@ -196,9 +196,8 @@ def _train_model(
     the trained models by seed."""
     a0, b0 = init
     lr, warmup = diagonal_learning_rate(s.optimum, a0, b0, config["lr_scale"])
-    train = TrainConfig.from_config(
-        {**config["train"], "train_size": data.size, "batch_size": data.size, "lr": lr, "warmup": warmup}
-    )
+    # Full batch on data's training set, whose size the block takes.
+    train = {**config["train"], "train_size": data.size, "batch_size": data.size, "lr": lr, "warmup": warmup}
 
     def make(g):
         return CausalLinearAttention(s.task.d, a0=a0, b0=b0, diagonal_only=diagonal_only, generator=g)
@@ -210,7 +209,7 @@ def _train_model(
         }
 
     # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
-    result = ctx.model(model, make, data, train, setting=setting, callback=track, together=True, vectorize=False)
+    result = ctx.model(model, make, data, train=train, setting=setting, callback=track, together=True, vectorize=False)
     return result.by_seed
 
 
@@ -267,7 +266,7 @@ def _train_runs(
     """Train one variant from every init on a fixed training set of ``size`` sequences (full batch)
     and evaluate it on the test sequences; one run per (init, seed), logged under ``setting``."""
     fmt = AutoregressiveFormat()
-    data = FixedTrainingSet(s.task, fmt, size, size)
+    data = FixedTrainingSet(s.task, fmt, size)
     fitted, scalar = _training_set_optima(data, ctx)
     test, zero_loss = _test_set(s, fmt, config, ctx)
     runs = []

@@ -17,7 +17,7 @@ the run folder (``tokenizer.json``; ``tokenizer.kind = byte`` uses raw bytes). E
 stream is packed into blocks of ``model.block`` tokens; training draws random blocks, the
 validation perplexity exp(mean cross-entropy) runs over every validation block each
 ``train.log_every`` steps. Optimisation: AdamW with linear warm-up, cosine decay and gradient
-clipping (:class:`iclab.train.TrainConfig`); seeds train together under vmap.
+clipping (the ``train`` block); seeds train together under vmap.
 
 Outputs: validation perplexity curves per variant (min–max band over seeds), the final
 validation and test perplexities (mean and standard deviation over seeds), the learned a per
@@ -46,7 +46,7 @@ from ..data import load_corpus, make_tokenizer, pack_blocks
 from ..metrics import diagonal_mass, next_token_loss, uniform_diagonal_mass
 from ..models import GPTConfig, GPTTransformer
 from ..report.figures import heatmap, new_figure, save, training_curve
-from ..train import TokenBlocks, TrainConfig
+from ..train import TokenBlocks
 from .base import Experiment, RunContext
 
 PAPER = "Boix-Adserà et al. (ICLR 2024)"
@@ -198,7 +198,6 @@ def _make_model(variant: str, vocab_size: int, config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Train every variant on every seed, evaluate, claim and draw."""
-    train_cfg = TrainConfig.from_config({**config["train"], "loss": "cross_entropy"})
     vocab_size, blocks = _blocks(ctx, config)
     batch = config["eval"]["batch_size"]
 
@@ -210,8 +209,8 @@ def run(config: dict, ctx: RunContext):
         result = ctx.model(
             variant,
             _make_model(variant, vocab_size, config),
-            TokenBlocks(blocks["train"], train_cfg.batch_size),
-            train_cfg,
+            TokenBlocks(blocks["train"]),
+            train={**config["train"], "loss": "cross_entropy"},
             setting="lm",
             callback=evaluate,
             together=True,  # the validation split is the same for every seed

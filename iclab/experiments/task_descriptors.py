@@ -32,8 +32,7 @@ from ..report.figures import heatmap, new_figure, save
 from ..rng import generator
 from ..tasks import linear_regression_from_config
 from ..theory import descriptor_optimum, gradient_flow, no_descriptor_limit_loss
-from ..train import TrainConfig, data_source
-from .base import Experiment, RunContext
+from .base import Experiment, RunContext, check_training
 
 PAPER = "Huang & Ge (ICLR 2025)"
 
@@ -181,6 +180,7 @@ def _checks(config: dict):
     """Settings that would only fail after training."""
     if not 0 <= config["typical_drop"] < 1:
         raise ConfigError(f"typical_drop must be in [0, 1), got {config['typical_drop']}")
+    check_training({**config["train"], **config["deep_train"]}, "deep_train")
 
 
 def _mean(values):
@@ -201,7 +201,6 @@ def _lsa(
 ) -> Trained:
     """Train an LSA (all seeds at once, once per run) and evaluate it, paired against the ``reference``
     model when one is given; the losses are logged under ``setting``."""
-    train = TrainConfig.from_config({**config["train"], **(config["deep_train"] if layers > 1 else {})})
     fmt = PairedFormat(descriptor)
     dim = fmt.token_dim(task.sample(1, torch.Generator().manual_seed(0)))
     init = config["model"]
@@ -210,8 +209,9 @@ def _lsa(
         lambda g: LinearSelfAttention(
             dim, n_layers=layers, init=init["init"], init_scale=init["init_scale"], generator=g
         ),
-        data_source(task, fmt, train),
-        train,
+        train={**config["train"], **(config["deep_train"] if layers > 1 else {})},
+        task=task,
+        format=fmt,
         setting=setting,
         together=False,  # the task's means are drawn from the seed
     )

@@ -14,7 +14,6 @@ from iclab.models import LinearSelfAttention
 from iclab.prompts import PairedFormat
 from iclab.tasks import linear_regression_from_config
 from iclab.theory import lsa_optimum
-from iclab.train import TrainConfig, data_source
 
 PAPER = "iclab example plugin"
 
@@ -33,10 +32,9 @@ SCALES = {"quick": {}, "paper": {"train": {"steps": 2000, "checkpoint_every": 10
 def run(config: dict, ctx: RunContext) -> list[claims.Claim]:
     """Train one LSA per seed, evaluate it and the zero predictor on the same prompts, return the claim."""
     task = linear_regression_from_config(config["task"])
-    train = TrainConfig.from_config(config["train"])  # the whole block: iclab fills TrainConfig's defaults
-    result = ctx.model(
-        "lsa", lambda g: LinearSelfAttention(task.d + 1, generator=g), data_source(task, PairedFormat(), train), train
-    )
+    # Fresh prompts of the task at every step, trained with the run's train block (iclab fills its defaults).
+    make = lambda g: LinearSelfAttention(task.d + 1, generator=g)
+    result = ctx.model("lsa", make, task=task, format=PairedFormat(), train=config["train"])
     # Learners by name, trained models by (name, seed); ctx.evaluate logs every loss with its standard error.
     losses = ctx.evaluate(
         {"zero": ZeroPredictor(), **{("lsa", seed): m for seed, m in result.by_seed.items()}},
