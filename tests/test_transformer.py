@@ -376,3 +376,16 @@ def test_cls_model_activations_count_the_cls_token():
     assert found["hook_embed"].shape == (3, 5, 16) and found["blocks.1.attn.hook_pattern"].shape == (3, 2, 5, 5)
     torch.testing.assert_close(found["hook_embed"][:, -1], model.cls_token.expand(3, -1))
     torch.testing.assert_close(out, model.read_out(found["ln_final.hook_normalized"][:, -1:])[..., 0])
+
+
+def test_identity_terms_are_read_and_set_through_the_model_and_features_are_what_the_read_out_reads():
+    config = GPTConfig(
+        None, 2, 2, 8, 2.0, max_tokens=5, vocab_size=7, causal=False, cls=True, logit_identity=True, tied_output=True
+    )
+    model = GPTTransformer(config, generator(0))
+    assert set(model.identity_terms()) == {"a"} and not model.identity_terms()["a"].any()  # (L, H) zeros
+    model.set_identity_terms(a=0.5)
+    torch.testing.assert_close(model.identity_terms()["a"], torch.full((2, 2), 0.5))
+    tokens = torch.randint(7, (3, 4), generator=generator(1))
+    features = model.features(tokens, 4)  # (B, 1, W): the CLS token's normalised state
+    torch.testing.assert_close(features @ model.embedding.weight.T, model(tokens, 4))

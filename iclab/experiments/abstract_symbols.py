@@ -413,11 +413,8 @@ def _kernel(config: dict) -> dict:
 
             def features(tokens, g, a=a, b=b):
                 model = make(g)
-                for layer in model.layers:
-                    layer.attn.a.fill_(a)
-                    layer.attn.b.fill_(b)
-                _, found = model(tokens, task.length, activations=["ln_final.hook_normalized"])
-                return found["ln_final.hook_normalized"][:, -1]  # the CLS read-out's input
+                model.set_identity_terms(a, b)
+                return model.features(tokens, task.length)[:, 0]  # the CLS read-out's input
 
             out[spec][label] = template_matrix(features, task, k["draws"], config["seed"], k["strings"])
         for name in ("mlp", "mlp+equality"):

@@ -224,9 +224,7 @@ def run(config: dict, ctx: RunContext):
             [diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]]) for m in result.models]
         )  # (S, L, H)
         if VARIANTS[variant]:
-            a_values[variant] = torch.stack(
-                [torch.stack([layer.attn.a.detach().cpu() for layer in m.layers]) for m in result.models]
-            )  # (S, L, H)
+            a_values[variant] = torch.stack([m.identity_terms()["a"] for m in result.models])  # (S, L, H)
         _log_variant(ctx, variant, result.seeds, final[variant], masses[variant], a_values.get(variant))
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)

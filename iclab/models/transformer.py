@@ -253,6 +253,36 @@ class GPTTransformer(nn.Module):
                         if p is not None:
                             p.zero_()
 
+    def identity_terms(self) -> dict[str, torch.Tensor]:
+        """The trainable identity scalars that are on, per layer and head: ``{"a": (L, H)}`` for the a·XXᵀ
+        terms, ``{"b": (L, H)}`` for the b·AX ones (detached copies on the CPU)."""
+        attentions = [layer.attn for layer in self.layers]
+        return {
+            name: torch.stack([getattr(attn, name).detach().cpu() for attn in attentions])
+            for name in ("a", "b")
+            if getattr(attentions[0], name) is not None
+        }
+
+    def set_identity_terms(self, a: float | None = None, b: float | None = None) -> None:
+        """Set every layer's and head's a (and b) scalar to one value, e.g. a model at initialisation with
+        the modification switched on at a given strength."""
+        with torch.no_grad():
+            for layer in self.layers:
+                for name, value in (("a", a), ("b", b)):
+                    if value is not None:
+                        getattr(layer.attn, name).fill_(value)
+
+    def features(self, tokens: torch.Tensor, n_context: int) -> torch.Tensor:
+        """What the read-out reads: the final LayerNorm's output at the read positions, ``(B, n_read, W)``
+        (one position, the CLS or last token, for a model that reads one)."""
+        _, found = self(tokens, n_context, activations=["ln_final.hook_normalized"])
+        return found["ln_final.hook_normalized"][:, self._read(found["ln_final.hook_normalized"].shape[1], n_context)]
+
+    def _read(self, t: int, n_context: int) -> slice:
+        """The positions the read-out reads in a sequence of ``t`` tokens (CLS included)."""
+        one = self.cls_token is not None or self.config.read_last
+        return slice(t - 1, t) if one else slice(0, self.stride * n_context, self.stride)
+
     def activation_names(self) -> list[str]:
         """Every name ``forward(..., activations=...)`` takes (see :mod:`iclab.models.activations`)."""
         return transformer_names(len(self.layers))
@@ -275,8 +305,7 @@ class GPTTransformer(nn.Module):
         cache.record("hook_embed", h)
         cache.record("hook_pos_embed", self.positions[:t].expand_as(h))
         h = self.drop(h + self.positions[:t])
-        one = self.cls_token is not None or self.config.read_last
-        read = slice(t - 1, t) if one else slice(0, self.stride * n_context, self.stride)
+        read = self._read(t, n_context)
         if cache:
             for index, block in enumerate(self.layers):
                 h = block(h, cache=cache.scope(f"blocks.{index}."))
