@@ -314,11 +314,35 @@ class TrainResult:
         models, wanted = self.by_seed, set(seeds)
         return TrainResult([models[s] for s in seeds], [r for r in self.history if r["seed"] in wanted], list(seeds))
 
+    def curve(self, seed: int, metric: str) -> dict[int, float]:
+        """``{step: value}`` of ``metric`` for ``seed``'s model, at every logging step."""
+        return {r["step"]: r["value"] for r in self.history if r["seed"] == seed and r["metric"] == metric}
+
+    def best_step(self, seed: int, metric: str) -> int:
+        """The logging step at which ``seed``'s ``metric`` (a validation loss) is lowest, the latest of those
+        that tie: the step whose held-out numbers a run reports. A loss on a finite validation set can stay flat
+        for many steps while the model still changes; a later step tied with an earlier one is no worse."""
+        curve = self.curve(seed, metric)
+        lowest = min(curve.values())
+        return max(step for step, value in curve.items() if value == lowest)
+
 
 Callback = Callable[[int, dict[int, nn.Module]], Mapping[str, Sequence[float]] | None]
 """``callback(step, {seed: model})`` at every logging step, returning ``{metric: values}`` (one value per
 model, in the dict's order) or None. It gets each model with its seed, so that what it measures can
 depend on the seed (the seed's own held-out prompts), whichever seeds train beside it."""
+
+
+def held_out(measures: Mapping[str, Callable[[nn.Module, int], float]]) -> Callback:
+    """A :data:`Callback` that records, at every logging step, ``measure(model, seed)`` of every model for
+    each named measure (a validation loss, a test perplexity: data the model does not train on), without
+    gradients; :meth:`TrainResult.best_step` then picks the step a run reports."""
+
+    def callback(step: int, models: dict[int, nn.Module]) -> dict[str, list[float]]:
+        with torch.no_grad():
+            return {name: [measure(m, seed) for seed, m in models.items()] for name, measure in measures.items()}
+
+    return callback
 
 
 WEIGHTS, STATE = "model.safetensors", "state.safetensors"

@@ -228,16 +228,6 @@ def test_kernel_claim_is_judged_on_the_a_term_and_reports_b():
     assert verdict((5e4, 2e5), (1e3, 1e4)) is False  # no a band lies below the plain band
 
 
-def test_reported_step_is_the_latest_of_the_lowest_validation():
-    from iclab.experiments.abstract_symbols import _reported_step
-
-    # A memorised copying model: the validation error is flat from step 50 while the model still improves.
-    assert _reported_step({10: 1.0, 20: 0.4, 50: 0.032, 60: 0.032, 150: 0.032}) == 150
-    # A later rise on validation is not taken: the lowest value decides, ties go to the later step.
-    assert _reported_step({10: 1.0, 20: 0.1, 30: 0.2, 40: 0.1, 50: 0.3}) == 40
-    assert _reported_step({10: 0.5, 20: 0.2, 30: 0.25}) == 20
-
-
 @pytest.mark.parametrize("until_reached", [True, False])
 def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reached):
     # At error 1.0 every model "copies" at the smallest n: with until_reached nothing larger trains.

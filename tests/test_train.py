@@ -24,9 +24,11 @@ from iclab.train import (
     FreshPrompts,
     TrainConfig,
     TrainingDiverged,
+    TrainResult,
     _SeedGroup,
     checkpoint_folder,
     data_source,
+    held_out,
     train,
 )
 
@@ -516,3 +518,25 @@ def test_resume_with_two_parameter_groups_is_exact_and_each_tensor_keeps_its_own
     resumed = train(_small_gpt, _TokenIds(), cfg, seeds=[0, 1], checkpoint_dir=tmp_path, progress=False)
     for a, b in zip(_params(full.models), _params(resumed.models)):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_the_reported_step_is_the_latest_of_the_lowest_validation_and_held_out_measures_each_seed():
+    def result(validation: dict[int, float]) -> TrainResult:
+        rows = [{"seed": 7, "step": step, "metric": "validation", "value": v} for step, v in validation.items()]
+        return TrainResult([], rows + [{"seed": 8, "step": 10, "metric": "validation", "value": 0.0}], [7, 8])
+
+    # A memorised copying model: the validation error is flat from step 50 while the model still improves.
+    assert result({10: 1.0, 20: 0.4, 50: 0.032, 60: 0.032, 150: 0.032}).best_step(7, "validation") == 150
+    # A later rise on validation is not taken: the lowest value decides, ties go to the later step.
+    assert result({10: 1.0, 20: 0.1, 30: 0.2, 40: 0.1, 50: 0.3}).best_step(7, "validation") == 40
+    assert result({10: 0.5, 20: 0.2, 30: 0.25}).curve(7, "validation") == {10: 0.5, 20: 0.2, 30: 0.25}
+    callback = held_out(
+        {
+            "norm": lambda m, seed: m.weight.norm().item() + seed,
+            "grad": lambda m, seed: float(m(torch.ones(2)).requires_grad),
+        }
+    )
+    models = {3: torch.nn.Linear(2, 1), 5: torch.nn.Linear(2, 1)}
+    found = callback(10, models)
+    assert found["norm"] == [models[3].weight.norm().item() + 3, models[5].weight.norm().item() + 5]
+    assert found["grad"] == [0.0, 0.0]  # measured without building a graph

@@ -33,8 +33,6 @@ from __future__ import annotations
 import functools
 import math
 
-import torch
-
 from .. import claims as C
 from ..config import ConfigError
 from ..losses import prompt_losses
@@ -44,6 +42,7 @@ from ..report.figures import band_line, heatmap, new_figure, save
 from ..rng import generator
 from ..tasks.templates import template_task
 from ..theory import template_matrix
+from ..train import held_out
 from .base import Experiment, RunContext
 
 PAPER = "Boix-Adserà et al. (ICLR 2024)"
@@ -276,20 +275,13 @@ def _fit(
     train = {**config["train"], "epochs": epochs, "train_size": n, "loss": loss}  # on a fixed set of n samples
 
     @functools.cache
-    def held_out(seed: int, split: str):  # each seed's own splits, whichever seeds train beside it
-        return task.sample(config["eval_samples"], generator(seed, split), split).to(ctx.device)
+    def split(seed: int, name: str):  # each seed's own splits, whichever seeds train beside it
+        return task.sample(config["eval_samples"], generator(seed, name), name).to(ctx.device)
 
-    def evaluate(step, models):
-        with torch.no_grad():
-            return {
-                split: [
-                    prompt_losses(m(held_out(s, split).tokens, task.length), held_out(s, split).targets, metric)
-                    .mean()
-                    .item()
-                    for s, m in models.items()
-                ]
-                for split in ("validation", "test")
-            }
+    def loss(name: str):
+        return lambda m, seed: (
+            prompt_losses(m(split(seed, name).tokens, task.length), split(seed, name).targets, metric).mean().item()
+        )
 
     result = ctx.model(
         name,
@@ -298,29 +290,16 @@ def _fit(
         task=task,
         format=TokenFormat(),
         setting=setting,
-        callback=evaluate,
+        callback=held_out({"validation": loss("validation"), "test": loss("test")}),
         together=True,
     )
     out = {}
     for seed in seeds:
-        rows = {
-            split: {r["step"]: r["value"] for r in result.history if r["seed"] == seed and r["metric"] == split}
-            for split in ("validation", "test")
-        }
-        best = _reported_step(rows["validation"])
-        last = max(rows["test"])  # the loop logs its last step
-        out[seed] = {"test": rows["test"][best], "test_last": rows["test"][last], "best_step": best}
+        test, best = result.curve(seed, "test"), result.best_step(seed, "validation")
+        out[seed] = {"test": test[best], "test_last": test[max(test)], "best_step": best}  # the loop logs its last step
         for key, value in out[seed].items():
             ctx.log(setting=setting, model=model, seed=seed, n=n, metric=f"{key}_{metric}", value=value)
     return out
-
-
-def _reported_step(validation: dict[int, float]) -> int:
-    """The logged step whose test metric is reported: the latest of those with the lowest validation
-    metric. A 0–1 error on 100 symbols stays flat for many steps once the training set is memorised,
-    while the model still changes; a later step tied with an earlier one is no worse on validation."""
-    lowest = min(validation.values())
-    return max(step for step, value in validation.items() if value == lowest)
 
 
 def _sweep(ctx: RunContext, config: dict, seeds) -> dict:

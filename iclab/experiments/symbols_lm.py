@@ -46,7 +46,7 @@ from ..data import load_corpus, make_tokenizer, pack_blocks
 from ..metrics import diagonal_mass, next_token_loss, uniform_diagonal_mass
 from ..models import GPTConfig, GPTTransformer
 from ..report.figures import heatmap, new_figure, save, training_curve
-from ..train import TokenBlocks
+from ..train import TokenBlocks, held_out
 from .base import Experiment, RunContext
 
 PAPER = "Boix-Adserà et al. (ICLR 2024)"
@@ -201,8 +201,7 @@ def run(config: dict, ctx: RunContext):
     vocab_size, blocks = _blocks(ctx, config)
     batch = config["eval"]["batch_size"]
 
-    def evaluate(step, models):
-        return {"val_perplexity": [math.exp(next_token_loss(m, blocks["validation"], batch)) for m in models.values()]}
+    evaluate = held_out({"val_perplexity": lambda m, seed: math.exp(next_token_loss(m, blocks["validation"], batch))})
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
