@@ -148,51 +148,67 @@ def evaluate(
         device: where the model runs (default: CUDA if available).
         command: the command to record (the CLI passes its own; default: this call).
     """
-    changes = _task_changes(task)
-    shifts, learner_names = list(shifts), list(learners)
+    changes, shifts, learners = _task_changes(task), list(shifts), list(learners)
+    request = _Request(run, model, seed, step, changes, shifts, learners, out, prompts, bootstrap, attention, command)
     if out is not None:
         EvaluationFolder.refuse_taken(out)
-    source = open_source(run)
-    checkpoints = _checkpoints(source, model, seed, step)
-    latest = source.load(checkpoints[-1])
-    _check_evaluable(latest)
-    description = changed_task(latest.metadata["task"], changes)
-    n_prompts = prompts if prompts is not None else (source.config or {}).get("eval_prompts", 1000)
-    plan = _Plan.build(description, shifts, learner_names, n_prompts, bootstrap, source.seed)
-    if attention and not isinstance(latest.model, GPTTransformer):
-        raise ConfigError(
-            f"--attention draws a transformer's attention; {latest.name!r} is a {type(latest.model).__name__}"
-        )
-    dev = pick_device(device)
-    fmt = latest.prompt_format
-    _check_shapes(latest.model, plan.episodes, fmt, description)
-    rows, curves, network = _curves(plan, source, checkpoints, latest, dev, over_seeds=seed == "all")
-    maps = None
+    source, checkpoints, latest = _open_model(request)
+    plan = _Plan.build(request, source, latest)
     if attention:
-        prompt = fmt.encode(plan.episode[:2].to(dev, next(network.parameters()).dtype))
-        maps = attention_patterns(network, prompt.tokens, prompt.n_context).cpu()  # (L, 2, H, T, T)
-    spec = {
-        "command": command or _call(run, model, seed, step, changes, shifts, learner_names, out, prompts, attention),
-        "source": str(source.path),
-        "source_kind": source.kind,
-        "model": latest.name,
-        "seed": "all" if seed == "all" else latest.seed,
-        "seeds": sorted({c.seed for c in checkpoints}),
-        "steps": sorted({c.step for c in checkpoints}),
-        "task": description,
-        "trained_task": latest.metadata.get("task"),
-        "prompt_format": describe_format(fmt),
-        "shifts": shifts,
-        "learners": [r.name for r in plan.reference],
-        "prompts": n_prompts,
-        "bootstrap": bootstrap,
-        "eval_seed": source.seed,
-        "metric": plan.metric,
-        "iclab": __version__,
-    }
+        _check_attention(latest)
+    dev = pick_device(device)
+    _check_shapes(latest.model, plan.episodes, latest.prompt_format, plan.description)
+    rows, curves, network = _curves(plan, source, checkpoints, latest, dev, over_seeds=seed == "all")
+    maps = _attention_maps(network, plan.episode, latest.prompt_format, dev) if attention else None
+    spec = _spec(request, source, checkpoints, latest, plan)
     return EvaluationResult(
         _write(spec, out, source, rows, lambda folder: _figures(folder, curves, spec, latest, maps))
     )
+
+
+@dataclass(frozen=True)
+class _Request:
+    """The arguments of one :func:`evaluate` call that its parts read, with its task changes parsed and its shifts
+    and learners listed."""
+
+    run: str | Path
+    model: str | None
+    seed: int | str | None
+    step: int | str | None
+    changes: dict
+    shifts: list[str]
+    learners: list[str]
+    out: str | Path | None
+    prompts: int | None
+    bootstrap: int
+    attention: bool
+    command: str | None
+
+    def call(self) -> str:
+        """This evaluation as the Python call that repeats it."""
+        arguments = {
+            "model": self.model,
+            "seed": self.seed,
+            "step": self.step,
+            "task": self.changes or None,
+            "shifts": self.shifts,
+            "learners": self.learners,
+            "out": None if self.out is None else str(self.out),
+            "prompts": self.prompts,
+            "attention": self.attention or None,
+        }
+        shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if v is not None)
+        return f"iclab.evaluate({str(self.run)!r}, {shown})"
+
+
+def _open_model(request: _Request) -> tuple[Any, list, LoadedModel]:
+    """The requested model's source, the checkpoints it reads (see :func:`_checkpoints`) and the latest of them,
+    loaded and checked to be a model ``iclab eval`` evaluates."""
+    source = open_source(request.run)
+    checkpoints = _checkpoints(source, request.model, request.seed, request.step)
+    latest = source.load(checkpoints[-1])
+    _check_evaluable(latest)
+    return source, checkpoints, latest
 
 
 def _checkpoints(source, model: str | None, seed: int | str | None, step: int | str | None) -> list:
@@ -213,36 +229,53 @@ def _checkpoints(source, model: str | None, seed: int | str | None, step: int | 
 
 @dataclass
 class _Plan:
-    """What an evaluation compares on: the evaluated task, its prompts from the source's base seed (``episode``)
-    and their shifted versions by shift name, the reference learners, the bootstrap size and the metric."""
+    """What an evaluation compares on: the evaluated task (its description and itself), its prompts from the
+    source's base seed (``episode``) and their shifted versions by shift name, the reference learners, the number
+    of prompts, the bootstrap size and the metric."""
 
+    description: dict
     task: Any
     episode: Any
     episodes: dict
     shifts: dict
     reference: list
+    prompts: int
     bootstrap: int
     seed: int
     metric: str
 
     @classmethod
-    def build(cls, description: dict, shifts, learners, n_prompts: int, bootstrap: int, seed: int) -> _Plan:
+    def build(cls, request: _Request, source, trained: LoadedModel) -> _Plan:
+        """The plan for ``request`` on the task ``trained`` was trained on, with the request's changes, and
+        (by default) the source's ``eval_prompts`` prompts, else 1000."""
+        description = changed_task(trained.metadata["task"], request.changes)
+        n_prompts = request.prompts if request.prompts is not None else (source.config or {}).get("eval_prompts", 1000)
         task = task_from_description(description)
-        shift_of = {name: make_shift(name) for name in shifts}
+        shift_of = {name: make_shift(name) for name in request.shifts}
         if not shift_of:
             raise ConfigError("give at least one shift (standard for the task itself)")
-        reference = [make_learner(name) for name in learners]
+        reference = [make_learner(name) for name in request.learners]
+        bootstrap, seed = request.bootstrap, source.seed
         if n_prompts < 2 or bootstrap < 1:
             raise ConfigError(f"need at least 2 prompts and 1 bootstrap resampling, got {n_prompts} and {bootstrap}")
         episode = task.sample(n_prompts, generator(seed, "eval")).to(dtype=torch.float64)
         episodes = {name: s(episode, task, generator(seed, "shift", name)) for name, s in shift_of.items()}
-        return cls(task, episode, episodes, shift_of, reference, bootstrap, seed, error_metric(task))
+        metric = error_metric(task)
+        return cls(description, task, episode, episodes, shift_of, reference, n_prompts, bootstrap, seed, metric)
 
     def errors(self, predictor, shift: str, *prompt_format) -> torch.Tensor:
         """``(B, K)`` normalised errors of a learner or (with its prompt format) a model under ``shift``."""
         episode = self.episodes[shift]
         prediction = prefix_query_predictions(predictor, episode, *prompt_format)
         return normalised_prompt_errors(self.task, prediction, episode.y_query, self.shifts[shift].error_scale)
+
+
+def _check_attention(loaded: LoadedModel) -> None:
+    """``--attention`` draws a transformer's attention: any other model fails here."""
+    if not isinstance(loaded.model, GPTTransformer):
+        raise ConfigError(
+            f"--attention draws a transformer's attention; {loaded.name!r} is a {type(loaded.model).__name__}"
+        )
 
 
 def _curves(plan: _Plan, source, checkpoints: list, latest: LoadedModel, device, over_seeds: bool):
@@ -272,6 +305,36 @@ def _curves(plan: _Plan, source, checkpoints: list, latest: LoadedModel, device,
     return rows, curves, network
 
 
+def _attention_maps(network, episode, fmt, device) -> torch.Tensor:
+    """``(L, 2, H, T, T)`` attention weights of ``network`` on the first two prompts of ``episode``, on the CPU."""
+    prompt = fmt.encode(episode[:2].to(device, next(network.parameters()).dtype))
+    return attention_patterns(network, prompt.tokens, prompt.n_context).cpu()
+
+
+def _spec(request: _Request, source, checkpoints: list, latest: LoadedModel, plan: _Plan) -> dict:
+    """What ``evaluation.yaml`` records: the command, the model and checkpoints read, and what they were
+    evaluated on."""
+    return {
+        "command": request.command or request.call(),
+        "source": str(source.path),
+        "source_kind": source.kind,
+        "model": latest.name,
+        "seed": "all" if request.seed == "all" else latest.seed,
+        "seeds": sorted({c.seed for c in checkpoints}),
+        "steps": sorted({c.step for c in checkpoints}),
+        "task": plan.description,
+        "trained_task": latest.metadata.get("task"),
+        "prompt_format": describe_format(latest.prompt_format),
+        "shifts": request.shifts,
+        "learners": [r.name for r in plan.reference],
+        "prompts": plan.prompts,
+        "bootstrap": request.bootstrap,
+        "eval_seed": source.seed,
+        "metric": plan.metric,
+        "iclab": __version__,
+    }
+
+
 def _write(spec: dict, out, source, rows: list[dict], draw) -> EvaluationFolder:
     """Write the evaluation folder (its metrics, the figures ``draw(folder)`` makes, its report) and relink the
     source run's report; on any failure the folder is removed (an ``out`` that existed empty is left empty)."""
@@ -289,23 +352,6 @@ def _write(spec: dict, out, source, rows: list[dict], draw) -> EvaluationFolder:
             folder.path.mkdir()
         raise
     return folder
-
-
-def _call(run, model, seed, step, changes, shifts, learners, out, prompts, attention) -> str:
-    """This evaluation as the Python call that repeats it."""
-    arguments = {
-        "model": model,
-        "seed": seed,
-        "step": step,
-        "task": changes or None,
-        "shifts": shifts,
-        "learners": learners,
-        "out": None if out is None else str(out),
-        "prompts": prompts,
-        "attention": attention or None,
-    }
-    shown = ", ".join(f"{k}={v!r}" for k, v in arguments.items() if v is not None)
-    return f"iclab.evaluate({str(run)!r}, {shown})"
 
 
 def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedModel, maps) -> None:

@@ -226,23 +226,23 @@ def _make_model(name: str, task, config: dict, readout: str = "cls", tied: bool 
     takes its shape from the config's ``transformer`` block with any of its keys replaced by ``shape``
     (``width``, ``n_heads``, ``head_dim``, ``identity_scale``, ...)."""
     if name.startswith("mlp"):
-        m = config["mlp"]
-        return lambda g: OneHotMLP(task.vocab_size, task.length, m["hidden"], m["depth"], name == "mlp+equality", g)
-    t = {**config["transformer"], **shape}
+        mlp = config["mlp"]
+        return lambda g: OneHotMLP(task.vocab_size, task.length, mlp["hidden"], mlp["depth"], name == "mlp+equality", g)
+    transformer = {**config["transformer"], **shape}
     cls = readout == "cls"
     return lambda g: GPTTransformer(
         GPTConfig(
             None,
-            t["n_layers"],
-            t["n_heads"],
-            t["width"],
-            t["mlp_ratio"],
+            transformer["n_layers"],
+            transformer["n_heads"],
+            transformer["width"],
+            transformer["mlp_ratio"],
             max_tokens=task.length + cls,
             logit_identity="+kq" in name,
             value_identity="+vo" in name,
             attention="math",
             vocab_size=task.vocab_size,
-            head_dim=t["head_dim"],
+            head_dim=transformer["head_dim"],
             causal=False,
             cls=cls,
             read_last=not cls,
@@ -250,7 +250,7 @@ def _make_model(name: str, task, config: dict, readout: str = "cls", tied: bool 
             bias=False,
             ln_out_affine=False,
             init="pytorch",
-            identity_scale=t["identity_scale"],
+            identity_scale=transformer["identity_scale"],
         ),
         g,
     )
@@ -335,24 +335,24 @@ def _copying(ctx: RunContext, config: dict, seeds) -> dict:
     """Test 0–1 error of copying at every (model, width, n): ``{model: {width: {n: mean over seeds}}}``.
     With ``until_reached`` a (model, width) goes up the n grid only until its error reaches ``error``
     (the claims read the first such n), so its larger n are neither trained nor in the result."""
-    c = config["copying"]
-    errors = {model: {w: {} for w in c["widths"]} for model in c["models"]}
-    for width in c["widths"]:
-        for n in sorted(c["n"]):
+    copying = config["copying"]
+    errors = {model: {w: {} for w in copying["widths"]} for model in copying["models"]}
+    for width in copying["widths"]:
+        for n in sorted(copying["n"]):
             task = _task("copy", n, config)
-            for model in c["models"]:
-                if c["until_reached"] and math.isfinite(_first_n(errors[model][width], c["error"])):
+            for model in copying["models"]:
+                if copying["until_reached"] and math.isfinite(_first_n(errors[model][width], copying["error"])):
                     continue
                 make = _make_model(
                     model,
                     task,
                     config,
-                    readout=c["readout"],
+                    readout=copying["readout"],
                     tied=True,
                     width=width,
-                    n_heads=c["n_heads"],
-                    head_dim=c["head_dim"],
-                    identity_scale=c["identity_scale"],
+                    n_heads=copying["n_heads"],
+                    head_dim=copying["head_dim"],
+                    identity_scale=copying["identity_scale"],
                 )
                 result = _fit(
                     ctx,
@@ -366,7 +366,7 @@ def _copying(ctx: RunContext, config: dict, seeds) -> dict:
                     f"copy-w{width}",
                     "cross_entropy",
                     "error",
-                    c["epochs"],
+                    copying["epochs"],
                 )
                 errors[model][width][n] = sum(result[s]["test"] for s in seeds) / len(seeds)
     return errors
@@ -376,17 +376,17 @@ def _kernel(config: dict) -> dict:
     """The template matrix N at initialisation for every kernel task and feature map: the
     transformer's CLS read-out input with the identity terms fixed at 0 or at each configured
     a or b, and the MLPs' last hidden layer."""
-    k = config["kernel"]
+    kernel = config["kernel"]
     out = {}
-    for spec in k["tasks"]:
+    for spec in kernel["tasks"]:
         task = _task(spec, 100, config)
         # The kernel's a and b are the terms' coefficients themselves: no training multiplier.
-        make = _make_model("transformer+kq+vo", task, config, width=k["width"], identity_scale=1.0)
+        make = _make_model("transformer+kq+vo", task, config, width=kernel["width"], identity_scale=1.0)
         out[spec] = {}
         terms = {
             "transformer": (0.0, 0.0),
-            **{f"a={a:g}": (a, 0.0) for a in k["a"]},
-            **{f"b={b:g}": (0.0, b) for b in k["b"]},
+            **{f"a={a:g}": (a, 0.0) for a in kernel["a"]},
+            **{f"b={b:g}": (0.0, b) for b in kernel["b"]},
         }
         for label, (a, b) in terms.items():
 
@@ -395,11 +395,15 @@ def _kernel(config: dict) -> dict:
                 model.set_identity_terms(a, b)
                 return model.features(tokens, task.length)[:, 0]  # the CLS read-out's input
 
-            out[spec][label] = template_matrix(features, task, k["draws"], config["seed"], k["strings"])
+            out[spec][label] = template_matrix(features, task, kernel["draws"], config["seed"], kernel["strings"])
         for name in ("mlp", "mlp+equality"):
             mlp = _make_model(name, task, config)
             out[spec][name] = template_matrix(
-                lambda tokens, g, mlp=mlp: mlp(g).features(tokens), task, k["draws"], config["seed"], k["strings"]
+                lambda tokens, g, mlp=mlp: mlp(g).features(tokens),
+                task,
+                kernel["draws"],
+                config["seed"],
+                kernel["strings"],
             )
     return out
 
@@ -441,9 +445,10 @@ def _sweep_claims(config, losses) -> list:
                 C.holds_if(
                     f"{spec}-{tag}-by-64",
                     PAPER,
-                    f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} by n = 64 while the "
-                    f"plain transformer is still ≥ {tol['plain_chance']} there (mean over seeds; the thresholds are "
-                    "iclab's reading of the paper's curves: it needs about an order of magnitude less data)",
+                    f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} "
+                    f"by n = 64 while the plain transformer is still ≥ {tol['plain_chance']} there "
+                    "(mean over seeds; the thresholds are iclab's reading of the paper's curves: "
+                    "it needs about an order of magnitude less data)",
                     f"{modified} {ours:.3g}, plain {plain:.3g}",
                     f"{modified} ≤ {tol['kq_loss']} and plain ≥ {tol['plain_chance']}",
                     ours <= tol["kq_loss"] and plain >= tol["plain_chance"],
@@ -456,9 +461,9 @@ def _sweep_claims(config, losses) -> list:
                 C.at_least(
                     f"{spec}-vo-alone-no-gain-by-64",
                     PAPER,
-                    f"{spec}: the b·AX term alone does not bring the modification's gain: at n = 64 the transformer "
-                    f"with it alone is still at test loss ≥ {tol['plain_chance']}, as the plain one (mean over seeds; "
-                    "the paper's curve stays at chance up to n = 128)",
+                    f"{spec}: the b·AX term alone does not bring the modification's gain: "
+                    f"at n = 64 the transformer with it alone is still at test loss ≥ {tol['plain_chance']}, "
+                    "as the plain one (mean over seeds; the paper's curve stays at chance up to n = 128)",
                     mean["transformer+vo"][64],
                     tol["plain_chance"],
                     about=C.paper("§5, the ABA vs ABB figure", PAPER_VO_ALONE[spec]),
@@ -473,8 +478,8 @@ def _sweep_claims(config, losses) -> list:
                 C.at_least(
                     f"{spec}-mlp-at-chance",
                     PAPER,
-                    f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: test loss ≥ "
-                    f"{tol['mlp_chance']} at every n of the grid (lowest mean over seeds)",
+                    f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: "
+                    f"test loss ≥ {tol['mlp_chance']} at every n of the grid (lowest mean over seeds)",
                     lowest,
                     tol["mlp_chance"],
                     about=C.paper("§3 (MLPs fail to generalise: a theorem) and §5", "≈ 1.0 up to n = 8192"),
@@ -494,9 +499,9 @@ def _plain_needs_1024(spec: str, plain: dict[int, float], tol: dict) -> C.Claim:
     claim = C.holds_if(
         f"{spec}-plain-needs-1024",
         PAPER,
-        f"{spec}: the plain transformer needs n ≥ 1024 samples: its test loss stays ≥ {level} at every n < 1024 of the "
-        f"grid {below} and falls below {level} at some n ≥ 1024 of {large} (mean over seeds; {level} is iclab's "
-        "reading of the paper's curves)",
+        f"{spec}: the plain transformer needs n ≥ 1024 samples: "
+        f"its test loss stays ≥ {level} at every n < 1024 of the grid {below} and falls below {level} "
+        f"at some n ≥ 1024 of {large} (mean over seeds; {level} is iclab's reading of the paper's curves)",
         {str(n): round(v, 4) for n, v in plain.items()},
         f"≥ {level} below 1024, < {level} at some n ≥ 1024",
         all(plain[n] >= level for n in below) and any(plain[n] < level for n in large),
@@ -519,25 +524,25 @@ def _first_n(errors_by_n: dict, threshold: float) -> float:
 
 
 def _copying_claims(config, errors) -> list:
-    c = config["copying"]
-    if len(c["widths"]) < 2 or not {"transformer", "transformer+kq+vo"} <= set(errors):
+    copying = config["copying"]
+    if len(copying["widths"]) < 2 or not {"transformer", "transformer+kq+vo"} <= set(errors):
         return []
-    first = {m: {w: _first_n(errors[m][w], c["error"]) for w in c["widths"]} for m in errors}
+    first = {m: {w: _first_n(errors[m][w], copying["error"]) for w in copying["widths"]} for m in errors}
     plain, modified = (
-        [first["transformer"][w] for w in c["widths"]],
-        [first["transformer+kq+vo"][w] for w in c["widths"]],
+        [first["transformer"][w] for w in copying["widths"]],
+        [first["transformer+kq+vo"][w] for w in copying["widths"]],
     )
-    paper = {w: PAPER_COPY_FIRST_N[w] for w in c["widths"] if w in PAPER_COPY_FIRST_N}
+    paper = {w: PAPER_COPY_FIRST_N[w] for w in copying["widths"] if w in PAPER_COPY_FIRST_N}
     reached = all(map(math.isfinite, plain))
     return [
         C.holds_if(
             "copy-plain-inverse-scaling",
             PAPER,
-            f"copying: the n the plain transformer needs to reach test error ≤ {c['error']} grows with the embedding "
-            f"width: reached within the grid {c['n']} at every width (growth is judged on thresholds the grid "
-            f"reaches), never smaller at a larger width, and larger at the largest width {c['widths'][-1]} than at "
-            f"the smallest {c['widths'][0]}",
-            {str(w): "never" if math.isinf(f) else f for w, f in zip(c["widths"], plain)},
+            f"copying: the n the plain transformer needs to reach test error ≤ {copying['error']} grows "
+            f"with the embedding width: reached within the grid {copying['n']} at every width "
+            "(growth is judged on thresholds the grid reaches), never smaller at a larger width, "
+            f"and larger at the largest width {copying['widths'][-1]} than at the smallest {copying['widths'][0]}",
+            {str(w): "never" if math.isinf(f) else f for w, f in zip(copying["widths"], plain)},
             "reached at every width, non-decreasing in width, first < last",
             reached and all(a <= b for a, b in zip(plain, plain[1:])) and plain[0] < plain[-1],
             about=C.paper("§4 (the inverse scaling law), the copying figure", paper or None),
@@ -546,10 +551,10 @@ def _copying_claims(config, errors) -> list:
         C.holds_if(
             "copy-modified-width-free",
             PAPER,
-            f"copying: with the a·XXᵀ and b·AX terms the n needed for test error ≤ {c['error']} does not grow with "
-            "the width (reached within the grid at every width, and never at a larger n for a larger width; the "
-            "paper's remedy for copying is the b·I term)",
-            {str(w): "never" if math.isinf(f) else f for w, f in zip(c["widths"], modified)},
+            f"copying: with the a·XXᵀ and b·AX terms the n needed for test error ≤ {copying['error']} "
+            "does not grow with the width (reached within the grid at every width, "
+            "and never at a larger n for a larger width; the paper's remedy for copying is the b·I term)",
+            {str(w): "never" if math.isinf(f) else f for w, f in zip(copying["widths"], modified)},
             "finite and non-increasing in width",
             all(map(math.isfinite, modified)) and all(a >= b for a, b in zip(modified, modified[1:])),
             about=C.paper("§4 (W_V W_Oᵀ + bI), the copying figure", "error ≤ 0.004 by n = 16 at every width"),
@@ -575,10 +580,10 @@ def _kernel_claims(config, kernels) -> list:
             C.holds_if(
                 f"{spec}-kernel-identity-conditions",
                 PAPER,
-                f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) improves the conditioning of the template "
-                "matrix N of the transformer's random-feature kernel at initialisation: for some tested a the "
-                "5–95% bootstrap band of N's condition number lies wholly below the plain N's band (bands over "
-                f"{base.draws} initialisations; the b·AX bands are shown, not judged)",
+                f"{spec}: adding the identity to W_K W_Qᵀ (a·XXᵀ) improves the conditioning of the template matrix N "
+                "of the transformer's random-feature kernel at initialisation: for some tested a "
+                "the 5–95% bootstrap band of N's condition number lies wholly below the plain N's band "
+                f"(bands over {base.draws} initialisations; the b·AX bands are shown, not judged)",
                 {
                     label: f"{r.condition:.3g} [{r.condition_band[0]:.3g}, {r.condition_band[1]:.3g}]"
                     for label, r in {"none": base, **modified}.items()
@@ -595,9 +600,10 @@ def _kernel_claims(config, kernels) -> list:
             C.holds_if(
                 f"{spec}-kernel-mlp-singular",
                 PAPER,
-                f"{spec}: N is singular for the MLP on one-hot tokens (the authors' account of why MLPs fail; the "
-                f"paper proves that failure otherwise): its smallest eigenvalue is within {sigmas:g} Monte Carlo "
-                f"standard errors of 0 (measured: |λ_min| / standard error, {mlp.draws} draws)",
+                f"{spec}: N is singular for the MLP on one-hot tokens "
+                "(the authors' account of why MLPs fail; the paper proves that failure otherwise): "
+                f"its smallest eigenvalue is within {sigmas:g} Monte Carlo standard errors of 0 "
+                f"(measured: |λ_min| / standard error, {mlp.draws} draws)",
                 abs(mlp.smallest) / mlp.smallest_stderr,
                 f"≤ {sigmas:g}; power: detects |λ_min| ≥ {detectable:.2g} (80% power)",
                 abs(mlp.smallest) / mlp.smallest_stderr <= sigmas,

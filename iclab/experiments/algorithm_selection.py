@@ -289,9 +289,15 @@ def _control_model(config: dict, ctx: RunContext, d: int, n_layers: int):
 
 def _architecture(config: dict, d: int, n_layers: int):
     """The factory of the run's transformer at (d, depth): ``generator → GPTTransformer``."""
-    m, n = config["model"], config["task"]["n_context"]
+    arch, n = config["model"], config["task"]["n_context"]
     gpt = GPTConfig(
-        d + 1, n_layers, m["n_heads"], m["width"], m["mlp_ratio"], max_tokens=2 * n, attention=m["attention"]
+        d + 1,
+        n_layers,
+        arch["n_heads"],
+        arch["width"],
+        arch["mlp_ratio"],
+        max_tokens=2 * n,
+        attention=arch["attention"],
     )
     return lambda g: GPTTransformer(gpt, g)
 
@@ -367,11 +373,11 @@ def _ols_match_claim(config, spds: dict, ilwds: dict, r2_gpt: torch.Tensor, d: i
     claim = C.holds_if(
         "a-matches-ols",
         PAPER,
-        f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width "
-        f"512): against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; tolerance: "
-        f"both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N (measured: that share, the "
-        "mean SPD/d and ILWD to OLS over k, the closest learner by each, the mean R² of the transformer's "
-        "linear fit)",
+        f"(a) noiseless, d = {d}, {config['model']['n_layers']} layers (the paper: d = 8, 16 layers of width 512): "
+        f"against OLS both SPD/d and ILWD are < {bound:g} for almost any number of examples; "
+        f"tolerance: both below {bound:g} at ≥ {share:.0%} of the prefix lengths 1 ≤ k < N "
+        "(measured: that share, the mean SPD/d and ILWD to OLS over k, "
+        "the closest learner by each, the mean R² of the transformer's linear fit)",
         {
             "share_below": share_below,
             "spd_ols": mean_spd["ols"],
@@ -465,12 +471,12 @@ def _bayes_claim(config, table: dict, rows: list[str], ratios: list[float], reso
     claim = C.holds_if(
         "b-bayes-ridge-closest",
         PAPER,
-        f"(b) in every noise column (σ²/τ² = {', '.join(_fraction(r) for r in ratios)}) the reference learner "
-        "with the smallest MSPD (SPD/d averaged over 1 ≤ k < d) to the trained transformer is the Bayes "
-        "predictor, ridge with λ = σ²/τ² (OLS at σ = 0); no tolerance: it must be the strict minimum "
-        "(measured per column: the closest learner, Bayes MSPD / best other MSPD, the model's MSPD to the Bayes "
-        "learner, and the MSPD between the Bayes learner and its nearest other learner, which the model's must be "
-        "well below for the ordering to mean anything)",
+        f"(b) in every noise column (σ²/τ² = {', '.join(_fraction(r) for r in ratios)}) "
+        "the reference learner with the smallest MSPD (SPD/d averaged over 1 ≤ k < d) "
+        "to the trained transformer is the Bayes predictor, ridge with λ = σ²/τ² (OLS at σ = 0); no tolerance: "
+        "it must be the strict minimum (measured per column: the closest learner, Bayes MSPD / best other MSPD, "
+        "the model's MSPD to the Bayes learner, and the MSPD between the Bayes learner and its nearest other learner, "
+        "which the model's must be well below for the ordering to mean anything)",
         verdicts,
         "the Bayes learner in every column (ratio < 1)",
         ok,
@@ -544,12 +550,14 @@ def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> l
                 C.holds_if(
                     id,
                     PAPER,
-                    "(c) the learner closest to the transformer (MSPD: SPD/d averaged over the under-determined "
-                    f"prefixes 1 ≤ k < d, as the paper's Fig 3), among every learner of the paper's figure "
-                    f"({', '.join(label for label in families if label != 'zero')}) and the zero predictor as a "
-                    f"control, is {text}; no tolerance: the closest learner's family must be {family} at every such "
-                    "depth (the paper: the 1-layer model is best approximated by one GD step, though not well in "
-                    "absolute terms) (measured: depth → closest learner and its MSPD)",
+                    "(c) the learner closest to the transformer "
+                    "(MSPD: SPD/d averaged over the under-determined prefixes 1 ≤ k < d, as the paper's Fig 3), "
+                    "among every learner of the paper's figure "
+                    f"({', '.join(label for label in families if label != 'zero')}) "
+                    f"and the zero predictor as a control, is {text}; "
+                    f"no tolerance: the closest learner's family must be {family} at every such depth "
+                    "(the paper: the 1-layer model is best approximated by one GD step, "
+                    "though not well in absolute terms) (measured: depth → closest learner and its MSPD)",
                     {f"L={depth}": f"{closest[depth]}: {table[depth, closest[depth]]:.3g}" for depth in covered},
                     f"{family} at L = {covered}",
                     all(families[closest[depth]] == family for depth in covered),
@@ -564,29 +572,33 @@ def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> l
 
 
 def _probes(config, ctx):
-    p = config["probe"]
-    d, seed = p["d"], config["seed"]
+    probe_cfg = config["probe"]
+    d, seed = probe_cfg["d"], config["seed"]
     task = _task(config, d, 0.0, 1.0)
-    split = {name: task.sample(p[f"{name}_prompts"], generator(seed, f"probe-{name}")) for name in ("train", "test")}
+    split = {
+        name: task.sample(probe_cfg[f"{name}_prompts"], generator(seed, f"probe-{name}")) for name in ("train", "test")
+    }
     raw = {name: probe_targets(e) for name, e in split.items()}  # (B, K, N, d)
     targets = {name: standardise(t, raw["train"])[0] for name, t in raw.items()}
     std = standardise(raw["train"], raw["train"])[2]
-    heads = {"linear": None, "mlp": p["hidden_units"]}
-    model = _model(config, ctx, d, p["n_layers"])
+    heads = {"linear": None, "mlp": probe_cfg["hidden_units"]}
+    model = _model(config, ctx, d, probe_cfg["n_layers"])
     scores = _probe_scores(config, ctx, model, split, targets, std, heads)
     # The control's states are read by the MLP head alone, the better one (the claims compare MLP probes).
-    control = _control_model(config, ctx, d, p["n_layers"])
-    control_scores = _probe_scores(config, ctx, control, split, targets, std, {"mlp": p["hidden_units"]}, "control-")
+    control = _control_model(config, ctx, d, probe_cfg["n_layers"])
+    control_scores = _probe_scores(
+        config, ctx, control, split, targets, std, {"mlp": probe_cfg["hidden_units"]}, "control-"
+    )
     n_states = scores["mlp"]["r2"].shape[0]
     _figure_probes(ctx, scores, control_scores["mlp"], n_states)
     r2 = {head: s["r2"] for head, s in scores.items()}
     threshold = config["tolerance"]["probe_decodable"]
-    claims = _probe_claims(r2, control_scores["mlp"]["r2"], p["n_layers"], d, config["tolerance"])
+    claims = _probe_claims(r2, control_scores["mlp"]["r2"], probe_cfg["n_layers"], d, config["tolerance"])
     # The order needs both targets decodable somewhere: the worse target's best MLP-probe R² over the states.
     reached = r2["mlp"].max(0).values.min().item()
     reason = (
         f"an order of decodability needs both targets read at an MLP-probe R² of {threshold:g} at some state of this "
-        f"run's {p['n_layers']}-layer model; the worse target's best R²"
+        f"run's {probe_cfg['n_layers']}-layer model; the worse target's best R²"
     )
     return [
         C.judged_at_if_unresolved(
@@ -600,16 +612,16 @@ def _probe_scores(config, ctx, model, split, targets, std, heads: dict, prefix: 
     """Per probe head (name → the MLP's hidden units, None for a linear head): probes trained on ``model``'s
     hidden states of the ``train`` split, their held-out scores on the ``test`` split (:func:`score`), logged
     per hidden state as ``<prefix>probe-<head>``."""
-    p = config["probe"]
+    probe_cfg = config["probe"]
     hidden = {name: hidden_states(model, e) for name, e in split.items()}  # (B, L + 1, T, W)
     _, n_states, seq_len, width = hidden["train"].shape
     n = config["task"]["n_context"]
     scores = {}
     for head, units in heads.items():
         name = f"{prefix}probe-{head}"
-        make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, p["d"], units, generator=g)
+        make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, probe_cfg["d"], units, generator=g)
         data = ProbeData(hidden["train"], targets["train"].float())
-        probes = ctx.model(name, make, data, train=p["train"], setting="probes", together=False).models[0]
+        probes = ctx.model(name, make, data, train=probe_cfg["train"], setting="probes", together=False).models[0]
         scores[head] = score(probes, hidden["test"], targets["test"], std)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):
@@ -648,9 +660,9 @@ def _probe_claims(
             PAPER,
             f"(d) at the last layer of a {n_layers}-layer model (d = {d}), the MLP probe's held-out R² exceeds "
             f"the linear probe's for both targets (Xᵀy, w_OLS) by at least {tol['probe_margin']} "
-            f"(measured: the smaller margin; last-layer R²: {last}). The paper's §5 observes it, but it holds on an "
-            "untrained model's hidden states as well (the targets are products of token entries, which an MLP head "
-            "reads better than a linear one from any state), so it checks the probes, not the model",
+            f"(measured: the smaller margin; last-layer R²: {last}). The paper's §5 observes it, "
+            "but it holds on an untrained model's hidden states as well (the targets are products of token entries, "
+            "which an MLP head reads better than a linear one from any state), so it checks the probes, not the model",
             margin,
             tol["probe_margin"],
             about=C.diagnostic("trained"),
@@ -674,9 +686,9 @@ def _probe_claims(
         C.at_least(
             "d-w-ols-decodability-rises",
             PAPER,
-            f"(d) w_OLS is decoded inaccurately in the input layer and better deep in the network: the MLP probe's "
-            f"held-out R² for w_OLS after the last block exceeds its R² at the input layer (the read-in) by at least "
-            f"{tol['probe_rise']} (measured: the rise)",
+            "(d) w_OLS is decoded inaccurately in the input layer and better deep in the network: "
+            "the MLP probe's held-out R² for w_OLS after the last block exceeds its R² at the input layer "
+            f"(the read-in) by at least {tol['probe_rise']} (measured: the rise)",
             rise,
             tol["probe_rise"],
             about=C.paper("§5, Fig 4", "inaccurate at the input layer, accurate deep in the network (plots only)"),
@@ -693,10 +705,10 @@ def _control_claim(learner: torch.Tensor, control: torch.Tensor, gap: float) -> 
     return C.at_least(
         "d-control-probes-worse",
         PAPER,
-        f"(d) a control model trained on one fixed w probes worse than the in-context learner: after the last "
-        f"block, the MLP probe's held-out R² on the learner exceeds its R² on the control (the same transformer "
-        f"and recipe) by at least {gap} for both targets (measured: the smaller gap; each "
-        f"target's gap: {', '.join(f'{t} {v:.3g}' for t, v in control_gaps.items())})",
+        "(d) a control model trained on one fixed w probes worse than the in-context learner: "
+        "after the last block, the MLP probe's held-out R² on the learner exceeds its R² on the control "
+        f"(the same transformer and recipe) by at least {gap} for both targets "
+        f"(measured: the smaller gap; each target's gap: {', '.join(f'{t} {v:.3g}' for t, v in control_gaps.items())})",
         min(control_gaps.values()),
         gap,
         about=C.paper("§5, Fig 4", "the control's probes below the learner's (plots only)"),

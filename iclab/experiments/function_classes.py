@@ -373,18 +373,20 @@ def _data(config: dict, name: str, task, fmt) -> dict:
 def _baselines(config: dict, name: str, task) -> tuple[list, list]:
     """(fast, slow) learners for class ``name``: Garg et al.'s baselines for it (slow ones see
     only ``slow_prompts`` prompts)."""
-    b = config["baselines"]
+    baselines = config["baselines"]
     fast = [LeastSquares(), NearestNeighbours(3), Averaging()]
     slow = []
     if name == "sparse-linear":
-        fast += [Lasso(alpha) for alpha in b["lasso_alphas"]]
+        fast += [Lasso(alpha) for alpha in baselines["lasso_alphas"]]
     if name in ("noisy-linear", "quadratic"):
         fast.append(_tracked_learner(name, task))
     if name == "decision-tree":
         fast += [GreedyTree(4), GreedyTree(None)]
-        slow.append(BoostedTrees(b["boosting_rounds"]))
+        slow.append(BoostedTrees(baselines["boosting_rounds"]))
     if name == "relu-net":
-        slow.append(TwoLayerNetGD(b["net_hidden"], b["net_steps"], b["net_lr"], seed=config["seed"]))
+        slow.append(
+            TwoLayerNetGD(baselines["net_hidden"], baselines["net_steps"], baselines["net_lr"], seed=config["seed"])
+        )
     return fast, slow
 
 
@@ -424,19 +426,19 @@ def run(config: dict, ctx: RunContext):
 def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: dict):
     """Class ``name``'s transformers (one per seed), warm-started from ``models`` of its ``init_from`` class
     when it names one."""
-    m = _model_config(config, name)
+    arch = _model_config(config, name)
     source = config["functions"][name]["init_from"]
     return ctx.model(
         name,
         lambda g: GPTTransformer(
             GPTConfig(
                 config["d"] + 1,
-                m["n_layers"],
-                m["n_heads"],
-                m["width"],
-                m["mlp_ratio"],
+                arch["n_layers"],
+                arch["n_heads"],
+                arch["width"],
+                arch["mlp_ratio"],
                 max_tokens=2 * task.n_context,
-                attention=m["attention"],
+                attention=arch["attention"],
             ),
             g,
         ),
@@ -535,8 +537,8 @@ def _sparse_claims(config, seeds, c) -> list[C.Claim]:
         C.holds_if(
             "sparse-beats-ols",
             PAPER,
-            f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error is "
-            f"below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
+            f"on sparse linear functions (k = {task.sparsity} of d = {task.d}) the transformer's error "
+            f"is below least squares' for every {ks.start} ≤ k < {ks.stop} examples (every seed)",
             f"smallest margin (OLS − transformer) {margin:.4g}",
             "> 0",
             margin > 0,
@@ -546,9 +548,9 @@ def _sparse_claims(config, seeds, c) -> list[C.Claim]:
         C.at_most(
             "sparse-approaches-lasso",
             PAPER,
-            f"the sparse transformer nearly matches the Lasso: its normalised error exceeds the best Lasso's "
-            f"(α grid {config['baselines']['lasso_alphas']}) by at most {tol['lasso_gap']} at every k ≥ 1 "
-            "(largest gap over k and seeds)",
+            "the sparse transformer nearly matches the Lasso: "
+            f"its normalised error exceeds the best Lasso's (α grid {config['baselines']['lasso_alphas']}) "
+            f"by at most {tol['lasso_gap']} at every k ≥ 1 (largest gap over k and seeds)",
             gap,
             tol["lasso_gap"],
             about=sparse,
@@ -598,9 +600,9 @@ def _tree_claim(config, seeds, c, slow_errors) -> C.Claim:
     return C.holds_if(
         "tree-beats-greedy-and-boosted",
         PAPER,
-        f"on depth-4 decision trees the transformer's mean error over every prefix 1 ≤ k < {task.n_context} is "
-        "below the greedy tree's (depth 4 and unlimited) and XGBoost's (on the same "
-        f"{config['slow_prompts']} prompts for XGBoost)",
+        "on depth-4 decision trees the transformer's mean error "
+        f"over every prefix 1 ≤ k < {task.n_context} is below the greedy tree's "
+        f"(depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for XGBoost)",
         ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()),
         "> 0 each",
         worst > 0,
@@ -618,10 +620,9 @@ def _relu_net_claim(config, seeds, slow_errors) -> C.Claim:
     return C.at_most(
         "relu-matches-net-gd",
         PAPER,
-        "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: its "
-        "mean "
-        f"normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} (same "
-        f"{config['slow_prompts']} prompts, worst seed)",
+        "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: "
+        f"its mean normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} "
+        f"(same {config['slow_prompts']} prompts, worst seed)",
         gap,
         tol["net_gap"],
         about=C.paper("§5, Fig 5c", "both 0.17 at k = 100"),
@@ -672,9 +673,9 @@ def _tracking_claims(config, names, seeds, curves) -> list[C.Claim]:
             C.at_most(
                 f"tracks-{name}",
                 PAPER,
-                f"on {name} functions the transformer's error exceeds that of {TRACKED[name]} by at most "
-                f"{tolerance} at every k ≥ 1, worst seed (iclab's extension of the paper's linear finding: the "
-                "paper trains no model on this class)",
+                f"on {name} functions the transformer's error "
+                f"exceeds that of {TRACKED[name]} by at most {tolerance} at every k ≥ 1, worst seed "
+                "(iclab's extension of the paper's linear finding: the paper trains no model on this class)",
                 gap,
                 tolerance,
                 about=C.diagnostic("trained"),
@@ -714,9 +715,9 @@ def _excess_rise_claim(name, table, seeds, base, tol) -> C.Claim:
     rises = [_excess(table, s) - base[s] for s in seeds]
     on_standard = ", ".join(f"{v:.3g}" for v in base.values())
     statement = (
-        f"under the {name} prompts the linear transformer's mean excess over least squares (normalised error above "
-        f"OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} from its excess on standard "
-        f"prompts ({on_standard}; worst seed)"
+        f"under the {name} prompts the linear transformer's mean excess over least squares "
+        f"(normalised error above OLS', over k ≥ 1) rises by {'more than' if fails else 'at most'} {tol} "
+        f"from its excess on standard prompts ({on_standard}; worst seed)"
     )
     about = C.paper("§4, Figs 8 and 9" if name.startswith("scale") else "§4, Fig 8", PAPER_SHIFT_ERRORS.get(name))
     if fails:
@@ -733,8 +734,9 @@ def _excess_rise_claim(name, table, seeds, base, tol) -> C.Claim:
     return C.holds_if(
         f"ood-robust-{name}",
         PAPER,
-        "robust in the paper: " + statement + f", on a model that has learnt the task (excess on standard "
-        f"prompts ≤ {tol})",
+        "robust in the paper: "
+        + statement
+        + f", on a model that has learnt the task (excess on standard prompts ≤ {tol})",
         {"rise": max(rises), "excess on standard prompts": max(base.values())},
         f"rise ≤ {tol}, standard excess ≤ {tol}",
         max(base.values()) <= tol and max(rises) <= tol,
@@ -751,8 +753,8 @@ def _half_of_knn_claim(name, table, seeds) -> C.Claim:
     return C.holds_if(
         f"ood-robust-{name}",
         PAPER,
-        f"under the {name} prompts the linear transformer is not perfectly robust but stays below half of "
-        "3-NN's error at the longest prefix (worst seed)",
+        f"under the {name} prompts the linear transformer "
+        "is not perfectly robust but stays below half of 3-NN's error at the longest prefix (worst seed)",
         {"transformer": mine, "3-NN": knn},
         "transformer < 3-NN / 2",
         mine < knn / 2,

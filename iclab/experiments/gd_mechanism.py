@@ -327,10 +327,10 @@ def _one_layer_claims(s: _Linear, part: Part, gd: GDPlusPlus, found: dict, inter
         C.at_least(
             "a-weights-match-construction",
             PAPER,
-            "(a) the trained weights match the GD construction's, up to the invariances that leave every "
-            "prediction unchanged ((W_KQ, W_PV) → (c·W_KQ, W_PV/c), and W_KQ's columns reading the query's "
-            "label slot, 0 in every query): cosine of W_PV's label row ⊗ W_KQ's input columns with the "
-            "construction's (worst seed)",
+            "(a) the trained weights match the GD construction's, "
+            "up to the invariances that leave every prediction unchanged "
+            "((W_KQ, W_PV) → (c·W_KQ, W_PV/c), and W_KQ's columns reading the query's label slot, 0 in every query): "
+            "cosine of W_PV's label row ⊗ W_KQ's input columns with the construction's (worst seed)",
             min(_label_row_cosines(part)),
             tol["cosine"],
             about=C.paper(SOURCES["weights"]),
@@ -374,8 +374,8 @@ def _recurrent(s: _Linear) -> Part:
         C.at_most(
             "b-beats-2-step-gd",
             PAPER,
-            f"(b) a trained 2-layer recurrent LSA beats 2-step GD ({gd2.name}, half-MSE "
-            f"{losses[gd2.name]:.4f}; worst seed)",
+            "(b) a trained 2-layer recurrent LSA beats 2-step GD "
+            f"({gd2.name}, half-MSE {losses[gd2.name]:.4f}; worst seed)",
             max(trained),
             losses[gd2.name],
             about=C.paper(SOURCES["recurrent"]),
@@ -394,11 +394,12 @@ def _recurrent(s: _Linear) -> Part:
         C.holds_if(
             "b-curvature-in-weights",
             PAPER,
-            "(b) the trained 2-layer recurrent LSA's weights carry GD++'s curvature correction: W_PV's input rows "
-            "(which write the inputs back, x ← (I − γXXᵀ)x; zero in plain GD) ⊗ W_KQ's input columns match the "
-            f"GD++ construction's (γ = {float(gdpp.gammas[0]):.3f}), alone and with the label row, both cosines "
-            f"≥ {tol['cosine']} (worst seed; measured per seed: the two cosines, and the input rows' size beside "
-            f"the label row's, {(input_part.norm() / label_part.norm()).item():.3f} in the construction)",
+            "(b) the trained 2-layer recurrent LSA's weights carry GD++'s curvature correction: "
+            "W_PV's input rows (which write the inputs back, x ← (I − γXXᵀ)x; zero in plain GD) ⊗ W_KQ's input columns "
+            f"match the GD++ construction's (γ = {float(gdpp.gammas[0]):.3f}), alone and with the label row, "
+            f"both cosines ≥ {tol['cosine']} "
+            "(worst seed; measured per seed: the two cosines, and the input rows' size beside the label row's, "
+            f"{(input_part.norm() / label_part.norm()).item():.3f} in the construction)",
             {seed: [round(v, 4) for v in values] for seed, values in weights.items()},
             f"both cosines ≥ {tol['cosine']}",
             all(whole >= tol["cosine"] and rows >= tol["cosine"] for whole, rows, _ in weights.values()),
@@ -428,9 +429,8 @@ def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
             C.at_most(
                 f"c-depth-{depth}-near-gd-plus-plus",
                 PAPER,
-                f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} above per-step "
-                "GD++ "
-                f"of the same depth ({gdpp.name}, half-MSE {gdpp_loss:.4f}; worst seed)",
+                f"(c) a trained {depth}-layer per-layer LSA{note} is at most {tol['depth_rel']:.0%} "
+                f"above per-step GD++ of the same depth ({gdpp.name}, half-MSE {gdpp_loss:.4f}; worst seed)",
                 max(part.trained_losses),
                 gdpp_loss * (1 + tol["depth_rel"]),
                 about=C.paper(SOURCES["depth"]),
@@ -448,9 +448,9 @@ def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
         C.holds_if(
             "c-loss-falls-with-depth",
             PAPER,
-            "(c) the trained loss (mean over seeds) falls with every added layer, each fall larger than 2 standard "
-            f"errors of the difference (depths {[1, *s.config['depths']]}; measured: the losses, and each fall in "
-            "standard errors)",
+            "(c) the trained loss (mean over seeds) falls with every added layer, "
+            "each fall larger than 2 standard errors of the difference "
+            f"(depths {[1, *s.config['depths']]}; measured: the losses, and each fall in standard errors)",
             {
                 "half-MSE": [round(part.mean, 5) for part in layers],
                 "falls (standard errors)": [round(z, 1) for z in drops],
@@ -498,9 +498,10 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
         C.holds_if(
             "d-trained-matches-gd-features",
             PAPER,
-            f"(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention within "
-            f"{tol['sine_rel']:.0%}, at a loss the task has been learnt to: at most {tol['sine_below_zero']:g} × the "
-            f"zero predictor's (a match between two models that learnt nothing would say nothing; means over seeds)",
+            "(d) sine waves: MLP + trained LSA reaches the loss of MLP + GD-construction attention "
+            f"within {tol['sine_rel']:.0%}, at a loss the task has been learnt to: "
+            f"at most {tol['sine_below_zero']:g} × the zero predictor's "
+            "(a match between two models that learnt nothing would say nothing; means over seeds)",
             {"mlp+lsa": trained, "mlp+gd": gd, "zero predictor": zero},
             f"|mlp+lsa − mlp+gd| ≤ {tol['sine_rel']:.0%} of mlp+gd, and mlp+lsa ≤ {tol['sine_below_zero']:g} × zero",
             matches and learnt,

@@ -105,18 +105,18 @@ def run(config: dict, ctx: RunContext):
     task = linear_regression_from_config(config["task"])
     d, n = task.d, task.n_context
     fmt = InterleavedFormat()
-    m = config["model"]
+    arch = config["model"]
     result = ctx.model(
         "gpt",
         lambda g: GPTTransformer(
             GPTConfig(
                 d + 1,
-                m["n_layers"],
-                m["n_heads"],
-                m["width"],
-                m["mlp_ratio"],
+                arch["n_layers"],
+                arch["n_heads"],
+                arch["width"],
+                arch["mlp_ratio"],
                 max_tokens=2 * n,
-                attention=m["attention"],
+                attention=arch["attention"],
             ),
             g,
         ),
@@ -175,8 +175,8 @@ def _claims(config, seeds, curves, spd, d, n):
         C.at_most(
             "tracks-ols",
             PAPER,
-            f"for any number k ≥ 1 of examples the transformer's mse/d is within {tol} of OLS's (min-norm below d; "
-            f"largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
+            f"for any number k ≥ 1 of examples the transformer's mse/d is within {tol} of OLS's "
+            f"(min-norm below d; largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
             gap,
             tol,
             about=C.paper("Garg et al. §3.1, Fig 2", "0.02 at k = d, 0.0006 at k = 2d (d = 20)"),
@@ -195,8 +195,9 @@ def _claims(config, seeds, curves, spd, d, n):
         C.holds_if(
             "min-norm-below-d",
             PAPER,
-            f"with fewer examples than d the transformer's predictions are consistent with min-norm OLS: SPD/d to it "
-            f"is below {bound:g} at every 1 ≤ k < d (Akyürek et al.'s threshold; worst seed; measured: SPD/d by k)",
+            "with fewer examples than d the transformer's predictions are consistent with min-norm OLS: "
+            f"SPD/d to it is below {bound:g} at every 1 ≤ k < d "
+            "(Akyürek et al.'s threshold; worst seed; measured: SPD/d by k)",
             {f"k={k}": v for k, v in to_ols.items()},
             f"< {bound:g} at every k < d",
             all(v < bound for v in to_ols.values()),

@@ -208,8 +208,8 @@ def _claims(s: Setting, config: dict) -> list:
         C.holds_if(
             f"between-ols-and-averaging-{name}",
             PAPER,
-            f"{name} Λ: the LSA beats averaging and loses to OLS (every seed); a sanity bound of iclab's, implied "
-            "by the loss at the optimum",
+            f"{name} Λ: the LSA beats averaging and loses to OLS (every seed); "
+            "a sanity bound of iclab's, implied by the loss at the optimum",
             f"ols {ols:.4g} < lsa {min(model_losses):.4g}…{max(model_losses):.4g} < averaging {averaging:.4g}",
             "ols < lsa < averaging",
             all(ols < v < averaging for v in model_losses),
@@ -236,12 +236,13 @@ def _flow_claim(flow: Flow, name: str, config: dict):
     return C.holds_if(
         f"flow-converges-{name}",
         PAPER,
-        f"{name} Λ: plain gradient descent (step {config['flow']['lr']:g}, {config['flow']['schedule']} schedule, on "
-        f"fresh batches: the gradient flow's path) from the balanced initialisation converges to the global optimum "
-        "along its trajectory: "
-        f"its loss on {config['flow']['prompts']} fixed prompts, at every logged step, never rises above its lowest "
-        f"so far by more than {tol['flow_rise']:.1%} of the optimum's loss on them ({opt:.4g}), ends within "
-        f"{tol['loss_rel']:.0%} of it, and the preconditioner ends with cosine ≥ {tol['cosine']} to Γ⁻¹ (every seed)",
+        f"{name} Λ: plain gradient descent (step {config['flow']['lr']:g}, "
+        f"{config['flow']['schedule']} schedule, on fresh batches: the gradient flow's path) "
+        "from the balanced initialisation converges to the global optimum along its trajectory: "
+        f"its loss on {config['flow']['prompts']} fixed prompts, at every logged step, "
+        f"never rises above its lowest so far by more than {tol['flow_rise']:.1%} of the optimum's loss on them "
+        f"({opt:.4g}), ends within {tol['loss_rel']:.0%} of it, "
+        f"and the preconditioner ends with cosine ≥ {tol['cosine']} to Γ⁻¹ (every seed)",
         measured,
         f"largest rise ≤ {tol['flow_rise']:.1%}, end gap ≤ {tol['loss_rel']:.0%}, cosine ≥ {tol['cosine']}",
         all(

@@ -334,11 +334,11 @@ def _fits_training_set_claim(s: Setting, tol: dict):
     return C.at_most(
         f"ab-fits-training-set-{name}",
         PAPER,
-        f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's "
-        f"support) drives ab = mean_j a_j b_j to its training set's optimum (the diagonal model's exact "
-        f"minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, worst of "
-        f"{len(diagonal)} runs (complex ab; the per-coordinate products, slower to converge, are within "
-        f"{max(r.coordinate_gap for r in diagonal):.2%}){beside}",
+        f"{name}: gradient descent on the diagonal model (weights kept on the diagonal initialisation's support) "
+        "drives ab = mean_j a_j b_j to its training set's optimum "
+        f"(the diagonal model's exact minimiser, by variable projection): relative distance ≤ {tol['fit']:.0%}, "
+        f"worst of {len(diagonal)} runs (complex ab; the per-coordinate products, "
+        f"slower to converge, are within {max(r.coordinate_gap for r in diagonal):.2%}){beside}",
         max(fit_gaps),
         tol["fit"],
         about=C.diagnostic("trained"),
@@ -380,8 +380,8 @@ def _gradient_vanishes_claim(s: Setting, config: dict, contrast: ExpectedGradien
         f"offdiag-gradient-vanishes-{name}",
         PAPER,
         f"{name}: at the diagonal initialisation the population gradient on the off-diagonal weights is zero: "
-        f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors "
-        f"of 0 (z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s.gradients)} inits; "
+        f"a Monte Carlo estimate over {draws} fresh sequences is within {tol['gradient_z']:g} standard errors of 0 "
+        f"(z = ‖ĝ_off‖/√ΣSE², ≈ 1 when it is zero; worst of {len(s.gradients)} inits; "
         f"‖ĝ_off‖/‖ĝ_on‖ = {worst.off / worst.on:.2g}{contrasted})",
         worst.z,
         f"z ≤ {tol['gradient_z']:g}; power: detects an off-diagonal gradient of norm ≥ {detectable:.2g} "
@@ -410,10 +410,11 @@ def _full_population_claim(s: Setting, tol: dict, m: int):
     return C.within(
         f"full-ab-star-{name}",
         PAPER,
-        f"{name}: the full (unrestricted) model trained from the diagonal initialisation also converges to "
-        f"the population ab* (the theorem's dynamics are the full model's): its ab = mean_j a_j b_j of the "
-        f"diagonal blocks within the diagonal model's tolerance, max({tol['population']:.0%}, "
-        f"{tol['fit']:.0%} + {tol['sigmas']:g}×{s.scatter:.2%}), on m = {m} sequences (worst run)",
+        f"{name}: the full (unrestricted) model trained from the diagonal initialisation also converges "
+        "to the population ab* (the theorem's dynamics are the full model's): "
+        "its ab = mean_j a_j b_j of the diagonal blocks within the diagonal model's tolerance, "
+        f"max({tol['population']:.0%}, {tol['fit']:.0%} + {tol['sigmas']:g}×{s.scatter:.2%}), "
+        f"on m = {m} sequences (worst run)",
         p + abs(worst_full.ab - p),
         p,
         _population_tolerance(s, tol),
@@ -428,10 +429,10 @@ def _leaves_diagonal_claim(s: Setting, tol: dict, m: int):
     return C.at_least(
         f"ones-not-one-step-gd-{name}",
         PAPER,
-        f"{name}: all-ones starts are outside the theorem's condition, and the full model trained from the "
-        "diagonal initialisation is not one step of GD: it leaves the diagonal family, off-diagonal weights "
-        f"above {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, the bound that defines staying "
-        f"diagonal; least of {len(s.full)} runs, m = {m} sequences)",
+        f"{name}: all-ones starts are outside the theorem's condition, "
+        "and the full model trained from the diagonal initialisation is not one step of GD: "
+        f"it leaves the diagonal family, off-diagonal weights above {tol['offdiag']:.0%} of the diagonal mass "
+        f"(‖off‖_F/‖on‖_F, the bound that defines staying diagonal; least of {len(s.full)} runs, m = {m} sequences)",
         min(r.offdiag for r in s.full),
         tol["offdiag"],
         about=C.paper("§4.3 (starts outside the condition: the trained model is not vanilla one-step GD)"),
@@ -446,9 +447,9 @@ def _sparse_recovery_claims(s: Setting, tol: dict, m: int) -> list:
         C.at_most(
             f"stays-diagonal-{name}",
             PAPER,
-            f"{name}: the full model trained from the diagonal initialisation stays diagonal: off-diagonal weights "
-            f"below {tol['offdiag']:.0%} of the diagonal mass (‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} "
-            f"sequences)",
+            f"{name}: the full model trained from the diagonal initialisation stays diagonal: "
+            f"off-diagonal weights below {tol['offdiag']:.0%} of the diagonal mass "
+            f"(‖off‖_F/‖on‖_F, worst matrix and run, on m = {m} sequences)",
             max(r.offdiag for r in s.full),
             tol["offdiag"],
             about=C.paper("Theorem 4.1, Fig 5"),
@@ -457,8 +458,8 @@ def _sparse_recovery_claims(s: Setting, tol: dict, m: int) -> list:
         C.at_most(
             f"recovered-{name}",
             PAPER,
-            f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered (worst "
-            "run)",
+            f"{name}: test loss of the full model relative to predicting 0 → ≈ 0, the sequence is recovered "
+            "(worst run)",
             max(r.relative_loss for r in s.full),
             tol["recovered"],
             about=C.paper("Theorem 4.2 and Example 4.1, Fig 1", "→ 0"),
@@ -477,9 +478,9 @@ def _gaussian_not_recovered_claims(s: Setting, tol: dict) -> list:
         C.within(
             f"ratio-last-step-{name}",
             PAPER,
-            f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² (iclab's derivation, 1/5 as "
-            f"T → ∞, consistent with the paper's Proposition 4.1), so the sequence is not recovered (worst run; "
-            "same tolerance as ab*)",
+            f"{name}: the full model's prediction/truth at the last step ≈ ab*·σ² "
+            "(iclab's derivation, 1/5 as T → ∞, consistent with the paper's Proposition 4.1), "
+            "so the sequence is not recovered (worst run; same tolerance as ab*)",
             max(last, key=lambda v: abs(v - expected)),
             expected,
             _population_tolerance(s, tol),
@@ -523,9 +524,10 @@ def _sweep_claim(name: str, sweep: dict[int, list[Run]], config: dict):
     return C.holds_if(
         f"offdiag-shrinks-with-m-{name}",
         PAPER,
-        f"{name}: on a finite training set the full model's off-diagonal weights fit the sample's O(1/√m) "
-        f"off-diagonal gradient, and that effect shrinks as the set grows: the trained off/on ratio "
-        f"(init {tuple(config['size_sweep']['init'])}, seed mean) falls with m (log-log slope {slope:.2f})",
+        f"{name}: on a finite training set the full model's off-diagonal weights fit "
+        "the sample's O(1/√m) off-diagonal gradient, and that effect shrinks as the set grows: "
+        f"the trained off/on ratio (init {tuple(config['size_sweep']['init'])}, seed mean) "
+        f"falls with m (log-log slope {slope:.2f})",
         {m: round(v, 4) for m, v in ratio.items()},
         f"decreasing over m = {sizes}",
         len(sizes) > 1 and all(ratio[a] > ratio[b] for a, b in zip(sizes, sizes[1:])),

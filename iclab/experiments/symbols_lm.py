@@ -161,35 +161,39 @@ def _checks(config: dict):
 
 def _blocks(ctx: RunContext, config: dict) -> tuple[int, dict[str, torch.Tensor]]:
     """The vocabulary size and every split's token stream packed into ``(n, block + 1)`` rows."""
-    d = config["data"]
-    corpus = load_corpus(d["path"], d["fractions"])
-    t = config["tokenizer"]
-    tokenizer = make_tokenizer(t["kind"], corpus.train, t["vocab_size"], ctx.folder.path / "tokenizer.json")
+    data = config["data"]
+    corpus = load_corpus(data["path"], data["fractions"])
+    tokenizer_cfg = config["tokenizer"]
+    tokenizer = make_tokenizer(
+        tokenizer_cfg["kind"], corpus.train, tokenizer_cfg["vocab_size"], ctx.folder.path / "tokenizer.json"
+    )
     blocks = {
         split: pack_blocks(tokenizer.encode(text), config["model"]["block"]) for split, text in corpus._asdict().items()
     }
     for split, rows in blocks.items():
-        ctx.log(setting="data", model=t["kind"], metric=f"{split}_tokens", value=rows.numel() - len(rows) + 1)
+        ctx.log(
+            setting="data", model=tokenizer_cfg["kind"], metric=f"{split}_tokens", value=rows.numel() - len(rows) + 1
+        )
     return tokenizer.vocab_size, blocks
 
 
 def _make_model(variant: str, vocab_size: int, config: dict):
     """A factory ``generator -> model`` for one of :data:`VARIANTS`."""
-    m = config["model"]
+    arch = config["model"]
     return lambda g: GPTTransformer(
         GPTConfig(
             None,
-            m["n_layers"],
-            m["n_heads"],
-            m["width"],
-            m["mlp_ratio"],
-            max_tokens=m["block"],
+            arch["n_layers"],
+            arch["n_heads"],
+            arch["width"],
+            arch["mlp_ratio"],
+            max_tokens=arch["block"],
             stride=1,
-            attention=m["attention"],
+            attention=arch["attention"],
             vocab_size=vocab_size,
             tied_output=True,
-            identity_scale=m["identity_scale"],
-            dropout=m["dropout"],
+            identity_scale=arch["identity_scale"],
+            dropout=arch["dropout"],
             **VARIANTS[variant],
         ),
         g,
@@ -296,9 +300,9 @@ def _claims(config: dict, final: dict) -> list:
             C.holds_if(
                 f"{variant}-gain",
                 PAPER,
-                f"the language model with {what} reaches a lower final validation perplexity than the plain one (same "
-                f"initial weights and batches), on every seed of the run (measured: perplexities and the relative "
-                "gain per seed)",
+                f"the language model with {what} reaches a lower final validation perplexity than the plain one "
+                "(same initial weights and batches), on every seed of the run "
+                "(measured: perplexities and the relative gain per seed)",
                 {
                     variant: [round(v, 3) for v in modified],
                     "plain": [round(v, 3) for v in plain],

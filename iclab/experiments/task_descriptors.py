@@ -319,9 +319,9 @@ def _optimum_claims(by_n: ByN, config: dict) -> list:
         C.at_most(
             "one-layer-reaches-optimum",
             PAPER,
-            f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact "
-            f"finite-N optimum ({first.method}); worst over N={ns} and seeds of |excess loss| / optimal "
-            f"loss, the excess paired against an LSA set to the optimum on the same {config['eval_prompts']} prompts",
+            f"the trained one-layer LSA with descriptors is within {tol['loss_rel']:.0%} of the exact finite-N optimum "
+            f"({first.method}); worst over N={ns} and seeds of |excess loss| / optimal loss, "
+            f"the excess paired against an LSA set to the optimum on the same {config['eval_prompts']} prompts",
             max(loss_gaps),
             tol["loss_rel"],
             about=C.paper("§5 (the abstract: the weights converge to the predicted global minimum)"),
@@ -330,8 +330,8 @@ def _optimum_claims(by_n: ByN, config: dict) -> list:
         C.at_least(
             "one-layer-matches-optimum-weights",
             PAPER,
-            "trained W_PV[label row] ⊗ W_KQ matches the optimum's (lsa_alignment: cosine of the "
-            "rescaling-invariant product), worst over N and seeds",
+            "trained W_PV[label row] ⊗ W_KQ matches the optimum's "
+            "(lsa_alignment: cosine of the rescaling-invariant product), worst over N and seeds",
             min(_weight_cosines(by_n)),
             tol["cosine"],
             about=C.paper("§5 and Theorem 4.1 (the trained weights against the global minimum)"),
@@ -339,9 +339,9 @@ def _optimum_claims(by_n: ByN, config: dict) -> list:
         C.holds_if(
             "theory-descriptors-help",
             PAPER,
-            "the exact one-layer optimum with descriptors has lower loss than without, at every N (a consistency "
-            "check of the theory: the LSA with descriptors contains the one without as a special case, so with ≤ "
-            "without always; only the strictness can fail)",
+            "the exact one-layer optimum with descriptors has lower loss than without, at every N "
+            "(a consistency check of the theory: the LSA with descriptors contains the one without as a special case, "
+            "so with ≤ without always; only the strictness can fail)",
             {n: [round(theory[n]["mu"], 4), round(theory[n][None], 4)] for n in ns},
             "with < without",
             all(theory[n]["mu"] < theory[n][None] for n in ns),
@@ -351,8 +351,8 @@ def _optimum_claims(by_n: ByN, config: dict) -> list:
         C.holds_if(
             "query-descriptor-blocks-shrink",
             PAPER,
-            "in the finite-N optimum the query-side descriptor columns M*[:, d:] are non-zero and their "
-            "share ‖M*[:, d:]‖/‖M*‖ shrinks as N grows",
+            "in the finite-N optimum the query-side descriptor columns M*[:, d:] "
+            "are non-zero and their share ‖M*[:, d:]‖/‖M*‖ shrinks as N grows",
             dict(zip(ns, [round(v, 4) for v in descriptor_norms])),
             "> 0.01 and decreasing in N",
             min(descriptor_norms) > 0.01 and all(a > b for a, b in zip(descriptor_norms, descriptor_norms[1:])),
@@ -382,10 +382,11 @@ def _limit_claims(by_n: ByN, config: dict) -> list:
         C.holds_if(
             "theory-loss-to-zero-with-descriptors",
             PAPER,
-            f"as N grows, the exact one-layer optimum's loss with descriptors falls to 0 (decreasing in N, and N·loss "
-            f"growing by at most {tol['limit_rate']}× between the two largest N, as a loss falling like 1/N does; one "
-            f"falling to a positive limit grows like N), while without descriptors it stays at or above 99% of its "
-            f"positive N → ∞ limit {limit:.4g} at every N (measured: the optimum's loss by N, with and without)",
+            "as N grows, the exact one-layer optimum's loss with descriptors falls to 0 "
+            f"(decreasing in N, and N·loss growing by at most {tol['limit_rate']}× between the two largest N, "
+            "as a loss falling like 1/N does; one falling to a positive limit grows like N), "
+            f"while without descriptors it stays at or above 99% of its positive N → ∞ limit {limit:.4g} at every N "
+            "(measured: the optimum's loss by N, with and without)",
             {n: [round(with_mu[n], 4), round(without[n], 4)] for n in ns},
             f"with μ: decreasing, N·loss ratio ≤ {tol['limit_rate']}; without: ≥ 0.99 × {limit:.4g}",
             len(ns) > 1
@@ -402,10 +403,10 @@ def _limit_claims(by_n: ByN, config: dict) -> list:
         C.holds_if(
             "trained-loss-falls-with-n",
             PAPER,
-            f"the trained one-layer LSA's loss with descriptors falls as N grows (seed mean, N={trained_ns}) and at "
-            f"the largest N is below {limit:.4g}, the positive N → ∞ limit of the optimum without descriptors, which "
-            "no model without them goes below: the trained one without stays at or above it (within 2 standard "
-            "errors) at every N",
+            "the trained one-layer LSA's loss with descriptors falls as N grows "
+            f"(seed mean, N={trained_ns}) and at the largest N is below {limit:.4g}, "
+            "the positive N → ∞ limit of the optimum without descriptors, which no model without them goes below: "
+            "the trained one without stays at or above it (within 2 standard errors) at every N",
             {**{str(n): v for n, v in trained.items()}, "limit without": round(limit, 4)},
             f"with μ: decreasing in N, below {limit:.4g} at the largest N; without: ≥ {limit:.4g} − 2 standard errors",
             len(trained_ns) > 1
@@ -430,11 +431,11 @@ def _depth(config: dict, ctx: RunContext) -> list:
         C.holds_if(
             "deeper-beats-one-layer",
             PAPER,
-            f"deeper LSAs reach a lower loss than one layer (N={n_deep}, mean squared error on the same "
-            f"{config['eval_prompts']} prompts, seed mean): at each of {deeper} layers, with descriptors and without, "
-            "the paired difference one layer − deeper is positive by more than 2 standard errors and at least "
-            f"{tol['min_gap']:.0%} of the one-layer loss (measured: that difference over the one-layer loss, and in "
-            "standard errors)",
+            "deeper LSAs reach a lower loss than one layer "
+            f"(N={n_deep}, mean squared error on the same {config['eval_prompts']} prompts, seed mean): "
+            f"at each of {deeper} layers, with descriptors and without, the paired difference one layer − deeper "
+            f"is positive by more than 2 standard errors and at least {tol['min_gap']:.0%} of the one-layer loss "
+            "(measured: that difference over the one-layer loss, and in standard errors)",
             {
                 str(k): {label: {"relative gain": round(g.relative, 4), "z": round(g.z, 2)} for label, g in by.items()}
                 for k, by in gains.items()
@@ -446,11 +447,11 @@ def _depth(config: dict, ctx: RunContext) -> list:
         C.holds_if(
             "descriptors-help-every-depth",
             PAPER,
-            f"the trained LSA with descriptors has a lower loss (mean squared error on the same "
-            f"{config['eval_prompts']} prompts, seed mean) than without for {list(gaps)} layers (N={n_deep}): the "
-            "paired difference without − with is positive by more than 2 standard errors and at least "
-            f"{tol['min_gap']:.0%} of the loss at every depth (measured: the relative gap (without − with)/without "
-            "and the difference in standard errors)",
+            "the trained LSA with descriptors has a lower loss "
+            f"(mean squared error on the same {config['eval_prompts']} prompts, seed mean) "
+            f"than without for {list(gaps)} layers (N={n_deep}): the paired difference without − with is positive "
+            f"by more than 2 standard errors and at least {tol['min_gap']:.0%} of the loss at every depth "
+            "(measured: the relative gap (without − with)/without and the difference in standard errors)",
             {str(k): {"relative gap": relative[k], "z": round(g.z, 2)} for k, g in gaps.items()},
             f"without − with > 2 standard errors and ≥ {tol['min_gap']:.0%} of the loss at every depth",
             all(g.helps(tol) for g in gaps.values()),
@@ -459,10 +460,10 @@ def _depth(config: dict, ctx: RunContext) -> list:
         C.holds_if(
             "gap-narrows-with-depth",
             PAPER,
-            "the gap between the loss curves without and with descriptors narrows with depth: the relative gap "
-            f"(without − with)/without (mean squared errors, N={n_deep}, seed mean) is smaller at each of {deeper} "
-            f"layers than at 1 layer, where descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} "
-            "of the loss)",
+            "the gap between the loss curves without and with descriptors narrows with depth: "
+            "the relative gap (without − with)/without "
+            f"(mean squared errors, N={n_deep}, seed mean) is smaller at each of {deeper} layers than at 1 layer, "
+            f"where descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the loss)",
             {str(k): v for k, v in relative.items()},
             "relative gap(L) < relative gap(1) for every deeper L; descriptors help at 1 layer",
             bool(deeper) and gaps[1].helps(tol) and all(gaps[k].relative < gaps[1].relative for k in deeper),
@@ -518,11 +519,12 @@ def _d_sweep(config: dict, ctx: RunContext) -> list:
         C.holds_if(
             "gap-grows-with-d",
             PAPER,
-            f"the one-layer relative gap (without − with)/without (mean squared errors, N={n_d}, seed mean) grows "
-            f"with d, and descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the loss) at "
-            f"every d (measured: the relative gaps; "
-            f"the absolute gaps { ({d: round(g.difference, 3) for d, g in gaps.items()}) } and the exact optimum's "
-            f"relative gaps { ({d: round(v, 3) for d, v in theory_gaps.items()}) } are reported beside them)",
+            f"the one-layer relative gap (without − with)/without (mean squared errors, N={n_d}, seed mean) "
+            f"grows with d, and descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the loss) "
+            "at every d (measured: the relative gaps; "
+            f"the absolute gaps { ({d: round(g.difference, 3) for d, g in gaps.items()}) } "
+            f"and the exact optimum's relative gaps { ({d: round(v, 3) for d, v in theory_gaps.items()}) } "
+            "are reported beside them)",
             {d: round(g.relative, 4) for d, g in gaps.items()},
             "increasing in d, descriptors help at every d",
             _grows_and_helps(gaps, tol),
@@ -566,9 +568,10 @@ def _deep_gap_grows(layers: int, config: dict, ctx: RunContext):
     return C.holds_if(
         f"gap-grows-with-d-{layers}-layers",
         PAPER,
-        f"for {layers}-layer LSAs too, the relative gap (without − with)/without (mean squared errors, N={n_d}, seed "
-        f"mean) grows with d, and descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the "
-        "loss) at every d (measured: the relative gaps, and the differences in standard errors)",
+        f"for {layers}-layer LSAs too, the relative gap "
+        f"(without − with)/without (mean squared errors, N={n_d}, seed mean) grows with d, "
+        f"and descriptors help (by more than 2 standard errors and {tol['min_gap']:.0%} of the loss) "
+        "at every d (measured: the relative gaps, and the differences in standard errors)",
         {d: {"relative gap": round(g.relative, 4), "z": round(g.z, 2)} for d, g in gaps.items()},
         "increasing in d, descriptors help at every d",
         _grows_and_helps(gaps, tol),
@@ -594,9 +597,9 @@ def _one_hot(config: dict, ctx: RunContext) -> list:
         C.holds_if(
             "one-hot-descriptors-help",
             PAPER,
-            f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss (mean squared "
-            "error on the same prompts, seed mean) by more than 2 standard errors of the paired difference and at "
-            f"least {config['tolerance']['min_gap']:.0%} of the loss",
+            f"with K={hot['n_means']} fixed means, one-hot descriptors lower the trained one-layer loss "
+            "(mean squared error on the same prompts, seed mean) by more than 2 standard errors "
+            f"of the paired difference and at least {config['tolerance']['min_gap']:.0%} of the loss",
             {
                 "one-hot": round(_mean(models["mean_index_onehot"].mse), 4),
                 "none": round(_mean(models[None].mse), 4),
@@ -635,8 +638,8 @@ def _gradient_flow(first, config: dict, ctx: RunContext):
         C.at_most(
             "gradient-flow-converges",
             PAPER,
-            f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum "
-            f"(N={n}): final ‖vM − M*‖/‖M*‖",
+            f"gradient flow (float64, step {flow.lr:.3g}) from the balanced init reaches the exact optimum (N={n}): "
+            "final ‖vM − M*‖/‖M*‖",
             flow.distance[-1],
             tol["flow_distance"],
             about=C.paper(
@@ -647,8 +650,8 @@ def _gradient_flow(first, config: dict, ctx: RunContext):
         C.at_most(
             "gradient-flow-balance",
             PAPER,
-            "gradient flow conserves ‖W_PV‖²_F − ‖W_KQ‖²_F (0 at the balanced init): largest drift "
-            "relative to the final ‖W_KQ‖²_F (discrete steps drift by O(step))",
+            "gradient flow conserves ‖W_PV‖²_F − ‖W_KQ‖²_F (0 at the balanced init): "
+            "largest drift relative to the final ‖W_KQ‖²_F (discrete steps drift by O(step))",
             drift,
             tol["balance_rel"],
             about=C.paper("Lemma 3.3 (a balanced initialisation stays balanced)", subject="theory"),
