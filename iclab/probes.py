@@ -21,6 +21,7 @@ model's residual stream (its named activations, :mod:`iclab.models.activations`)
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -138,3 +139,36 @@ def score(
         "r2": 1 - error.pow(2).sum((0, 3, 4)) / spread,
         "mse": (error * std).pow(2).mean((0, 3, 4)),
     }
+
+
+@dataclass(frozen=True)
+class ProbeSplits:
+    """The prompts a model is probed on: a ``train`` split the probes fit and a ``test`` split they are scored
+    on (:attr:`episodes`), with their :func:`probe_targets` standardised by the training split's mean and
+    spread (:attr:`targets`, and that spread, :attr:`std`)."""
+
+    episodes: dict[str, Episode]
+    targets: dict[str, torch.Tensor]
+    std: torch.Tensor
+
+    @classmethod
+    def draw(cls, task, train: int, test: int, seed: int) -> ProbeSplits:
+        """``train`` and ``test`` prompts of ``task``, from the seed's ``probe-train`` and ``probe-test``
+        streams."""
+        sizes = {"train": train, "test": test}
+        episodes = {name: task.sample(size, generator(seed, f"probe-{name}")) for name, size in sizes.items()}
+        raw = {name: probe_targets(e) for name, e in episodes.items()}  # (B, K, N, d)
+        _, mean, std = standardise(raw["train"], raw["train"])
+        return cls(episodes, {name: (t - mean) / std for name, t in raw.items()}, std)
+
+    def hidden(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """Each split's :func:`hidden_states` of ``model``, ``(B, L + 1, T, W)``."""
+        return {name: hidden_states(model, e) for name, e in self.episodes.items()}
+
+    def data(self, hidden: dict[str, torch.Tensor]) -> ProbeData:
+        """The training split's hidden states and targets, as the probes' training data."""
+        return ProbeData(hidden["train"], self.targets["train"].float())
+
+    def score(self, probes: PoolingProbes, hidden: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """:func:`score` on the test split."""
+        return score(probes, hidden["test"], self.targets["test"], self.std)

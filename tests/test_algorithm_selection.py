@@ -306,3 +306,19 @@ def test_depth_claims_compare_families():
     # ... and a model closest to predicting 0 (an untrained one) is closest to none of the paper's learners.
     table[1, "sgd(α=0.05)"], table[1, "zero"] = 0.3, 0.1
     assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]
+
+
+def test_probe_splits_standardise_both_splits_by_the_training_split():
+    from iclab.probes import ProbeSplits, probe_targets
+    from iclab.tasks import linear_regression_from_config
+
+    task = linear_regression_from_config({"d": 3, "n_context": 5})
+    splits = ProbeSplits.draw(task, train=200, test=50, seed=4)
+    assert {name: len(e.xs) for name, e in splits.episodes.items()} == {"train": 200, "test": 50}
+    train = splits.targets["train"]  # (B, K, N, d), in units of the training split
+    torch.testing.assert_close(train.mean(0), torch.zeros_like(train[0]), atol=1e-12, rtol=0)
+    torch.testing.assert_close(train.std(0), torch.ones_like(train[0]))
+    raw = probe_targets(splits.episodes["test"])
+    torch.testing.assert_close(
+        splits.targets["test"] * splits.std, raw - probe_targets(splits.episodes["train"]).mean(0)
+    )

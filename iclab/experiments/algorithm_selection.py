@@ -52,7 +52,7 @@ from ..curriculum import Curriculum, CurriculumPrompts
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge, ZeroPredictor
 from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
 from ..models.transformer import GPTConfig, GPTTransformer
-from ..probes import TARGETS, PoolingProbes, ProbeData, hidden_states, probe_targets, score, standardise
+from ..probes import TARGETS, PoolingProbes, ProbeSplits
 from ..prompts import InterleavedFormat
 from ..report.figures import band_line, new_figure, save
 from ..rng import generator
@@ -575,20 +575,13 @@ def _probes(config, ctx):
     probe_cfg = config["probe"]
     d, seed = probe_cfg["d"], config["seed"]
     task = _task(config, d, 0.0, 1.0)
-    split = {
-        name: task.sample(probe_cfg[f"{name}_prompts"], generator(seed, f"probe-{name}")) for name in ("train", "test")
-    }
-    raw = {name: probe_targets(e) for name, e in split.items()}  # (B, K, N, d)
-    targets = {name: standardise(t, raw["train"])[0] for name, t in raw.items()}
-    std = standardise(raw["train"], raw["train"])[2]
+    splits = ProbeSplits.draw(task, probe_cfg["train_prompts"], probe_cfg["test_prompts"], seed)
     heads = {"linear": None, "mlp": probe_cfg["hidden_units"]}
     model = _model(config, ctx, d, probe_cfg["n_layers"])
-    scores = _probe_scores(config, ctx, model, split, targets, std, heads)
+    scores = _probe_scores(config, ctx, model, splits, heads)
     # The control's states are read by the MLP head alone, the better one (the claims compare MLP probes).
     control = _control_model(config, ctx, d, probe_cfg["n_layers"])
-    control_scores = _probe_scores(
-        config, ctx, control, split, targets, std, {"mlp": probe_cfg["hidden_units"]}, "control-"
-    )
+    control_scores = _probe_scores(config, ctx, control, splits, {"mlp": probe_cfg["hidden_units"]}, "control-")
     n_states = scores["mlp"]["r2"].shape[0]
     _figure_probes(ctx, scores, control_scores["mlp"], n_states)
     r2 = {head: s["r2"] for head, s in scores.items()}
@@ -608,21 +601,21 @@ def _probes(config, ctx):
     ]
 
 
-def _probe_scores(config, ctx, model, split, targets, std, heads: dict, prefix: str = "") -> dict:
+def _probe_scores(config, ctx, model, splits: ProbeSplits, heads: dict, prefix: str = "") -> dict:
     """Per probe head (name → the MLP's hidden units, None for a linear head): probes trained on ``model``'s
-    hidden states of the ``train`` split, their held-out scores on the ``test`` split (:func:`score`), logged
-    per hidden state as ``<prefix>probe-<head>``."""
+    hidden states of the ``train`` split, their held-out scores on the ``test`` split, logged per hidden state
+    as ``<prefix>probe-<head>``."""
     probe_cfg = config["probe"]
-    hidden = {name: hidden_states(model, e) for name, e in split.items()}  # (B, L + 1, T, W)
+    hidden = splits.hidden(model)  # (B, L + 1, T, W) per split
     _, n_states, seq_len, width = hidden["train"].shape
     n = config["task"]["n_context"]
     scores = {}
     for head, units in heads.items():
         name = f"{prefix}probe-{head}"
         make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, probe_cfg["d"], units, generator=g)
-        data = ProbeData(hidden["train"], targets["train"].float())
+        data = splits.data(hidden)
         probes = ctx.model(name, make, data, train=probe_cfg["train"], setting="probes", together=False).models[0]
-        scores[head] = score(probes, hidden["test"], targets["test"], std)
+        scores[head] = splits.score(probes, hidden)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):
                 for metric in ("r2", "mse"):
