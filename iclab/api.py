@@ -40,7 +40,6 @@ from .report import (
     write_sweep_report,
 )
 from .report.live import LiveLog, check_logging
-from .report.tensorboard import write_events
 from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
 from .version import __version__
@@ -261,8 +260,6 @@ def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: boo
         raise
     folder.write_metrics(context.rows)
     live.close(context.rows, claims)
-    if config.get("log", {}).get("tensorboard"):
-        write_events(folder)
     folder.write_info(
         {
             **_environment(device),

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..config import ConfigError
 from ..runs import RunFolder
-from .tensorboard import TensorBoardWriters
+from .tensorboard import TensorBoardWriters, write_events
 
 REWRITE_SECONDS = 1.0
 """The least time between two rewrites of ``metrics.parquet`` (its cost grows with the rows logged)."""
@@ -58,9 +58,12 @@ class LiveLog:
 
     def close(self, rows: list[dict] | None = None, claims: list | None = None) -> None:
         """Close the loggers; a finished run gives its final ``rows`` and ``claims`` (its ``claims.json``
-        entries) for the W&B summary."""
+        entries) for the W&B summary, and its TensorBoard events are written anew from its ``metrics.parquet``
+        (evaluation rows included)."""
         if self.tensorboard is not None:
             self.tensorboard.close()
+            if claims is not None:
+                write_events(self.folder)
         if self.wandb is not None:
             for row in rows or []:
                 if row.get("step") is None:
