@@ -184,6 +184,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "d-mlp-beats-linear",
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
+        "d-xty-decodability-rises",
         "d-control-probes-worse",
     ]
     # The claims quick may leave to the long scale are left there when, as with 3 training steps, the run's own
@@ -252,6 +253,7 @@ def test_decodability_order_and_rise_on_synthetic_r2():
         "d-mlp-beats-linear": True,
         "d-xty-decodable-before-w-ols": True,
         "d-w-ols-decodability-rises": True,
+        "d-xty-decodability-rises": True,
         "d-control-probes-worse": True,
     }
     # w_OLS decodable first (state 1), Xᵀy only at state 3; w_OLS already as well read at the read-in.
@@ -261,6 +263,7 @@ def test_decodability_order_and_rise_on_synthetic_r2():
         "d-mlp-beats-linear": True,
         "d-xty-decodable-before-w-ols": False,
         "d-w-ols-decodability-rises": False,
+        "d-xty-decodability-rises": True,
         "d-control-probes-worse": True,
     }
     # Both decodable at the same state: the paper's order (Xᵀy first) is not shown.
@@ -274,6 +277,10 @@ def test_decodability_order_and_rise_on_synthetic_r2():
         "d-xty-decodable-before-w-ols"
     ]
 
+    # Xᵀy read almost as well at the read-in as after the last block: its decodability does not rise.
+    flat = torch.tensor([[0.8, 0.0], [0.8, 0.2], [0.82, 0.4], [0.84, 0.6], [0.85, 0.9]])
+    rises = {c.id: c.holds for c in _probe_claims({"linear": linear, "mlp": flat}, control, 4, 3, tol)}
+    assert rises["d-w-ols-decodability-rises"] and not rises["d-xty-decodability-rises"]
     # The control read as well as the learner on one target (w_OLS: 0.9 against 0.87): it does not probe worse.
     control[-1, 1] = 0.9
     claims = {c.id: c for c in _probe_claims({"linear": linear, "mlp": reversed_}, control, 4, 3, tol)}

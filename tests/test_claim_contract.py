@@ -59,6 +59,8 @@ EXPECTED = {
         "c-eight-plus-layers-ols",
         "d-xty-decodable-before-w-ols",
         "d-w-ols-decodability-rises",
+        "d-xty-decodability-rises",
+        "d-control-probes-worse",
     },
 }
 """Paper claims about trained models that the smoke scale produces only when it covers them (a grid point, a depth):

@@ -644,8 +644,6 @@ def _probe_claims(
         for k, t in enumerate(TARGETS)
     }
     order_ok = first["xty"] is not None and first["w_ols"] is not None and first["xty"] < first["w_ols"]
-    w = TARGETS.index("w_ols")
-    rise = (r2["mlp"][-1, w] - r2["mlp"][0, w]).item()
     curve = {t: [round(v, 3) for v in r2["mlp"][:, k].tolist()] for k, t in enumerate(TARGETS)}
     return [
         C.at_least(
@@ -676,19 +674,26 @@ def _probe_claims(
             about=C.paper("§5, Fig 4", "Xᵀy from layer ≈ 7, w_OLS from layer ≈ 12 of 16"),
             figure="probes_r2",
         ),
-        C.at_least(
-            "d-w-ols-decodability-rises",
-            PAPER,
-            "(d) w_OLS is decoded inaccurately in the input layer and better deep in the network: "
-            "the MLP probe's held-out R² for w_OLS after the last block exceeds its R² at the input layer "
-            f"(the read-in) by at least {tol['probe_rise']} (measured: the rise)",
-            rise,
-            tol["probe_rise"],
-            about=C.paper("§5, Fig 4", "inaccurate at the input layer, accurate deep in the network (plots only)"),
-            figure="probes_r2",
-        ),
+        *(_rise_claim(r2["mlp"], target, tol["probe_rise"]) for target in ("w_ols", "xty")),
         _control_claim(r2["mlp"], control, tol["control_gap"]),
     ]
+
+
+def _rise_claim(r2: torch.Tensor, target: str, rise: float) -> C.Claim:
+    """``d-<target>-decodability-rises`` from the MLP probe's held-out R² ``(n_layers + 1, K)``: decoded
+    inaccurately at the input layer (the read-in, state 0), better after the last block."""
+    k, name = TARGETS.index(target), {"xty": "Xᵀy", "w_ols": "w_OLS"}[target]
+    return C.at_least(
+        f"d-{target.replace('_', '-')}-decodability-rises",
+        PAPER,
+        f"(d) {name} is decoded inaccurately in the input layer and better deep in the network: "
+        f"the MLP probe's held-out R² for {name} after the last block exceeds its R² at the input layer "
+        f"(the read-in) by at least {rise} (measured: the rise)",
+        (r2[-1, k] - r2[0, k]).item(),
+        rise,
+        about=C.paper("§5, Fig 4", "inaccurate at the input layer, accurate deep in the network (plots only)"),
+        figure="probes_r2",
+    )
 
 
 def _control_claim(learner: torch.Tensor, control: torch.Tensor, gap: float) -> C.Claim:
