@@ -31,7 +31,7 @@ TARGET = 2.5
 
 def timed_run(experiment: str, scale: str, seeds: int, folder: Path) -> dict:
     """Wall seconds of one run of ``seeds`` seeds from seed 100, and the seconds of it spent training."""
-    training, train = [0.0], base.train
+    training, train = [0.0], base.train_models
 
     def timed_train(*args, **kwargs):
         start = time.perf_counter()
@@ -40,13 +40,13 @@ def timed_run(experiment: str, scale: str, seeds: int, folder: Path) -> dict:
         finally:
             training[0] += time.perf_counter() - start
 
-    base.train = timed_train
+    base.train_models = timed_train
     try:
         start = time.perf_counter()
         api.run(experiment, scale, seeds=seeds, overrides={"seed": 100}, out=folder, progress=False)
         wall = time.perf_counter() - start
     finally:
-        base.train = train
+        base.train_models = train
     return {
         "wall_seconds": round(wall, 1),
         "training_seconds": round(training[0], 1),

@@ -10,6 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import reproduce_time  # noqa: E402
+import seeds_scaling  # noqa: E402
 import train_throughput  # noqa: E402
 
 RATES = {
@@ -74,3 +75,14 @@ def test_reproduce_time_reads_a_finished_reproduction(tiny_runs, tmp_path, monke
     times = json.loads((tmp_path / "times.json").read_text())["experiments"]  # what `iclab list` and `show` print
     assert times["gpt-linear"]["quick"]["seconds"] == round(walls[0], 1)
     assert times["lsa-linear"]["quick"] == {**times["lsa-linear"]["quick"], "runs": 1, "seeds_per_run": 1, "jobs": 1}
+
+
+def test_seeds_scaling_times_the_training_of_a_run_of_one_seed_and_of_several(tmp_path, monkeypatch):
+    monkeypatch.setattr(train_throughput, "RESULTS", tmp_path / "results.json")
+    monkeypatch.setattr(seeds_scaling, "RESULTS", tmp_path / "results.json")
+    result = seeds_scaling.main(["--only", "gd-mechanism", "--scale", "smoke", "--seeds", "2", "--threads", "1"])
+    found = result["experiments"]["gd-mechanism"]
+    assert json.loads((tmp_path / "results.json").read_text())["seeds_scaling"] == json.loads(json.dumps(result))
+    for run in (found["one_seed"], found["2_seeds"]):  # the training loop of every ctx.model call is timed
+        assert 0 < run["training_seconds"] < run["wall_seconds"]
+    assert found["ratio"] == round(found["2_seeds"]["wall_seconds"] / found["one_seed"]["wall_seconds"], 2)
