@@ -26,10 +26,10 @@ from tqdm.auto import tqdm
 
 from . import experiments
 from .claims import EVALUATION_SEEDS, SMOKE_SCALE, over_seeds, tally
-from .config import ConfigError, differences, dump, merge, parse_assignment, set_key
+from .config import ConfigError, differences, dump, merge, parse_assignment
 from .cores import CoreShare
 from .devices import pick_device
-from .experiments.base import RunContext
+from .experiments.base import RunConfig, RunContext
 from .formatting import spans
 from .report import (
     run_folders,
@@ -39,7 +39,7 @@ from .report import (
     write_seed_table,
     write_sweep_report,
 )
-from .report.live import LiveLog, check_logging
+from .report.live import LiveLog
 from .runs import EvaluationFolder, RunFolder, SweepFolder
 from .train import TrainingDiverged
 from .version import __version__
@@ -108,9 +108,9 @@ def run(
         out: the run folder to create (default ``<root>/<experiment>-<timestamp>``).
         device: ``cpu``, ``cuda`` or None for the best available.
     """
-    config = _config(experiment, scale, seeds, overrides)
+    config = experiments.get(experiment).configure(scale, overrides, seeds)
     dev = pick_device(device)
-    folder = RunFolder.create(experiment, config, out, root)
+    folder = RunFolder.create(experiment, config.record, out, root)
     return _execute(folder, config, dev, progress, fresh=True)
 
 
@@ -133,21 +133,7 @@ def resolved_config(
 ) -> dict:
     """The config a run of ``experiment`` at ``scale`` with ``overrides`` would use, checked as a run
     checks it, without running anything (``iclab show``)."""
-    return _config(experiment, scale, None, overrides)
-
-
-def _config(experiment: str, scale: str, seeds: int | None, overrides: Iterable[str] | Mapping[str, object]) -> dict:
-    """A run's resolved and checked config, ``experiment`` first."""
-    spec = experiments.get(experiment)
-    config = spec.resolve(scale, overrides)
-    if seeds is not None:
-        if seeds < 1:
-            raise ConfigError(f"--seeds must be >= 1, got {seeds}")
-        config["seeds"] = seeds
-    config = {"experiment": experiment, **config}
-    spec.validate(config)
-    check_logging(config)
-    return config
+    return experiments.get(experiment).configure(scale, overrides).record
 
 
 def resume(
@@ -167,20 +153,22 @@ def resume(
     folder = RunFolder.open(path)
     stored = folder.read_config()
     spec = experiments.get(stored["experiment"])
-    config = spec.complete(stored)  # a config.yaml written before a training default was filled in gets it
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
-    for key, value in pairs:
-        set_key(config, key, value)
-    if folder.finished:
-        _check_continuation(path, spec, spec.complete(stored), config)
-    spec.validate(config)
-    check_logging(config)
+    try:
+        config = spec.reconfigure(stored, pairs, continued=folder.finished)
+    except ConfigError as err:
+        if not folder.finished:
+            raise
+        raise ConfigError(
+            f"{path} has already finished (claims.json exists); {err}".replace("DIR", str(path))
+        ) from None
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
-        config["resume_overrides"] = config.get("resume_overrides", []) + [f"{k}={v}" for k, v in pairs]
+        done = config.record.get("resume_overrides", [])
+        config = config.with_keys(resume_overrides=done + [f"{k}={v}" for k, v in pairs])
     if folder.finished:  # the finished run stays as it is; its continuation starts from its checkpoints
-        config["continued_from"] = folder.path.name
-        child = RunFolder.create(config["experiment"], config, root=folder.path.parent)
+        config = config.with_keys(continued_from=folder.path.name)
+        child = RunFolder.create(spec.name, config.record, root=folder.path.parent)
         try:
             shutil.copytree(folder.checkpoints, child.checkpoints)
         except BaseException:  # a partial copy would resume from truncated files
@@ -188,7 +176,7 @@ def resume(
             raise
         return _execute(child, config, device, progress)
     if pairs:
-        folder.write_config(config)
+        folder.write_config(config.record)
     if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
         folder.restart()
     return _execute(folder, config, device, progress)
@@ -198,22 +186,6 @@ NOT_RECIPE = ("seed", "seeds", "log")
 """Config keys a run may set without leaving its scale's recipe: which seeds it trains and what it logs. A
 resume's overrides and a continuation's parent (``resume_overrides``, ``continued_from``) make a variant:
 part of its training followed another config."""
-
-
-def _check_continuation(path, spec, stored: dict, config: dict) -> None:
-    """A finished run continues only for more steps, and only where every model trains from scratch on
-    the ``train`` block (:attr:`~iclab.experiments.base.Experiment.continuable`)."""
-    before, after = stored.get("train", {}), config.get("train", {})
-    if not spec.continuable or before.get("epochs") is not None:
-        raise ConfigError(
-            f"{path} has already finished (claims.json exists); {spec.name} cannot continue a finished run (some "
-            "of its models are built from others or sized by epochs): start a new run with more steps"
-        )
-    if not after.get("steps", 0) > before.get("steps", 0):
-        raise ConfigError(
-            f"{path} has already finished (claims.json exists); `iclab resume {path} --set train.steps=N` with N "
-            f"above its {before.get('steps')} continues it for more steps, as a new run"
-        )
 
 
 def recipe_changes(config: Mapping) -> dict:
@@ -228,19 +200,20 @@ def recipe_changes(config: Mapping) -> dict:
     return {key: mine for key, (mine, _) in differences(normal(merge(recipe, config)), normal(recipe)).items()}
 
 
-def _execute(folder: RunFolder, config: dict, device, progress: bool, fresh: bool = False) -> RunResult:
+def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh: bool = False) -> RunResult:
     """Run the experiment into ``folder``. A ``fresh`` run that fails before its first checkpoint
     leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
-    spec = experiments.get(config["experiment"])
-    log.info("running %s (%s scale) into %s on %s", spec.name, config["scale"], folder.path, device)
-    live = LiveLog(folder, config)
+    record = config.record
+    spec = experiments.get(record["experiment"])
+    log.info("running %s (%s scale) into %s on %s", spec.name, record["scale"], folder.path, device)
+    live = LiveLog(folder, record)
     share = CoreShare()
-    context = RunContext(folder, device, progress, experiment=spec.name, config=config, live=live, cores=share)
-    changes = recipe_changes(config)
+    context = RunContext(folder, device, progress, experiment=spec.name, config=config.values, live=live, cores=share)
+    changes = recipe_changes(record)
     started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
     try:
         with share:
-            claims = over_seeds(spec.run_seeds(config, context))
+            claims = over_seeds(spec.run_seeds(config.values, context))
     except BaseException as err:
         live.close()
         kept = folder.has_checkpoint
@@ -461,10 +434,11 @@ def _end_when_orphaned(parent: int, every: float = 1.0):
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _named_config(experiment: str, scale: str, overrides: Mapping[str, object]) -> dict:
-    """:func:`_config` for one experiment of a reproduction, whose errors name the experiment."""
+def _named_config(experiment: str, scale: str, overrides: Mapping[str, object]) -> RunConfig:
+    """The config of one experiment of a reproduction (:meth:`~iclab.experiments.base.Experiment.configure`),
+    whose errors name the experiment."""
     try:
-        return _config(experiment, scale, None, overrides)
+        return experiments.get(experiment).configure(scale, overrides)
     except ConfigError as err:
         raise ConfigError(f"{experiment}: {err}") from None
 
@@ -475,17 +449,20 @@ def _reproduce_one(root: str, by_seed: bool, device: str | None, progress: bool,
     name, span, config = plan
     if by_seed:
         return _seed_run(Path(root), name, span, config, device, progress)
-    return _execute(RunFolder.create(name, config, None, root), config, pick_device(device), progress, fresh=True)
+    folder = RunFolder.create(name, config.record, None, root)
+    return _execute(folder, config, pick_device(device), progress, fresh=True)
 
 
-def _seed_run(root: Path, experiment: str, span: dict, config: dict, device: str | None, progress: bool) -> RunResult:
+def _seed_run(
+    root: Path, experiment: str, span: dict, config: RunConfig, device: str | None, progress: bool
+) -> RunResult:
     """``experiment`` on the seeds of ``span`` (``{"seed", "seeds"}``) in a reproduction over seeds: a
     finished folder ``<experiment>-seeds<first>-<last>-*`` (``-seed<S>-*`` for one) of the same config is
     kept, an unfinished one resumes (or, with no checkpoint, is removed and run again), else a new folder
     is made."""
     first, last = span["seed"], span["seed"] + span["seeds"] - 1
     stem = f"{experiment}-seed{first}" if first == last else f"{experiment}-seeds{first}-{last}"
-    prefix, same = f"{stem}-", yaml.safe_load(dump(config))  # the config as config.yaml reads back
+    prefix, same = f"{stem}-", yaml.safe_load(dump(config.record))  # the config as config.yaml reads back
     complete = experiments.get(experiment).complete  # a folder written before a training default was filled in
     folders = [f for f in run_folders(root) if f.path.name.startswith(prefix) and complete(f.read_config()) == same]
     finished = [f for f in folders if f.finished]
@@ -495,5 +472,5 @@ def _seed_run(root: Path, experiment: str, span: dict, config: dict, device: str
         return resume(folders[-1].path, device, progress)
     for folder in folders:  # stopped before its first checkpoint: nothing to resume
         shutil.rmtree(folder.path)
-    folder = RunFolder.create(stem, config, None, root)
+    folder = RunFolder.create(stem, config.record, None, root)
     return _execute(folder, config, pick_device(device), progress, fresh=True)

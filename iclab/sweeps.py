@@ -138,7 +138,7 @@ def sweep(
         gpus_per_trial: the GPUs each point reserves (0: it runs on the CPU).
 
     Every point's config is checked before anything runs: an unknown key, a value of the wrong
-    type or one the experiment cannot run (:meth:`~iclab.experiments.base.Experiment.validate`)
+    type or one the experiment cannot run (:meth:`~iclab.experiments.base.Experiment.configure`)
     raises :class:`ConfigError`. A point that fails while running (e.g. a diverging training) is
     recorded with its error in ``points.parquet`` and the others go on; see :attr:`SweepResult.failed`.
     """
@@ -156,8 +156,8 @@ def sweep(
         grid["seed"] = [base["seed"] + k for k in range(seeds)]
     if not grid:
         raise ConfigError("a sweep needs at least one --grid key or --seeds")
-    for point in expand(grid):  # every point's config must resolve and validate before anything runs
-        spec.validate(spec.resolve(scale, {**overrides, **point}))
+    for point in expand(grid):  # every point's config must resolve and pass its checks before anything runs
+        spec.configure(scale, {**overrides, **point})
     _check_resources(cpus_per_trial, gpus_per_trial, address)
     _check_metric(experiment, metric)
     sweep_spec = {

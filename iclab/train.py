@@ -64,8 +64,12 @@ BLOWUP_STEPS = 10
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Mapping):
     """Optimisation settings (the ``train:`` block of an experiment config).
+
+    It reads as the block it was made from, so an experiment writes ``config["train"]["steps"]`` and
+    ``{**config["train"], "lr": 0.1}`` (a block with changes) whether its block is checked and typed
+    (:meth:`iclab.experiments.Experiment.configure`) or a plain dict.
 
     Attributes:
         steps: optimisation steps (derived from ``epochs`` when that is set).
@@ -74,7 +78,7 @@ class TrainConfig:
             steps of that many passes (:class:`FixedTrainingSet` draws each step's minibatch at
             random, the whole set when ``batch_size >= train_size``). A block with ``epochs`` but no
             ``train_size`` is a recipe completed later (e.g. one training-set size per model, set in the
-            block :meth:`iclab.experiments.RunContext.model` trains with); training it as it is raises
+            block :meth:`iclab.experiments.RunContext.trained` trains with); training it as it is raises
             :class:`~iclab.config.ConfigError`.
         batch_size: prompts per step (per seed).
         lr: peak learning rate.
@@ -188,11 +192,27 @@ class TrainConfig:
             return [self.steps]
         return sorted({round(self.steps ** (i / (self.keep - 1))) for i in range(self.keep)})
 
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._fields():
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(self._fields())
+
+    def __len__(self) -> int:
+        return len(self._fields())
+
+    @classmethod
+    def _fields(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> TrainConfig:
-        """Build from a config dict, rejecting unknown keys."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = set(section) - known
+        """Build from a config dict, rejecting unknown keys (a TrainConfig is returned as it is)."""
+        if isinstance(section, cls):
+            return section
+        unknown = set(section) - set(cls._fields())
         if unknown:
             raise ConfigError(f"unknown train keys: {', '.join(sorted(unknown))}")
         return cls(**section)

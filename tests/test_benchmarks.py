@@ -83,6 +83,6 @@ def test_seeds_scaling_times_the_training_of_a_run_of_one_seed_and_of_several(tm
     result = seeds_scaling.main(["--only", "gd-mechanism", "--scale", "smoke", "--seeds", "2", "--threads", "1"])
     found = result["experiments"]["gd-mechanism"]
     assert json.loads((tmp_path / "results.json").read_text())["seeds_scaling"] == json.loads(json.dumps(result))
-    for run in (found["one_seed"], found["2_seeds"]):  # the training loop of every ctx.model call is timed
+    for run in (found["one_seed"], found["2_seeds"]):  # the training loop of every ctx.trained call is timed
         assert 0 < run["training_seconds"] < run["wall_seconds"]
     assert found["ratio"] == round(found["2_seeds"]["wall_seconds"] / found["one_seed"]["wall_seconds"], 2)

@@ -249,7 +249,7 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
         line for line in capsys.readouterr().err.splitlines() if line.startswith("iclab:")
     ]  # after training's lines
     assert len(said) == 1 and "at step 4" in said[0] and f"`iclab resume {out}` continues" in said[0]
-    monkeypatch.setattr(RunContext, "model", interrupt)  # before any checkpoint: nothing to resume
+    monkeypatch.setattr(RunContext, "trained", interrupt)  # before any checkpoint: nothing to resume
     assert main(["run", "lsa-linear", *tiny, "--out", str(tmp_path / "early")]) == 130
     assert "nothing to resume" in capsys.readouterr().err and not (tmp_path / "early").exists()
 

@@ -41,9 +41,9 @@ def test_every_train_block_is_a_full_train_config_and_override_blocks_stay_parti
     with pytest.raises(ConfigError, match="unknown config key 'part.overrides.clip'"):
         experiment.resolve("quick", ["part.overrides.clip=1"])
     with pytest.raises(ConfigError, match="train.optimizer must be"):
-        experiment.validate(experiment.resolve("quick", ["train.optimizer=lbfgs"]))
+        experiment.configure("quick", ["train.optimizer=lbfgs"])
     with pytest.raises(ConfigError, match="part.train: train.precision must be"):
-        experiment.validate(experiment.resolve("quick", ["part.train.precision=fp8"]))
+        experiment.configure("quick", ["part.train.precision=fp8"])
     with pytest.raises(ValueError, match=r"train_blocks \['nope.train'\]"):
         _experiment(train_blocks=("nope.train",))
     assert _experiment().train_blocks == ("train",)
@@ -56,12 +56,32 @@ def test_every_train_block_is_a_full_train_config_and_override_blocks_stay_parti
     assert experiment.complete(old) == plain
 
 
+def test_a_config_is_made_and_checked_once_with_typed_training_blocks():
+    """``configure`` gives ``config.yaml``'s plain record and the experiment's values, whose training blocks
+    are TrainConfigs that read as the block; ``reconfigure`` sets a resume's changes and checks them alike."""
+    experiment = _experiment(train_blocks=("train", "part.train"))
+    config = experiment.configure("quick", ["train.lr=0.05"], seeds=3)
+    assert config.record["experiment"] == "kit" and config.record["seeds"] == 3
+    assert config.record["train"]["lr"] == 0.05 and isinstance(config.record["train"], dict)
+    typed = config.values["train"]
+    assert isinstance(typed, TrainConfig) and typed.lr == 0.05 and dict(typed) == config.record["train"]
+    assert isinstance(config.values["part"]["train"], TrainConfig) and config.values["part"]["overrides"] == {"lr": 0.1}
+    assert TrainConfig.from_config({**typed, "lr": 0.5}).lr == 0.5 and TrainConfig.from_config(typed) is typed
+    assert yaml.safe_load(yaml.safe_dump(config.record)) == config.record  # the record is what config.yaml holds
+    again = experiment.reconfigure(config.record, [("train.clip", 2.0)])
+    assert again.values["train"].clip == 2.0 and again.record["train"]["clip"] == 2.0
+    with pytest.raises(ConfigError, match="seeds must be >= 1"):
+        experiment.configure("quick", seeds=0)
+    with pytest.raises(ConfigError, match="train.lr must be"):
+        experiment.reconfigure(config.record, [("train.lr", -1.0)])
+
+
 @pytest.mark.parametrize("name", experiments.names())
 def test_every_train_key_can_be_set_in_every_experiment(name):
     experiment = experiments.get(name)
-    config = experiment.resolve("quick", ["train.clip=1.0", "train.weight_decay=0.01", "train.precision=tf32"])
-    assert config["train"]["clip"] == 1.0 and set(DEFAULTS) <= set(config["train"])
-    experiment.validate(config)
+    config = experiment.configure("quick", ["train.clip=1.0", "train.weight_decay=0.01", "train.precision=tf32"])
+    assert config.record["train"]["clip"] == 1.0 and set(DEFAULTS) <= set(config.record["train"])
+    assert config.values["train"] == TrainConfig.from_config(config.record["train"])
 
 
 def test_resume_fills_the_train_block_of_an_older_config_and_takes_new_train_keys(tmp_path):
@@ -151,28 +171,28 @@ def test_model_trains_once_per_name_and_refuses_another_recipe(tmp_path):
     cfg = {"steps": 6, "batch_size": 16, "log_every": 2}
     make = lambda g: LinearSelfAttention(4, generator=g)
     prompts = {"task": TASK, "format": PairedFormat()}
-    result = ctx.model("lsa", make, train=cfg, setting="iso", **prompts)
+    result = ctx.trained("lsa", make, train=cfg, setting="iso", **prompts)
     assert len(result.models) == 2 and len(ctx.rows) == 2 * 3 and list(result.by_seed) == [3, 4]
     # the same recipe (a data source of the same task, an equal block) gives the same result, logged once
-    again = ctx.model("lsa", make, data_source(TASK, PairedFormat()), train=dict(cfg), setting="iso")
+    again = ctx.trained("lsa", make, data_source(TASK, PairedFormat()), train=dict(cfg), setting="iso")
     assert again.models == result.models and again.history == result.history and len(ctx.rows) == 6
     history = ctx.history()
     assert list(history.columns) == ["setting", "model", "seed", "step", "metric", "value"]
     assert len(history) == 6 and set(history.seed) == {3, 4} and ctx.history(setting="other").empty
     with pytest.raises(ValueError, match=r"'lsa' was already trained .*\(train differ\)"):
-        ctx.model("lsa", make, train={**cfg, "lr": 0.1}, setting="iso", **prompts)
+        ctx.trained("lsa", make, train={**cfg, "lr": 0.1}, setting="iso", **prompts)
     with pytest.raises(ValueError, match=r"\(model differ\)"):
-        ctx.model("lsa", lambda g: LinearSelfAttention(4, n_layers=2, generator=g), train=cfg, **prompts)
+        ctx.trained("lsa", lambda g: LinearSelfAttention(4, n_layers=2, generator=g), train=cfg, **prompts)
     with pytest.raises(ValueError, match=r"\(task differ\)"):
         other = LinearRegression(GaussianInputs(3), n_context=8)  # no config block: compared by what it draws
-        ctx.model("lsa", make, task=other, format=PairedFormat(), train=cfg, setting="iso")
+        ctx.trained("lsa", make, task=other, format=PairedFormat(), train=cfg, setting="iso")
     with pytest.raises(ValueError, match="its data, or its task and format"):
-        ctx.model("lsa2", make, data_source(TASK, PairedFormat()), task=TASK, format=PairedFormat(), train=cfg)
+        ctx.trained("lsa2", make, data_source(TASK, PairedFormat()), task=TASK, format=PairedFormat(), train=cfg)
     with pytest.raises(ValueError, match="its data, or its task and format"):
-        ctx.model("lsa2", make, task=TASK, train=cfg)
-    apart = ctx.model("lsa", make, train=cfg, seeds=[0], setting="iso", **prompts)  # other seeds: own checkpoints
+        ctx.trained("lsa2", make, task=TASK, train=cfg)
+    apart = ctx.trained("lsa", make, train=cfg, seeds=[0], setting="iso", **prompts)  # other seeds: own checkpoints
     assert apart.seeds == [0] and len(ctx.rows) == 9
-    assert ctx.model("lsa", make, train=cfg, setting="another part", **prompts).models == result.models
+    assert ctx.trained("lsa", make, train=cfg, setting="another part", **prompts).models == result.models
 
 
 def test_a_seed_trained_beside_others_trains_as_it_does_alone(tmp_path):
@@ -181,10 +201,10 @@ def test_a_seed_trained_beside_others_trains_as_it_does_alone(tmp_path):
     prompts = {"task": TASK, "format": PairedFormat(), "train": cfg}
     run = _context(tmp_path / "beside", seeds=3)  # seeds 3, 4, 5
     passes = {seed: run.for_seed(seed) for seed in run.seeds}
-    beside = {seed: ctx.model("lsa", make, **prompts) for seed, ctx in passes.items()}
+    beside = {seed: ctx.trained("lsa", make, **prompts) for seed, ctx in passes.items()}
     assert len(run._trained["lsa"]) == 1  # trained once, on the first pass, for every seed
     assert all(result.seeds == [seed] for seed, result in beside.items())
-    alone = _context(tmp_path / "alone", seed=4, seeds=1).model("lsa", make, **prompts)
+    alone = _context(tmp_path / "alone", seed=4, seeds=1).trained("lsa", make, **prompts)
     losses = [[r["value"] for r in result.history] for result in (beside[4], alone)]
     torch.testing.assert_close(torch.tensor(losses[0]), torch.tensor(losses[1]), rtol=1e-5, atol=1e-6)
     # the passes share the run's rows; a learner's row gets the seed of the pass that measured it

@@ -114,7 +114,7 @@ def test_a_killed_reproduction_resumes_and_keeps_its_finished_run(tmp_path, caps
 def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     root = tmp_path / "runs"
     overrides = [arg for arg in TINY if arg != "--set"]
-    config = api._config("lsa-linear", "quick", None, [*overrides, "seed=0", "seeds=1"])
+    config = api.resolved_config("lsa-linear", "quick", [*overrides, "seed=0", "seeds=1"])
     stale = RunFolder.create("lsa-linear", config, out=root / "lsa-linear-seed0-20260101-000000")
     other = RunFolder.create(
         "lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001"

@@ -283,7 +283,7 @@ def _fit(
             prompt_losses(m(split(seed, name).tokens, task.length), split(seed, name).targets, metric).mean().item()
         )
 
-    result = ctx.model(
+    result = ctx.trained(
         name,
         make_model,
         train=train,

@@ -248,7 +248,7 @@ def _task(config: dict, d: int, sigma: float, tau: float):
 
 
 def _model(config: dict, ctx: RunContext, d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0):
-    """The transformer of one (d, depth, σ, τ), trained once per run (:meth:`RunContext.model`) and read
+    """The transformer of one (d, depth, σ, τ), trained once per run (:meth:`RunContext.trained`) and read
     by every part that needs it.
 
     A noiseless model trains from scratch (through the d/N curriculum when one is configured); a noisy
@@ -262,10 +262,10 @@ def _model(config: dict, ctx: RunContext, d: int, n_layers: int, sigma: float = 
         base = _model(config, ctx, d, n_layers)
         train = {**config["train"], **config["noise_finetune"]}
         task = _task(config, d, sigma, tau)
-        return ctx.model(
+        return ctx.trained(
             name, make, train=train, task=task, format=InterleavedFormat(), setting="training", init=[base]
         ).models[0]
-    return ctx.model(name, make, train=config["train"], setting="training", **_data(config, d, sigma, tau)).models[0]
+    return ctx.trained(name, make, train=config["train"], setting="training", **_data(config, d, sigma, tau)).models[0]
 
 
 def _control_model(config: dict, ctx: RunContext, d: int, n_layers: int):
@@ -276,7 +276,7 @@ def _control_model(config: dict, ctx: RunContext, d: int, n_layers: int):
     w = torch.randn(d, generator=generator(config["seed"], "control-w"), dtype=torch.float64)
     task = linear_regression_from_config({**config["task"], "d": d, "w": w.tolist()})
     make = _architecture(config, d, n_layers)
-    return ctx.model(
+    return ctx.trained(
         f"{_name(d, n_layers)}-control",
         make,
         train=config["train"],
@@ -308,7 +308,7 @@ def _name(d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0) -> str:
 
 
 def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
-    """:meth:`RunContext.model`'s data arguments: the task's prompts, or the curriculum towards it when one
+    """:meth:`RunContext.trained`'s data arguments: the task's prompts, or the curriculum towards it when one
     is configured."""
     if config["curriculum"] is None:
         return {"task": _task(config, d, sigma, tau), "format": InterleavedFormat()}
@@ -614,7 +614,7 @@ def _probe_scores(config, ctx, model, splits: ProbeSplits, heads: dict, prefix: 
         name = f"{prefix}probe-{head}"
         make = lambda g: PoolingProbes(n_states, len(TARGETS), n, seq_len, width, probe_cfg["d"], units, generator=g)
         data = splits.data(hidden)
-        probes = ctx.model(name, make, data, train=probe_cfg["train"], setting="probes", together=False).models[0]
+        probes = ctx.trained(name, make, data, train=probe_cfg["train"], setting="probes", together=False).models[0]
         scores[head] = splits.score(probes, hidden)
         for layer in range(n_states):
             for k, target in enumerate(TARGETS):

@@ -3,17 +3,19 @@
 An :class:`Experiment` is a default config, per-scale overrides, a function
 ``run(config, context) -> list[Claim]`` that trains, evaluates, logs metric rows and draws
 figures through the :class:`RunContext`, and optionally ``checks(config)``, which rejects values
-the config's types allow but the experiment cannot run (see :meth:`Experiment.validate`).
+the config's types allow but the experiment cannot run. A run's config is made and checked once
+(:meth:`Experiment.configure`): the experiment receives it with each training block a
+:class:`~iclab.train.TrainConfig`.
 
 A run of several seeds judges each: ``run`` is called once per seed (:meth:`Experiment.run_seeds`), each
-call seeing one seed as a run of that seed alone would, while ``ctx.model`` trains the run's seeds together
+call seeing one seed as a run of that seed alone would, while ``ctx.trained`` trains the run's seeds together
 the first time a model is asked for (stacked parameters, one optimizer step for all) and hands each
 seed's call its own.
 
 The context is the kit an experiment is written with (docs/design.md, "Writing an experiment"):
-``ctx.seeds``; ``ctx.model(name, ...)``, which trains a model once per run and name; the run's
-evaluation prompts (``ctx.eval_episode``) and losses on them (``ctx.evaluate``); metric rows
-(``ctx.log``, ``ctx.log_metrics``, ``ctx.log_band``) and the training history (``ctx.history``) for
+``ctx.seeds``; ``ctx.trained(name, ...)``, a model's trained weights per seed (trained once per run and
+name); the run's evaluation prompts (``ctx.eval_episode``) and losses on them (``ctx.evaluate``); metric
+rows (``ctx.log``, ``ctx.log_metrics``, ``ctx.log_band``) and the training history (``ctx.history``) for
 the figures.
 Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a parsed string.
 """
@@ -31,18 +33,18 @@ from typing import Any
 import torch
 
 from ..claims import Claim
-from ..config import ConfigError, leaves, merge, resolve
+from ..config import ConfigError, leaves, merge, resolve, set_key
 from ..cores import CoreShare
 from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
-from ..report.live import LiveLog
+from ..report.live import LiveLog, check_logging
 from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
 from ..tasks.base import Episode
 from ..train import TrainConfig, TrainResult, data_source
-from ..train import train as train_models  # `train` is ctx.model's training block
+from ..train import train as train_models  # `train` is ctx.trained's training block
 from ..version import __version__
 
 log = logging.getLogger(__name__)
@@ -93,7 +95,7 @@ class RunContext:
 
     def for_seed(self, seed: int) -> RunContext:
         """The context of ``seed``'s pass of this run: its config is that of a run of ``seed`` alone, its
-        models are trained beside the run's other seeds (:meth:`model`), its rows and trained models are
+        models are trained beside the run's other seeds (:meth:`trained`), its rows and trained models are
         this context's, and its figures go to ``figures/`` for the run's first seed and to
         ``figures/seed<seed>/`` for the others."""
         return dataclasses.replace(
@@ -175,7 +177,7 @@ class RunContext:
             self.log_metrics({loss: mean, f"{loss}_stderr": error}, setting=setting, model=model, seed=seed)
         return losses if stderr else {key: mean for key, (mean, _) in losses.items()}
 
-    def model(
+    def trained(
         self,
         name: str,
         make_model,
@@ -189,10 +191,10 @@ class RunContext:
         together: bool | None = None,
         **kwargs,
     ) -> TrainResult:
-        """Train model ``name`` once per run, one model per seed (default :attr:`seeds`), with
-        :func:`iclab.train.train`, this run's checkpoints, device and progress bar; the history is logged as
-        rows of model ``name`` and ``setting``. ``train`` is a training block with any changes merged in
-        (``{**config["train"], "lr": 0.1}``), which this turns into the :class:`~iclab.train.TrainConfig`. The
+        """The trained models ``name``, one per seed (default :attr:`seeds`), a :class:`~iclab.train.TrainResult`:
+        trained once per run by :func:`iclab.train.train` with this run's checkpoints, device and progress bar,
+        the history logged as rows of model ``name`` and ``setting``. ``train``: the config's training block (a
+        :class:`~iclab.train.TrainConfig`) or one with changes (``{**config["train"], "lr": 0.1}``). The
         prompts are ``task``'s in ``format`` (fresh at every step, or a fixed set when the block sets
         ``train_size``: :func:`~iclab.train.data_source`), or come from ``data`` (a curriculum, token blocks,
         probe data); the loop asks for the block's ``batch_size``. ``kwargs`` go to :func:`iclab.train.train`.
@@ -237,7 +239,7 @@ class RunContext:
         return result.select(wanted)
 
     def _seeds_to_train(self, seeds: Iterable[int] | None, together: bool | None, kwargs: dict) -> list[int] | None:
-        """The run's seeds when :meth:`model` trains them together on this pass's ask (see there), else None."""
+        """The run's seeds when :meth:`trained` trains them together on this pass's ask (see there), else None."""
         if together is None:  # a callback may read this pass's data; a warm start is from this pass's models
             together = kwargs.get("callback") is None and kwargs.get("init") is None
         return self.together if seeds is None and self.together is not None and together else None
@@ -265,7 +267,7 @@ class RunContext:
         return None
 
     def _facts(self, model, data, setting: str | None) -> dict:
-        """What a weights file of :meth:`model` records for :func:`iclab.load_model` to rebuild the model and
+        """What a weights file of :meth:`trained` records for :func:`iclab.load_model` to rebuild the model and
         evaluate it: its class and constructor arguments, and the prompt format and task of ``data``
         (``data.format`` and ``data.task`` when it has them; null otherwise, e.g. for token blocks)."""
         task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
@@ -307,7 +309,7 @@ def check_training(block: Mapping[str, Any], path: str = "train") -> TrainConfig
 
 
 def _data_recipe(data) -> dict:
-    """What identifies a data source for :meth:`RunContext.model`: its kind, and its task's and prompt
+    """What identifies a data source for :meth:`RunContext.trained`: its kind, and its task's and prompt
     format's descriptions (for a task that has none, a digest of prompts it draws from a fixed stream; with
     no task, the source's own ``describe()``, else the source object itself)."""
     task, prompt_format = getattr(data, "task", None), getattr(data, "format", None)
@@ -340,6 +342,22 @@ def _block(config: dict, path: str) -> dict | None:
             return None
         node = node[part]
     return node if isinstance(node, dict) else None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run's config, made and checked once (:meth:`Experiment.configure`, :meth:`Experiment.reconfigure`).
+
+    ``record`` holds plain values: what ``config.yaml`` records and recipes are compared by. ``values`` is
+    what the experiment's ``run`` and ``checks`` receive: the same config, each block of
+    :attr:`Experiment.train_blocks` a :class:`~iclab.train.TrainConfig` (which reads as the block)."""
+
+    record: dict
+    values: dict
+
+    def with_keys(self, **keys: Any) -> RunConfig:
+        """This config with top-level ``keys`` added to both views (a resume's ``resume_overrides``)."""
+        return RunConfig({**self.record, **keys}, {**self.values, **keys})
 
 
 @dataclass(frozen=True)
@@ -402,33 +420,80 @@ class Experiment:
         return out
 
     def resolve(self, scale: str, overrides: Iterable[str] | Mapping[str, object] = ()) -> dict:
-        """A run's config: the defaults with :data:`COMMON_DEFAULTS` and the training blocks filled
-        (:meth:`complete`), the scale preset, then the validated overrides (see :func:`iclab.config.resolve`)."""
+        """The config of ``scale`` with ``overrides``, unchecked: the defaults with :data:`COMMON_DEFAULTS`
+        and the training blocks filled (:meth:`complete`), the scale preset, then the overrides, each
+        coerced to its default's type (see :func:`iclab.config.resolve`). A run's config is :meth:`configure`'s."""
         return resolve(self.complete(merge(self.defaults, COMMON_DEFAULTS)), self.scales, scale, overrides)
 
-    def validate(self, config: dict) -> None:
-        """Raise :class:`~iclab.config.ConfigError` unless ``config`` (resolved, seeds set) can run.
+    def configure(
+        self, scale: str, overrides: Iterable[str] | Mapping[str, object] = (), seeds: int | None = None
+    ) -> RunConfig:
+        """A new run's config, made and checked in one place: :meth:`resolve`, the number of ``seeds`` when
+        given (else the config's), the experiment's name first, then every check a run needs
+        (:meth:`_checked`). Called by :func:`iclab.run`, ``iclab show`` and :func:`iclab.sweep` (every grid
+        point, before Ray starts), so a bad value fails at once with one line, before any folder is made."""
+        config = self.resolve(scale, overrides)
+        if seeds is not None:
+            if seeds < 1:
+                raise ConfigError(f"--seeds must be >= 1, got {seeds}")
+            config["seeds"] = seeds
+        return self._checked({"experiment": self.name, **config})
 
-        Checks the seeds, builds every training block (unknown keys, impossible values), then runs
-        the experiment's own ``checks``. Called by :func:`iclab.run` and :func:`iclab.resume` before
-        any folder is made or touched, and by :func:`iclab.sweep` for every grid point before Ray
-        starts, so a bad value fails at once with one line instead of inside a run (or a Ray worker)."""
+    def reconfigure(
+        self, stored: Mapping[str, Any], changes: Iterable[tuple[str, Any]] = (), continued: bool = False
+    ) -> RunConfig:
+        """The config of a run folder's ``config.yaml`` (``stored``) with ``changes`` (``(dotted key,
+        value)`` pairs, a resume's overrides) set, completed (:meth:`complete`: a file written before a
+        training default existed gets it) and checked as :meth:`configure` checks a new one. ``continued``:
+        the run has finished and goes on as a new run, which it may only for more ``train.steps`` of a
+        :attr:`continuable` experiment."""
+        before = self.complete(stored)
+        config = merge(before, {})
+        for key, value in changes:
+            set_key(config, key, value)
+        if continued:
+            self._check_continuation(before.get("train", {}), config.get("train", {}))
+        return self._checked(config)
+
+    def _check_continuation(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+        if not self.continuable or before.get("epochs") is not None:
+            raise ConfigError(
+                f"{self.name} cannot continue a finished run (some of its models are built from others or sized "
+                "by epochs): start a new run with more steps"
+            )
+        if not after.get("steps", 0) > before.get("steps", 0):
+            raise ConfigError(
+                f"`iclab resume` with `--set train.steps=N`, N above its {before.get('steps')}, continues it for "
+                "more steps, as a new run"
+            )
+
+    def _checked(self, record: dict) -> RunConfig:
+        """``record`` checked and typed: seeds, sample sizes, the loggers' packages, every training block
+        (made into its :class:`~iclab.train.TrainConfig` here, the one time a run makes it), then the
+        experiment's own ``checks`` on the typed config. A value of a kind no check foresaw (null where a
+        number is needed) still fails with one line, a :class:`~iclab.config.ConfigError`."""
         try:
-            self._check_runnable(config)
+            values = self._typed(record)
+            if self.checks is not None:
+                self.checks(values)
         except ConfigError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError, IndexError) as err:
-            # a value of a kind no check foresaw (null where a number is needed): still one line
             raise ConfigError(f"{self.name} cannot run this config: {type(err).__name__}: {err}") from None
+        return RunConfig(record, values)
 
-    def _check_runnable(self, config: dict) -> None:
-        if not isinstance(config.get("seeds", 1), int) or config.get("seeds", 1) < 1:
-            raise ConfigError(f"seeds must be >= 1 (an integer), got {config['seeds']!r}")
-        for key, value in leaves(config):
+    def _typed(self, record: dict) -> dict:
+        """A copy of ``record`` with each block of :attr:`train_blocks` made a :class:`~iclab.train.TrainConfig`,
+        after the checks no block's type makes."""
+        if not isinstance(record.get("seeds", 1), int) or record.get("seeds", 1) < 1:
+            raise ConfigError(f"seeds must be >= 1 (an integer), got {record['seeds']!r}")
+        for key, value in leaves(record):
             if SAMPLE_SIZE.search(key) and isinstance(value, int) and value < 2:
                 raise ConfigError(f"{key} must be >= 2 (a claim's statistic needs two samples), got {value}")
+        check_logging(record)
+        values = merge(record, {})
         for path in self.train_blocks:
-            block = _block(config, path)
+            block = _block(values, path)
             if block is not None:
                 train = check_training(block, path)
                 # A warm-up as long as the run never reaches its learning rate: a slip in a config (an
@@ -438,5 +503,6 @@ class Experiment:
                         f"{path}.warmup ({train.warmup}) must be shorter than the run ({path}.steps {train.steps}): "
                         f"the learning rate would never reach {path}.lr"
                     )
-        if self.checks is not None:
-            self.checks(config)
+                parent, _, key = path.rpartition(".")
+                (_block(values, parent) if parent else values)[key] = train
+        return values

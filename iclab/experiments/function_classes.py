@@ -360,7 +360,7 @@ def _model_config(config: dict, name: str) -> dict:
 
 
 def _data(config: dict, name: str, task, fmt) -> dict:
-    """:meth:`RunContext.model`'s data arguments: the full class's prompts, or the d/N curriculum when one is
+    """:meth:`RunContext.trained`'s data arguments: the full class's prompts, or the d/N curriculum when one is
     configured (a warm-started model, which already reads the full task, skips it)."""
     if config["curriculum"] is None or config["functions"][name]["init_from"]:
         return {"task": task, "format": fmt}
@@ -428,7 +428,7 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
     when it names one."""
     arch = _model_config(config, name)
     source = config["functions"][name]["init_from"]
-    return ctx.model(
+    return ctx.trained(
         name,
         lambda g: GPTTransformer(
             GPTConfig(

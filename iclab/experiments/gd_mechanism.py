@@ -211,7 +211,7 @@ class _Linear:
 
         make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)
         model = f"lsa-{setting}"
-        result = self.ctx.model(
+        result = self.ctx.trained(
             model,
             make,
             train={**self.config["train"], **({} if lr is None else {"lr": lr})},
@@ -486,7 +486,7 @@ def _sine(config: dict, ctx: RunContext) -> tuple[list, float]:
 
     predictors = {"zero": ZeroPredictor()}
     for model, trainable in (("mlp+lsa", True), ("mlp+gd", False)):
-        result = ctx.model(model, make(trainable), train=cfg["train"], task=task, format=PairedFormat(), setting=name)
+        result = ctx.trained(model, make(trainable), train=cfg["train"], task=task, format=PairedFormat(), setting=name)
         predictors.update({(model, seed): m for seed, m in result.by_seed.items()})
     found = ctx.evaluate(predictors, task, config["eval_prompts"], "half_mse", name)
     losses = {model: sum(found[model, seed] for seed in ctx.seeds) / len(ctx.seeds) for model in ("mlp+lsa", "mlp+gd")}

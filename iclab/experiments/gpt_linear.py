@@ -86,7 +86,7 @@ SCALES = {
 
 
 def _data(config: dict, task, prompt_format) -> dict:
-    """:meth:`RunContext.model`'s data arguments: the full task's prompts, or the d/N curriculum towards it
+    """:meth:`RunContext.trained`'s data arguments: the full task's prompts, or the d/N curriculum towards it
     when one is configured."""
     if config["curriculum"] is None:
         return {"task": task, "format": prompt_format}
@@ -106,7 +106,7 @@ def run(config: dict, ctx: RunContext):
     d, n = task.d, task.n_context
     fmt = InterleavedFormat()
     arch = config["model"]
-    result = ctx.model(
+    result = ctx.trained(
         "gpt",
         lambda g: GPTTransformer(
             GPTConfig(

@@ -105,7 +105,7 @@ def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
 
     init = config["model"]
     model = f"lsa-{name}"
-    result = ctx.model(
+    result = ctx.trained(
         model,
         lambda g: LinearSelfAttention(task.d + 1, init=init["init"], init_scale=init["init_scale"], generator=g),
         train=config["train"],
@@ -153,7 +153,7 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
 
     model = f"lsa-flow-{name}"
     plain = {"optimizer": "sgd", "momentum": 0.0, "warmup": 0, **{k: flow[k] for k in ("lr", "schedule", "batch_size")}}
-    result = ctx.model(
+    result = ctx.trained(
         model,
         lambda g: LinearSelfAttention(task.d + 1, init="balanced", init_scale=flow["init_scale"], generator=g),
         train={**config["train"], **plain},

@@ -209,7 +209,9 @@ def _train_model(
         }
 
     # vectorize=False: with the custom autograd op vmap costs more than training seeds in turn.
-    result = ctx.model(model, make, data, train=train, setting=setting, callback=track, together=True, vectorize=False)
+    result = ctx.trained(
+        model, make, data, train=train, setting=setting, callback=track, together=True, vectorize=False
+    )
     return result.by_seed
 
 

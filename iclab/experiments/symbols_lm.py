@@ -209,7 +209,7 @@ def run(config: dict, ctx: RunContext):
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
-        result = ctx.model(
+        result = ctx.trained(
             variant,
             _make_model(variant, vocab_size, config),
             TokenBlocks(blocks["train"]),

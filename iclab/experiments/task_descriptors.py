@@ -204,7 +204,7 @@ def _lsa(
     fmt = PairedFormat(descriptor)
     dim = fmt.token_dim(task.sample(1, torch.Generator().manual_seed(0)))
     init = config["model"]
-    result = ctx.model(
+    result = ctx.trained(
         name,
         lambda g: LinearSelfAttention(
             dim, n_layers=layers, init=init["init"], init_scale=init["init_scale"], generator=g

@@ -34,7 +34,7 @@ def run(config: dict, ctx: RunContext) -> list[claims.Claim]:
     task = linear_regression_from_config(config["task"])
     # Fresh prompts of the task at every step, trained with the run's train block (iclab fills its defaults).
     make = lambda g: LinearSelfAttention(task.d + 1, generator=g)
-    result = ctx.model("lsa", make, task=task, format=PairedFormat(), train=config["train"])
+    result = ctx.trained("lsa", make, task=task, format=PairedFormat(), train=config["train"])
     # Learners by name, trained models by (name, seed); ctx.evaluate logs every loss with its standard error.
     losses = ctx.evaluate(
         {"zero": ZeroPredictor(), **{("lsa", seed): m for seed, m in result.by_seed.items()}},
