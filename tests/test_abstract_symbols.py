@@ -16,6 +16,7 @@ TINY = {
     "sweep.n": [4, 16],
     "sweep.plain_n": [32],
     "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
+    "sweep.points": {"majority-2": {"transformer+kq+vo": [4, 8]}},
     "train.epochs": 3,
     "train.log_every": 1,
     "eval_samples": 50,
@@ -152,8 +153,12 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         width = int(name.split("-w")[1].split("-")[0]) if name.startswith("copy-") else None
         assert shape == ((3 * 12, width) if width else (3 * 8, 16)), name
         checked += 1
-    # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × (3 transformers × 2 n + the plain one at n = 32)
-    assert checked == 2 * 2 * 2 + 2 * (3 * 2 + 1)
+    # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × (3 transformers × 2 n + the plain one at n = 32), and
+    # the two points of majority-2
+    assert checked == 2 * 2 * 2 + 2 * (3 * 2 + 1) + 2
+    majority = metrics[(metrics.setting == "majority-2") & (metrics.metric == "test_mse")]
+    assert set(majority.n) == {4, 8} and set(majority.model) == {"transformer+kq+vo"}
+    assert not any(c.startswith("majority-2") for c in ids)  # its claim needs n = 128
 
 
 @pytest.mark.parametrize(
@@ -195,7 +200,7 @@ def test_copying_reads_the_last_input_token_or_a_cls_token():
 def test_a_run_of_one_part_draws_that_part_alone(tmp_path):
     result = iclab.run(
         "abstract-symbols",
-        overrides={**TINY, "sweep.tasks": [], "kernel.tasks": []},
+        overrides={**TINY, "sweep.tasks": [], "sweep.points": {}, "kernel.tasks": []},
         out=tmp_path / "run",
         progress=False,
     )
@@ -247,3 +252,26 @@ def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reac
     assert trained == expected
     first = {c["id"]: c["measured"] for c in result.claims}
     assert first["copy-modified-width-free"] == {"8": 4, "16": 4}
+
+
+def test_the_sweep_trains_its_grid_then_each_further_point_once():
+    from iclab.experiments.abstract_symbols import _points
+
+    sweep = {
+        "tasks": ["aba-abb"],
+        "n": [4, 16],
+        "plain_n": [16, 64],
+        "models": ["transformer", "mlp"],
+        "points": {"aba-abb": {"mlp": [16, 256]}, "majority-2": {"transformer": [128]}},
+    }
+    assert _points(sweep) == {
+        "aba-abb": [
+            (4, "transformer"),
+            (4, "mlp"),
+            (16, "transformer"),
+            (16, "mlp"),
+            (64, "transformer"),
+            (256, "mlp"),
+        ],
+        "majority-2": [(128, "transformer")],
+    }

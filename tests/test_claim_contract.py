@@ -50,7 +50,9 @@ EXPECTED = {
         for spec, modified in (("aba-abb", "kq"), ("same-different", "kq-vo"))
         for claim in (f"{modified}-by-64", "plain-needs-1024", "mlp-at-chance")
     }
-    | {"copy-plain-inverse-scaling", "copy-modified-width-free", "aba-abb-vo-alone-no-gain-by-64"},
+    | {"copy-plain-inverse-scaling", "copy-modified-width-free", "aba-abb-vo-alone-no-gain-by-64"}
+    | {"aabb-abab-plain-needs-1024", "majority-2-kq-vo-by-128", "majority-4-kq-vo-by-2048"}
+    | {"aba-abb-mlp-equality-learns-by-8192"},
     "algorithm-selection": {
         "a-matches-ols",
         "b-bayes-ridge-closest",

@@ -57,11 +57,14 @@ TERMS = {
 """The modification of each modified transformer, in words."""
 
 CHANCE = 1.0  # test MSE of predicting 0 on ±1 labels
-PAPER_AT_64 = {
-    "aba-abb": "+kq 0.04, plain 1.00 at n = 64",
-    "same-different": "modified 0.025 at n = 64; plain 0.45 at n = 512",
+PAPER_GAIN = {
+    "aba-abb": (64, "+kq 0.04, plain 1.00 at n = 64"),
+    "same-different": (64, "modified 0.025 at n = 64; plain 0.45 at n = 512"),
+    "majority-2": (128, "+KQ+VO 0.04, plain 0.81 at n = 128"),
+    "majority-4": (2048, "+KQ+VO 0.00, plain 0.85 at n = 2048"),
 }
-"""The paper's test losses at n = 64 (read from its figures, docs/papers.md §6), beside ``<task>-*-by-64``."""
+"""Per task, the n at which the paper reports the modified transformer's gain and its test losses there (read
+from its figures, docs/papers.md §6), beside ``<task>-<terms>-by-<n>``."""
 PAPER_PLAIN = {
     "aba-abb": "0.65 at n = 512, 0.13 at 1024, 0.013 at 2048",
     "same-different": "0.45 at n = 512, 0.18 at 1024, 0.04 at 2048",
@@ -70,6 +73,8 @@ PAPER_PLAIN = {
 """The paper's plain transformer, beside ``<task>-plain-needs-1024``."""
 PAPER_VO_ALONE = {"aba-abb": "+vo 0.97, 0.98, 1.05 at n = 32, 64, 128 (+kq 0.04 and plain 1.00 at n = 64)"}
 """The tasks whose figure in the paper draws the b·AX term alone, and its test losses there."""
+PAPER_MLP_EQUALITY = {"aba-abb": (8192, "0.012 at n = 8192")}
+"""Per task, the n at which the paper reports the MLP given the equality matrix XXᵀ, and its test loss there."""
 PAPER_COPY_FIRST_N = {64: 64, 128: 128, 256: 128, 512: 256, 1024: 1024, 2048: 1024, 4096: 2048}
 """The paper's first n at which the plain transformer copies (test error ≤ 0.05), by embedding width."""
 
@@ -81,12 +86,25 @@ DEFAULTS = {
     # which we read as both terms; a task not named here uses transformer+kq.
     # plain_n: further n for the plain transformer alone, where the paper's plain model starts to learn
     # (the claims' "needs n ≥ 1024"); every model of the sweep trains at every n of `n`.
+    # points: further (model, n) per task beyond the grid, each where the paper reports a number (PAPER_PLAIN,
+    # PAPER_GAIN, PAPER_MLP_EQUALITY): AABB vs ABAB's plain transformer, majority of length 2 at n = 128, the
+    # MLP given XXᵀ on ABA vs ABB at n = 8192.
     "sweep": {
         "tasks": ["aba-abb", "same-different"],
         "n": [16, 64, 256],
         "plain_n": [1024],
         "models": ["transformer", "transformer+kq", "transformer+vo", "transformer+kq+vo", "mlp", "mlp+equality"],
-        "modified": {"aba-abb": "transformer+kq", "same-different": "transformer+kq+vo"},
+        "points": {
+            "aabb-abab": {"transformer": [256, 1024]},
+            "majority-2": {"transformer": [128], "transformer+kq+vo": [128]},
+            "aba-abb": {"mlp+equality": [8192]},
+        },
+        "modified": {
+            "aba-abb": "transformer+kq",
+            "same-different": "transformer+kq+vo",
+            "majority-2": "transformer+kq+vo",
+            "majority-4": "transformer+kq+vo",
+        },
     },
     "alphabets": {"validation": 100, "test": 100},
     "eval_samples": 500,  # per split, drawn from the 100-symbol alphabets (the paper used 100)
@@ -147,6 +165,12 @@ SCALES = {
             "n": [4, 64],
             "plain_n": [1024],
             "models": ["transformer", "transformer+kq", "transformer+vo", "transformer+kq+vo", "mlp"],
+            "points": {
+                "aabb-abab": {"transformer": [8, 1024]},
+                "majority-2": {"transformer": [128], "transformer+kq+vo": [128]},
+                "majority-4": {"transformer": [2048], "transformer+kq+vo": [2048]},
+                "aba-abb": {"mlp+equality": [8192]},
+            },
         },
         "train": {"epochs": 2, "log_every": 1},
         "eval_samples": 50,
@@ -160,6 +184,17 @@ SCALES = {
     # the paper and in ours), copying at widths 64–256 and n ≤ 1024 (each model until it copies), 200 kernel
     # draws at width 64.
     "quick": {},
+    # Long: the points quick cannot afford (majority of length 4 at n = 2048: about 3 min a seed on 2 cores)
+    # beside quick's own points, without quick's grid, copying and kernel (judged at quick).
+    "long": {
+        "sweep": {
+            "tasks": [],
+            "plain_n": [],
+            "points": {"majority-4": {"transformer": [2048], "transformer+kq+vo": [2048]}},
+        },
+        "copying": {"widths": []},
+        "kernel": {"tasks": []},
+    },
     # Paper: the paper's grids (docs/papers.md §6), 1000 epochs. Our reading of the authors' default model
     # (their notebook is not public): width 128, 16 heads of size 64 (vit-pytorch's default),
     # depth 2, the values at which their width, heads and depth sweeps meet their main curve.
@@ -182,7 +217,10 @@ SCALES = {
 def _checks(config: dict):
     """Reject bad names and sizes before anything trains."""
     sweep = config["sweep"]
-    for name in sweep["models"] + config["copying"]["models"]:
+    points = [
+        (spec, model, n) for spec, by_model in sweep["points"].items() for model, ns in by_model.items() for n in ns
+    ]
+    for name in sweep["models"] + config["copying"]["models"] + [model for _, model, _ in points]:
         if name not in MODELS:
             raise ConfigError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
     for name in config["copying"]["models"]:
@@ -195,12 +233,12 @@ def _checks(config: dict):
         raise ConfigError(f"copying.until_reached must be true or false, got {config['copying']['until_reached']!r}")
     if config["copying"]["readout"] not in ("last", "cls"):
         raise ConfigError(f"copying.readout must be last or cls, got {config['copying']['readout']!r}")
-    for n in sweep["n"] + sweep["plain_n"] + config["copying"]["n"]:
+    for n in sweep["n"] + sweep["plain_n"] + config["copying"]["n"] + [n for _, _, n in points]:
         if n < 2:
             raise ConfigError(f"n must be >= 2 (it is also the training alphabet's size), got {n}")
     _task("copy", min(config["copying"]["n"]), config)
     for spec, n in [(spec, min(sweep["n"])) for spec in sweep["tasks"]] + [
-        (spec, 100) for spec in config["kernel"]["tasks"]
+        (spec, 100) for spec in list(config["kernel"]["tasks"]) + list(sweep["points"])
     ]:
         if _task(spec, n, config).symbolic:  # builds the task: bad templates and small alphabets raise here
             raise ConfigError(f"task {spec!r} has symbolic labels; the sweep and the kernel take real labels")
@@ -302,32 +340,29 @@ def _fit(
     return out
 
 
-def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
-    """Test loss (MSE) at every (task, model, n): ``{task: {model: {n: [per seed]}}}``."""
-    sweep = config["sweep"]
-    losses = {}
+def _points(sweep: dict) -> dict[str, list[tuple[int, str]]]:
+    """Every ``(n, model)`` the sweep trains, by task: the grid (every model at every n), the plain transformer's
+    further n (``plain_n``), then the task's further ``points``, each once."""
     plain = ["transformer"] if "transformer" in sweep["models"] else []
-    grid = [(n, sweep["models"]) for n in sweep["n"]] + [(n, plain) for n in sweep["plain_n"] if n not in sweep["n"]]
-    for spec in sweep["tasks"]:
-        losses[spec] = {model: {} for model in sweep["models"]}
-        for n, models in grid:
+    grid = [(n, m) for n in sweep["n"] for m in sweep["models"]]
+    grid += [(n, m) for n in sweep["plain_n"] if n not in sweep["n"] for m in plain]
+    out = {spec: list(grid) for spec in sweep["tasks"]}
+    for spec, by_model in sweep["points"].items():
+        known = out.setdefault(spec, [])
+        known += [(n, m) for m, ns in by_model.items() for n in ns if (n, m) not in known]
+    return out
+
+
+def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
+    """Test loss (MSE) at every (task, model, n) of :func:`_points`: ``{task: {model: {n: [per seed]}}}``."""
+    losses = {}
+    for spec, points in _points(config["sweep"]).items():
+        losses[spec] = {}
+        for n, model in points:
             task = _task(spec, n, config)
-            for model in models:
-                result = _fit(
-                    ctx,
-                    config,
-                    task,
-                    n,
-                    model,
-                    seeds,
-                    _make_model(model, task, config),
-                    f"{spec}-{model}-n{n}",
-                    spec,
-                    "mse",
-                    "mse",
-                    config["train"]["epochs"],
-                )
-                losses[spec][model][n] = [result[s]["test"] for s in seeds]
+            make, name, epochs = _make_model(model, task, config), f"{spec}-{model}-n{n}", config["train"]["epochs"]
+            result = _fit(ctx, config, task, n, model, seeds, make, name, spec, "mse", "mse", epochs)
+            losses[spec].setdefault(model, {})[n] = [result[s]["test"] for s in seeds]
     return losses
 
 
@@ -433,29 +468,12 @@ def _mean(values) -> float:
 
 
 def _sweep_claims(config, losses) -> list:
+    """The sweep's claims for every task whose losses hold the claim's models and n (see each helper)."""
     tol = config["tolerance"]
     claims = []
     for spec, by_model in losses.items():
         mean = {model: {n: _mean(v) for n, v in sorted(by_n.items())} for model, by_n in by_model.items()}
-        modified = _modified(config, spec)
-        tag, terms = modified.removeprefix("transformer+").replace("+", "-"), TERMS[modified]
-        if {"transformer", modified} <= set(mean) and 64 in mean[modified]:
-            ours, plain = mean[modified][64], mean["transformer"][64]
-            claims.append(
-                C.holds_if(
-                    f"{spec}-{tag}-by-64",
-                    PAPER,
-                    f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} "
-                    f"by n = 64 while the plain transformer is still ≥ {tol['plain_chance']} there "
-                    "(mean over seeds; the thresholds are iclab's reading of the paper's curves: "
-                    "it needs about an order of magnitude less data)",
-                    f"{modified} {ours:.3g}, plain {plain:.3g}",
-                    f"{modified} ≤ {tol['kq_loss']} and plain ≥ {tol['plain_chance']}",
-                    ours <= tol["kq_loss"] and plain >= tol["plain_chance"],
-                    about=C.paper("§5, the sample-complexity figures", PAPER_AT_64.get(spec)),
-                    figure="sample_complexity",
-                )
-            )
+        claims += _gain_claim(spec, mean, _modified(config, spec), tol)
         if spec in PAPER_VO_ALONE and 64 in mean.get("transformer+vo", {}):
             claims.append(
                 C.at_least(
@@ -470,22 +488,68 @@ def _sweep_claims(config, losses) -> list:
                     figure="sample_complexity",
                 )
             )
-        if "transformer" in mean:
+        if spec in PAPER_PLAIN and "transformer" in mean:
             claims.append(_plain_needs_1024(spec, mean["transformer"], tol))
-        if "mlp" in mean:
-            lowest = min(mean["mlp"].values())
-            claims.append(
-                C.at_least(
-                    f"{spec}-mlp-at-chance",
-                    PAPER,
-                    f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: "
-                    f"test loss ≥ {tol['mlp_chance']} at every n of the grid (lowest mean over seeds)",
-                    lowest,
-                    tol["mlp_chance"],
-                    about=C.paper("§3 (MLPs fail to generalise: a theorem) and §5", "≈ 1.0 up to n = 8192"),
-                    figure="sample_complexity",
-                )
+        claims += _mlp_claims(spec, mean, tol)
+    return claims
+
+
+def _gain_claim(spec: str, mean: dict, modified: str, tol: dict) -> list:
+    """``<task>-<terms>-by-<n>`` where the paper reports the modification's gain at n (:data:`PAPER_GAIN`) and
+    both transformers trained there, else nothing."""
+    n, paper = PAPER_GAIN.get(spec, (None, None))
+    if not {"transformer", modified} <= set(mean) or n not in mean[modified] or n not in mean["transformer"]:
+        return []
+    tag, terms = modified.removeprefix("transformer+").replace("+", "-"), TERMS[modified]
+    ours, plain = mean[modified][n], mean["transformer"][n]
+    return [
+        C.holds_if(
+            f"{spec}-{tag}-by-{n}",
+            PAPER,
+            f"{spec}: the transformer with {terms} reaches test loss ≤ {tol['kq_loss']} "
+            f"by n = {n} while the plain transformer is still ≥ {tol['plain_chance']} there "
+            "(mean over seeds; the thresholds are iclab's reading of the paper's curves)",
+            f"{modified} {ours:.3g}, plain {plain:.3g}",
+            f"{modified} ≤ {tol['kq_loss']} and plain ≥ {tol['plain_chance']}",
+            ours <= tol["kq_loss"] and plain >= tol["plain_chance"],
+            about=C.paper("§5, the sample-complexity figures", paper),
+            figure="sample_complexity",
+        )
+    ]
+
+
+def _mlp_claims(spec: str, mean: dict, tol: dict) -> list:
+    """The MLP on one-hot tokens stays at chance over the grid; the MLP given XXᵀ learns where the paper
+    reports it (:data:`PAPER_MLP_EQUALITY`)."""
+    claims = []
+    if "mlp" in mean:
+        claims.append(
+            C.at_least(
+                f"{spec}-mlp-at-chance",
+                PAPER,
+                f"{spec}: the MLP on one-hot tokens stays at chance on unseen symbols: "
+                f"test loss ≥ {tol['mlp_chance']} at every n of the grid (lowest mean over seeds)",
+                min(mean["mlp"].values()),
+                tol["mlp_chance"],
+                about=C.paper("§3 (MLPs fail to generalise: a theorem) and §5", "≈ 1.0 up to n = 8192"),
+                figure="sample_complexity",
             )
+        )
+    n, paper = PAPER_MLP_EQUALITY.get(spec, (None, None))
+    if n in mean.get("mlp+equality", {}):
+        claims.append(
+            C.at_most(
+                f"{spec}-mlp-equality-learns-by-{n}",
+                PAPER,
+                f"{spec}: the MLP given the equality matrix XXᵀ of its tokens learns the task on unseen symbols: "
+                f"test loss ≤ {tol['kq_loss']} at n = {n} (mean over seeds; the level the modified transformer's "
+                "claims call learnt)",
+                mean["mlp+equality"][n],
+                tol["kq_loss"],
+                about=C.paper("§5, the ABA vs ABB figure", paper),
+                figure="sample_complexity",
+            )
+        )
     return claims
 
 
