@@ -25,19 +25,7 @@ error at the x positions), or their own code with ``--garg-src``. Without either
 is timed and no ratio to it is written (``vs_garg`` is absent; the table says the reference was
 not measured): a ratio against a number from another run is not a measurement.
 
-Profile (torch.profiler, config (a), 2 threads, quiet machine; ≈ 11 ms per eager step): the
-linear layers' matmuls take ≈ 5.5 ms (forward and backward, 50–120 GFLOP/s at these thin
-shapes, against ≈ 185 for 1024² products), attention's batched products ≈ 0.8 ms, exact GELU
-≈ 1.1 ms, the Adam step ≈ 0.6 ms (fused kernel plus Python), LayerNorm ≈ 0.4 ms, the rest is
-per-op overhead and small copies; the training loop around the model adds ≈ 5–9%. The one
-change that paid: permuting the (B, T, 3, H, d_h) qkv product in one 5-D copy, and its
-backward (a stack), cost ≈ 0.35 ms each per layer here, ten times a 4-D copy of the same
-bytes, so the attention now splits q, k, v before moving heads (+6–10% steps/s in a
-same-process A/B against the old attention; SDPA is no faster at 22 tokens). A flat parameter
-buffer for Adam gained < 4% and was not kept. Since the matmuls alone take ≈ 6 ms of the
-≈ 8.5 ms a step may take at 2× the reference, eager PyTorch cannot reach that target here;
-``compile`` fuses the elementwise work (+15–20%). Config (c) is dominated by the batched
-Cholesky factorisations and the prefix-summed Gram matrices of OLS for k ≥ d (memory-bound).
+What the profile of config (a) shows, and what was tried: docs/performance.md, "The transformer step".
 """
 
 from __future__ import annotations

@@ -99,3 +99,14 @@ class CurriculumPrompts:
                 widen(episode.xs), episode.ys, widen(episode.x_query), episode.y_query, episode.truth
             )
         return self.format.encode(episode)
+
+
+def training_data(task, prompt_format, curriculum: Mapping[str, Any] | None, make_task: Callable[[int, int], Any]):
+    """The data arguments of :meth:`iclab.experiments.base.RunContext.trained` for a model of ``task`` read in
+    ``prompt_format``: the task's own prompts (``{"task", "format"}``) when ``curriculum`` (a config block) is
+    None, else ``{"data"}``, the curriculum towards the task's d and N with ``make_task(d, n)`` drawing each
+    stage's prompts."""
+    if curriculum is None:
+        return {"task": task, "format": prompt_format}
+    schedule = Curriculum.towards(curriculum, task.d, task.n_context)
+    return {"data": CurriculumPrompts(make_task, prompt_format, schedule)}

@@ -86,16 +86,15 @@ DEFAULTS = {
     # which we read as both terms; a task not named here uses transformer+kq.
     # plain_n: further n for the plain transformer alone, where the paper's plain model starts to learn
     # (the claims' "needs n ≥ 1024"); every model of the sweep trains at every n of `n`.
-    # points: further (model, n) per task beyond the grid, each where the paper reports a number (PAPER_PLAIN,
-    # PAPER_GAIN, PAPER_MLP_EQUALITY): AABB vs ABAB's plain transformer, majority of length 2 at n = 128, the
-    # MLP given XXᵀ on ABA vs ABB at n = 8192.
+    # points: further (model, n) per task beyond the grid, each where the paper reports a number (PAPER_GAIN,
+    # PAPER_MLP_EQUALITY, PAPER_PLAIN): majority of length 2 at n = 128, the MLP given XXᵀ on ABA vs ABB at
+    # n = 8192 (the long scale adds its own).
     "sweep": {
         "tasks": ["aba-abb", "same-different"],
         "n": [16, 64, 256],
         "plain_n": [1024],
         "models": ["transformer", "transformer+kq", "transformer+vo", "transformer+kq+vo", "mlp", "mlp+equality"],
         "points": {
-            "aabb-abab": {"transformer": [256, 1024]},
             "majority-2": {"transformer": [128], "transformer+kq+vo": [128]},
             "aba-abb": {"mlp+equality": [8192]},
         },
@@ -180,17 +179,20 @@ SCALES = {
         "kernel": {"draws": 4, "strings": 4, "width": 16, "tasks": ["same-different"]},
     },
     # Quick: one seed, n ≤ 256 and n = 1024 for the plain transformer (which learns only from n ≈ 1024 on),
-    # 150 epochs, width 256 with 8 heads of 64, no +vo alone (at chance like the plain model up to n = 256, in
-    # the paper and in ours), copying at widths 64–256 and n ≤ 1024 (each model until it copies), 200 kernel
-    # draws at width 64.
+    # the further points of `sweep.points`, 150 epochs, width 256 with 8 heads of 64, copying at widths 64–256
+    # and n ≤ 1024 (each model until it copies), 200 kernel draws at width 64.
     "quick": {},
-    # Long: the points quick cannot afford (majority of length 4 at n = 2048: about 3 min a seed on 2 cores)
+    # Long: the points quick cannot afford within a tenth of the quick reproduction's time (AABB vs ABAB's plain
+    # transformer at n = 256 and 1024, majority of length 4 at n = 2048: about 1 and 3 min a seed on 2 cores)
     # beside quick's own points, without quick's grid, copying and kernel (judged at quick).
     "long": {
         "sweep": {
             "tasks": [],
             "plain_n": [],
-            "points": {"majority-4": {"transformer": [2048], "transformer+kq+vo": [2048]}},
+            "points": {
+                "aabb-abab": {"transformer": [256, 1024]},
+                "majority-4": {"transformer": [2048], "transformer+kq+vo": [2048]},
+            },
         },
         "copying": {"widths": []},
         "kernel": {"tasks": []},

@@ -48,7 +48,7 @@ import torch
 
 from .. import claims as C
 from ..config import ConfigError
-from ..curriculum import Curriculum, CurriculumPrompts
+from ..curriculum import Curriculum, training_data
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge, ZeroPredictor
 from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
 from ..models.transformer import GPTConfig, GPTTransformer
@@ -310,13 +310,10 @@ def _name(d: int, n_layers: int, sigma: float = 0.0, tau: float = 1.0) -> str:
 def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
     """:meth:`RunContext.trained`'s data arguments: the task's prompts, or the curriculum towards it when one
     is configured."""
-    if config["curriculum"] is None:
-        return {"task": _task(config, d, sigma, tau), "format": InterleavedFormat()}
     make_task = lambda d_now, n_now: linear_regression_from_config(
         {**config["task"], "d": d_now, "n_context": n_now, "noise": sigma, "w_scale": tau}
     )
-    curriculum = Curriculum.towards(config["curriculum"], d, config["task"]["n_context"])
-    return {"data": CurriculumPrompts(make_task, InterleavedFormat(), curriculum)}
+    return training_data(_task(config, d, sigma, tau), InterleavedFormat(), config["curriculum"], make_task)
 
 
 def run(config: dict, ctx: RunContext):

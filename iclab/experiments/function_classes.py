@@ -23,7 +23,7 @@ import torch
 
 from .. import claims as C
 from ..config import ConfigError
-from ..curriculum import Curriculum, CurriculumPrompts
+from ..curriculum import training_data
 from ..learners import (
     Averaging,
     BoostedTrees,
@@ -362,12 +362,12 @@ def _model_config(config: dict, name: str) -> dict:
 def _data(config: dict, name: str, task, fmt) -> dict:
     """:meth:`RunContext.trained`'s data arguments: the full class's prompts, or the d/N curriculum when one is
     configured (a warm-started model, which already reads the full task, skips it)."""
-    if config["curriculum"] is None or config["functions"][name]["init_from"]:
-        return {"task": task, "format": fmt}
-    spec = config["functions"][name]
-    block = {**config["curriculum"], "n_start": spec["n_start"], "n_step": spec["n_step"]}
-    curriculum = Curriculum.towards(block, task.d, task.n_context)
-    return {"data": CurriculumPrompts(lambda d, n: _task(config, name, d, n), fmt, curriculum)}
+    spec, block = config["functions"][name], config["curriculum"]
+    if block is not None and not spec["init_from"]:
+        block = {**block, "n_start": spec["n_start"], "n_step": spec["n_step"]}
+    else:
+        block = None
+    return training_data(task, fmt, block, lambda d, n: _task(config, name, d, n))
 
 
 def _baselines(config: dict, name: str, task) -> tuple[list, list]:

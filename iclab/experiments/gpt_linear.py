@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .. import claims as C
-from ..curriculum import Curriculum, CurriculumPrompts
+from ..curriculum import training_data
 from ..learners import Averaging, GradientDescent, LeastSquares, NearestNeighbours, Ridge
 from ..metrics import loss_by_prefix, prefix_predictions
 from ..metrics import spd as squared_prediction_distance
@@ -88,11 +88,8 @@ SCALES = {
 def _data(config: dict, task, prompt_format) -> dict:
     """:meth:`RunContext.trained`'s data arguments: the full task's prompts, or the d/N curriculum towards it
     when one is configured."""
-    if config["curriculum"] is None:
-        return {"task": task, "format": prompt_format}
     make_task = lambda d, n: linear_regression_from_config({**config["task"], "d": d, "n_context": n})
-    curriculum = Curriculum.towards(config["curriculum"], task.d, task.n_context)
-    return {"data": CurriculumPrompts(make_task, prompt_format, curriculum)}
+    return training_data(task, prompt_format, config["curriculum"], make_task)
 
 
 def _checks(config: dict):
