@@ -100,9 +100,8 @@ class TrainConfig(Mapping):
             again writes it again (the same weights, unless resume overrides changed the training).
         compile: run the loss (forward and backward) through ``torch.compile``. It fuses the
             elementwise work and drops per-op overhead, which pays on small models and long runs
-            (the throughput benchmark's 2-layer transformer: +15–20% steps/s on two cores) at a
-            compile of ≈ 25 s, repeated for every new prompt length; after torch's limit of 8
-            lengths (a long N curriculum) the rest runs uncompiled.
+            (docs/performance.md measures it) at a compile of tens of seconds, repeated for every new
+            prompt length; after torch's limit of 8 lengths (a long N curriculum) the rest runs uncompiled.
         precision: ``fp32``; ``tf32`` (CUDA matrix products in TensorFloat-32, fp32's range with a
             10-bit mantissa; no effect on a CPU); or ``bf16`` (the forward pass under autocast to
             bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,

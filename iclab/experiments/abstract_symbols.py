@@ -183,8 +183,9 @@ SCALES = {
     # and n ≤ 1024 (each model until it copies), 200 kernel draws at width 64.
     "quick": {},
     # Long: the points quick cannot afford within a tenth of the quick reproduction's time (AABB vs ABAB's plain
-    # transformer at n = 256 and 1024, majority of length 4 at n = 2048: about 1 and 3 min a seed on 2 cores)
-    # beside quick's own points, without quick's grid, copying and kernel (judged at quick).
+    # transformer at n = 256 and 1024, majority of length 4 at n = 2048; their cost is in
+    # docs/experiments/abstract-symbols.md) beside quick's own points, without quick's grid, copying and kernel
+    # (judged at quick).
     "long": {
         "sweep": {
             "tasks": [],
@@ -698,7 +699,7 @@ def _figure_sweep(ctx: RunContext, losses: dict):
             ns = sorted(by_n)
             mean = [_mean(by_n[n]) for n in ns]
             low, high = [min(by_n[n]) for n in ns], [max(by_n[n]) for n in ns]
-            band_line(ax, ns, mean, low, high, marker="o", ms=3, label=model)
+            band_line(ax, ns, mean, low, high, marker="o", ms=3, label=model, color=f"C{MODELS.index(model)}")
         ax.axhline(CHANCE, color="k", ls=":", lw=0.8)
         ax.set_xscale("log", base=2)
         ax.set_xlabel("n = training samples = training alphabet size")
