@@ -159,9 +159,7 @@ def resume(
     except ConfigError as err:
         if not folder.finished:
             raise
-        raise ConfigError(
-            f"{path} has already finished (claims.json exists); {err}".replace("DIR", str(path))
-        ) from None
+        raise ConfigError(f"{path} has already finished (claims.json exists); {err}") from None
     device = pick_device(device)
     if pairs:  # recorded once the overrides and the device are known to be good
         done = config.record.get("resume_overrides", [])
