@@ -156,6 +156,7 @@ TINY = {
     "depths": [1, 2, 8],
     "noise": [[0.0, 1.0], [0.5, 1.0]],
     "eval_prompts": 64,
+    "construction_prompts": 64,
     "ilwd.contexts": 8,
     "ilwd.probes": 6,
     "bootstrap": 20,
@@ -174,7 +175,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     overrides = TINY
     result = iclab.run("algorithm-selection", overrides=overrides, out=tmp_path / "run", progress=False)
     figures = {p.stem for p in (tmp_path / "run" / "figures").glob("*.png")}
-    assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2"}
+    assert figures == {"noiseless_spd_ilwd", "noise_mspd", "depth_spd", "depth_table", "probes_r2", "constructions"}
     assert [c["id"] for c in result.claims] == [
         "a-matches-ols",
         "b-bayes-ridge-closest",
@@ -186,7 +187,11 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
         "d-w-ols-decodability-rises",
         "d-xty-decodability-rises",
         "d-control-probes-worse",
+        "e-sgd-construction-matches-sgd",
+        "e-ridge-construction-matches-ridge",
     ]
+    # The constructions are built, not trained: they hold at any scale.
+    assert all(c["holds"] for c in result.claims if c["id"].startswith("e-"))
     # The claims quick may leave to the long scale are left there when, as with 3 training steps, the run's own
     # numbers show its models short of the accuracy they need; every other claim is judged here.
     elsewhere = {"a-matches-ols", "b-bayes-ridge-closest", "c-eight-plus-layers-ols", "d-xty-decodable-before-w-ols"}
@@ -213,7 +218,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     )
     assert all(c["holds"] is not None for c in long.claims)
     metrics = result.metrics
-    assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes"}
+    assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes", "constructions"}
     # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
     checkpoints = {
         str(p.relative_to(tmp_path / "run" / "checkpoints"))

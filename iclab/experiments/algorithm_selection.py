@@ -7,7 +7,7 @@ functions y = wᵀx + ε, x ~ N(0, I), w ~ N(0, τ²I), ε ~ N(0, σ²), and pre
 the first k examples. Their predictions are compared, on shared prompts, with reference
 learners: OLS (minimum-norm below d), ridge, one-step batch GD from w₀ = 0, w = 2αXᵀY
 (``GradientDescent(1, 2α, average=False)``), one-pass SGD with step α, 3-NN uniform and
-weighted by 1/distance². Four parts, each its own ``setting`` in ``metrics.parquet``:
+weighted by 1/distance². Five parts, each its own ``setting`` in ``metrics.parquet``:
 
 (a) ``noiseless``: SPD(transformer, learner)/d and ILWD (implicit linear weight difference,
     with the R² of the transformer's linear fit) at every prefix length k (their Fig 1); claim:
@@ -23,7 +23,10 @@ weighted by 1/distance². Four parts, each its own ``setting`` in ``metrics.parq
 (d) ``probes``: per hidden state of a deep noiseless model, a linear and an MLP probe
     (attention-pooled, :mod:`iclab.probes`) decode Xᵀy and w_OLS after n examples; held-out
     R²; claims: the MLP probe beats the linear one at the last layer, Xᵀy becomes decodable
-    before w_OLS, and w_OLS's decodability rises from the input layer to the last.
+    before w_OLS, and w_OLS's decodability rises from the input layer to the last;
+(e) ``constructions``: the paper's §3 constructions, transformers built by hand
+    (:mod:`iclab.models.raw`) that run one-pass SGD and ridge (Sherman–Morrison), against the learners
+    they should equal, at every prefix length; claims: each matches its learner (SPD/d ≤ 1e-6).
 
 The claims a scale may leave to the ``long`` scale are listed in its ``judged_at_long``; a run defers
 one only when it measures that its models miss the accuracy the claim needs (both numbers in the
@@ -51,6 +54,7 @@ from ..config import ConfigError
 from ..curriculum import Curriculum, training_data
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge, ZeroPredictor
 from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
+from ..models.raw import construction_prefix_predictions, ridge_transformer, sgd_transformer
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..probes import TARGETS, PoolingProbes, ProbeSplits
 from ..prompts import InterleavedFormat
@@ -109,7 +113,10 @@ DEFAULTS = {
             "checkpoint_every": 800,
         },
     },
+    "construction_prompts": 1000,  # (e): the constructions run on this many of the evaluation prompts
     "bootstrap": 1000,
+    # (e): a construction matches its learner when SPD/d ≤ construction_match at every prefix (float64; its
+    # GELU products and layer-norm division are exact to ~1e-8 relative, a wrong step is off by O(1)).
     # (d): the MLP probe's last-layer R² must beat the linear one's (margin ≥ 0); a target counts as
     # decodable at R² ≥ probe_decodable; w_OLS's R² must rise by ≥ 0.1 from the input layer (the read-in)
     # to the last block (a held-out R² on 1024 prompts moves by ~0.01 between probes), and after the last
@@ -130,6 +137,7 @@ DEFAULTS = {
         "probe_decodable": 0.8,
         "probe_rise": 0.1,
         "control_gap": 0.1,
+        "construction_match": 1e-6,
     },
 }
 
@@ -146,6 +154,7 @@ SCALES = {
         "depths": [1, 2, 8],
         "noise": [[0.0, 1.0], [0.5, 1.0]],
         "eval_prompts": 64,
+        "construction_prompts": 32,
         "ilwd": {"contexts": 8, "probes": 6},
         "bootstrap": 20,
         "probe": {
@@ -233,6 +242,8 @@ def _checks(config: dict):
         raise ConfigError("noise needs a pair with σ > 0: (b) compares the Bayes learners of its columns")
     if not config["depths"] or min(config["depths"]) < 1:
         raise ConfigError("depths must be a non-empty list of positive layer counts")
+    if config["construction_prompts"] < 1:
+        raise ConfigError(f"construction_prompts must be >= 1, got {config['construction_prompts']}")
     if config["probe"]["n_layers"] < 2:
         raise ConfigError("probe.n_layers must be >= 2 (the claims follow the probes through the blocks)")
     if config["noise_finetune"] is not None:
@@ -317,8 +328,10 @@ def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
 
 
 def run(config: dict, ctx: RunContext):
-    """Train the models of the four parts (each once), compare them with the learners, probe, check claims."""
-    return _noiseless(config, ctx) + _noise(config, ctx) + _depth(config, ctx) + _probes(config, ctx)
+    """Train the models of parts (a)–(d) (each once), compare them with the learners, probe, run the
+    constructions of (e), check claims."""
+    parts = (_noiseless, _noise, _depth, _probes, _constructions)
+    return [claim for part in parts for claim in part(config, ctx)]
 
 
 # (a) noiseless: SPD and ILWD against every learner at every prefix length.
@@ -598,6 +611,74 @@ def _probes(config, ctx):
     ]
 
 
+# (e) constructions: transformers built to run SGD and ridge, against those learners.
+
+
+def _constructions(config, ctx):
+    d, n = config["task"]["d"], config["task"]["n_context"]
+    episode = ctx.eval_episode(_task(config, d, 0.0, 1.0), config["construction_prompts"])
+    builds = {
+        "sgd": {
+            f"sgd(α={a:g})": (OnePassSGD(2 * a), lambda k, a=a: sgd_transformer(d, k, 2 * a))
+            for a in config["learners"]["sgd_alpha"]
+        },
+        "ridge": {
+            f"ridge({lam:g})": (Ridge(lam), lambda k, lam=lam: ridge_transformer(d, k, lam))
+            for lam in config["learners"]["ridge"]
+        },
+    }
+    curves = {}
+    for family in builds.values():
+        for label, (learner, build) in family.items():
+            built = construction_prefix_predictions(build, episode.xs, episode.ys)
+            band = spd(built, prefix_predictions(learner, episode), d, config["bootstrap"], config["seed"])
+            ctx.log_band("constructions", f"construction-{label}", f"spd_{label}", band, seed=config["seed"])
+            curves[label] = band["mean"]
+    bound = config["tolerance"]["construction_match"]
+    _figure_constructions(ctx, curves, d, n, bound)
+    return [_construction_claim(family, curves, builds[family], d, n, bound) for family in builds]
+
+
+# The paper's statement of each construction (§3) and how ours is built.
+_CONSTRUCTIONS = {
+    "sgd": (
+        "e-sgd-construction-matches-sgd",
+        "Theorem 1: one SGD step on an example, with O(d) hidden size and a constant number of layers",
+        "one-pass SGD from w = 0 (w ← w − 2α·x(xᵀw − y) per example)",
+        sgd_transformer,
+    ),
+    "ridge": (
+        "e-ridge-construction-matches-ridge",
+        "Theorem 2: a ridge solution updated to include one example (Sherman–Morrison), with O(d²) hidden "
+        "size and a constant number of layers",
+        "ridge w = (XᵀX + λI)⁻¹Xᵀy, one Sherman–Morrison update per example from (λI)⁻¹",
+        ridge_transformer,
+    ),
+}
+
+
+def _construction_claim(family: str, curves: dict, labels, d: int, n: int, bound: float) -> C.Claim:
+    """(e)'s claim for one construction ``family`` (``sgd`` or ``ridge``) from the SPD/d by prefix between each of
+    its transformers (``labels``) and its learner: the largest over k ≥ 1 and the learners must be ≤ ``bound``."""
+    id, theorem, algorithm, build = _CONSTRUCTIONS[family]
+    size = build(d, 0, 1.0)
+    worst = {label: curves[label][1:].max().item() for label in labels}
+    return C.at_most(
+        id,
+        PAPER,
+        f"(e) a transformer built by hand ({size.width} hidden units at d = {d}, {size.per_example} sublayers per "
+        f"example: attention to read an example, GELU feed-forward layers for products and affine maps"
+        f"{', a layer normalisation to divide' if family == 'ridge' else ''}; iclab.models.raw) runs {algorithm}: "
+        f"its prediction equals the learner's at every prefix 1 ≤ k < {n}, for {', '.join(labels)}; "
+        f"tolerance: the largest SPD/d over k and the learners ≤ {bound:g} (float64; a wrong step is off by "
+        "order 1) (measured: the largest SPD/d)",
+        max(worst.values()),
+        bound,
+        about=C.paper(f"§3, {theorem}", subject="theory"),
+        figure="constructions",
+    )
+
+
 def _probe_scores(config, ctx, model, splits: ProbeSplits, heads: dict, prefix: str = "") -> dict:
     """Per probe head (name → the MLP's hidden units, None for a linear head): probes trained on ``model``'s
     hidden states of the ``train`` split, their held-out scores on the ``test`` split, logged per hidden state
@@ -800,6 +881,31 @@ def _figure_probes(ctx, scores, control, n_states):
         ax.set_title({"xty": "Xᵀy after n examples", "w_ols": "w_OLS after n examples"}[target], fontsize=9)
         ax.legend(fontsize=8)
     save(fig, ctx.folder.figure("probes_r2"))
+
+
+def _figure_constructions(ctx, curves, d, n, bound):
+    """``constructions.png``: each construction's SPD/d to its learner by prefix (the claims' bound dashed), and
+    the hidden size of both constructions as d grows (O(d) against O(d²))."""
+    fig, axes = new_figure(2, width=4.5)
+    for label, curve in curves.items():
+        axes[0].plot(
+            range(1, n), curve[1:].clamp(min=1e-30).numpy(), marker="o", ms=3, label=f"construction vs {label}"
+        )
+    axes[0].axhline(bound, color="k", ls="--", lw=0.8, label=f"the claims' bound {bound:g}")
+    axes[0].set_yscale("log")
+    axes[0].set_xticks(range(1, n))
+    axes[0].set_xlabel("in-context examples k")
+    axes[0].set_title(f"SPD / d, construction vs its learner (d = {d})", fontsize=9)
+    axes[0].legend(fontsize=7)
+    dims = list(range(1, 17))
+    for family, (*_, build) in _CONSTRUCTIONS.items():
+        axes[1].plot(dims, [build(k, 0, 1.0).width for k in dims], marker="o", ms=3, label=family)
+    axes[1].axvline(d, color="k", ls=":", lw=0.8)
+    axes[1].set_xlabel("d")
+    axes[1].set_ylabel("hidden size")
+    axes[1].set_title("hidden size of the constructions", fontsize=9)
+    axes[1].legend(fontsize=8)
+    save(fig, ctx.folder.figure("constructions"))
 
 
 EXPERIMENT = Experiment(
