@@ -16,7 +16,7 @@ TINY = {
     "sweep.n": [4, 16],
     "sweep.plain_n": [32],
     "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
-    "sweep.points": {"majority-2": {"transformer+kq+vo": [4, 8]}},
+    "sweep.points": {"majority-2": {"transformer+kq+vo": [4, 8]}, "aba-abb": {"transformer-ntk": [16]}},
     "train.epochs": 3,
     "train.log_every": 1,
     "eval_samples": 50,
@@ -149,13 +149,19 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     # (4 heads of size 3: 12 wide).
     checked = 0
     for path in (result.folder.path / "checkpoints").glob("*transformer*/seed0/model.safetensors"):
-        name, shape = path.parent.parent.name, load_file(path)["layers.0.attn.qkv.weight"].shape
+        name = path.parent.parent.name
+        # The linearised transformer keeps the network's initial weights under model.* (and trains shifts.*).
+        key = "model.layers.0.attn.qkv.weight" if "-ntk-" in name else "layers.0.attn.qkv.weight"
+        shape = load_file(path)[key].shape
         width = int(name.split("-w")[1].split("-")[0]) if name.startswith("copy-") else None
         assert shape == ((3 * 12, width) if width else (3 * 8, 16)), name
         checked += 1
-    # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × (3 transformers × 2 n + the plain one at n = 32), and
-    # the two points of majority-2
-    assert checked == 2 * 2 * 2 + 2 * (3 * 2 + 1) + 2
+    # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × (3 transformers × 2 n + the plain one at n = 32), the
+    # two points of majority-2 and the linearised transformer on ABA vs ABB
+    assert checked == 2 * 2 * 2 + 2 * (3 * 2 + 1) + 2 + 1
+    # The plain transformer and its linearisation share n = 16 and 32 is the plain one's alone: compared at 16.
+    ntk = claims["aba-abb-ntk-needs-more-data"]
+    assert ntk["measured"]["n"] == 16 and ntk["kind"] == "paper" and "reply" in ntk["source"]
     majority = metrics[(metrics.setting == "majority-2") & (metrics.metric == "test_mse")]
     assert set(majority.n) == {4, 8} and set(majority.model) == {"transformer+kq+vo"}
     assert not any(c.startswith("majority-2") for c in ids)  # its claim needs n = 128

@@ -52,7 +52,7 @@ EXPECTED = {
     }
     | {"copy-plain-inverse-scaling", "copy-modified-width-free", "aba-abb-vo-alone-no-gain-by-64"}
     | {"aabb-abab-plain-needs-1024", "majority-2-kq-vo-by-128", "majority-4-kq-vo-by-2048"}
-    | {"aba-abb-mlp-equality-learns-by-8192"},
+    | {"aba-abb-mlp-equality-learns-by-8192", "aba-abb-ntk-needs-more-data"},
     "algorithm-selection": {
         "a-matches-ols",
         "b-bayes-ridge-closest",

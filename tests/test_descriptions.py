@@ -13,6 +13,7 @@ from iclab.models import (
     FeatureLSA,
     GPTConfig,
     GPTTransformer,
+    Linearised,
     LinearSelfAttention,
     OneHotMLP,
     describe,
@@ -65,6 +66,10 @@ EXAMPLES = {
     "OneHotMLP": (
         lambda g: OneHotMLP(6, 4, 16, 3, equality=True, generator=g),
         torch.randint(6, (3, 4), generator=generator(6)),
+    ),
+    "Linearised": (
+        lambda g: Linearised(GPTTransformer(GPTConfig(4, 2, 2, 16, max_tokens=12, attention="math"), g)),
+        torch.randn(3, 12, 4, generator=generator(8)),
     ),
     "PoolingProbes": (
         lambda g: PoolingProbes(2, 2, 3, 5, 8, 2, 16, generator=g),

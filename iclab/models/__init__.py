@@ -5,6 +5,7 @@ from .baselines import OneHotMLP
 from .causal_attention import CausalLinearAttention
 from .constructions import gd_construction, interpolate_lsa, match_scale, merged_lsa
 from .features import MLP, FeatureLSA
+from .linearised import Linearised
 from .lsa import LinearSelfAttention, LSALayer
 from .registry import MODELS, describe, rebuild, rebuildable
 from .transformer import GPTConfig, GPTTransformer
@@ -17,6 +18,7 @@ __all__ = [
     "GPTConfig",
     "GPTTransformer",
     "LSALayer",
+    "Linearised",
     "LinearSelfAttention",
     "OneHotMLP",
     "SelfAttention",
