@@ -17,6 +17,7 @@ TINY = {
     "sweep.plain_n": [32],
     "sweep.models": ["transformer", "transformer+kq", "transformer+kq+vo", "mlp"],
     "sweep.points": {"majority-2": {"transformer+kq+vo": [4, 8]}, "aba-abb": {"transformer-ntk": [16]}},
+    "sweep.ntk_n": 16,
     "train.epochs": 3,
     "train.log_every": 1,
     "eval_samples": 50,
@@ -159,7 +160,7 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     # copying: 2 models × 2 widths × 2 n; sweep: 2 tasks × (3 transformers × 2 n + the plain one at n = 32), the
     # two points of majority-2 and the linearised transformer on ABA vs ABB
     assert checked == 2 * 2 * 2 + 2 * (3 * 2 + 1) + 2 + 1
-    # The plain transformer and its linearisation share n = 16 and 32 is the plain one's alone: compared at 16.
+    # The plain transformer and its linearisation are compared at sweep.ntk_n, where both trained.
     ntk = claims["aba-abb-ntk-needs-more-data"]
     assert ntk["measured"]["n"] == 16 and ntk["kind"] == "paper" and "reply" in ntk["source"]
     majority = metrics[(metrics.setting == "majority-2") & (metrics.metric == "test_mse")]

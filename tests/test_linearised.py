@@ -62,3 +62,19 @@ def test_only_the_shifts_train_and_the_start_stays_put():
     assert losses[-1] < 0.5 * losses[0]
     assert all(torch.equal(buffer, start[name]) for name, buffer in linear.model.named_buffers())
     assert not list(linear.model.parameters())
+
+
+def test_tied_parameters_become_one_shift():
+    first, second = torch.nn.Linear(3, 3, bias=False).double(), torch.nn.Linear(3, 3, bias=False).double()
+    second.weight = first.weight
+    network = torch.nn.Sequential(first, torch.nn.Tanh(), second)
+    linear = Linearised(network)
+    assert len(linear.shifts) == 1 and linear.tied == [0, 0] and not list(network.parameters())
+    x = torch.randn(5, 3, generator=generator(4), dtype=torch.float64)
+    shift = torch.randn(3, 3, generator=generator(5), dtype=torch.float64)
+    with torch.no_grad():
+        linear.shifts[0].copy_(1e-6 * shift)
+        moved = linear(x)
+    weight = network[0].weight  # θ₀, now a buffer
+    expected = torch.tanh(x @ (weight + 1e-6 * shift).T) @ (weight + 1e-6 * shift).T
+    assert torch.allclose(moved, expected, rtol=0, atol=1e-10)  # both layers moved by the one shift

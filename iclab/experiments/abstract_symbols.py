@@ -15,8 +15,10 @@ logged step with the lowest validation loss (the latest such step when several t
 Models: the paper's ViT-style transformer (:class:`iclab.models.GPTTransformer` with token
 embeddings, bidirectional attention, bias-free Q/K/V/O, a CLS token at the end read by a
 LayerNorm without affine + a linear map; PyTorch's default initialisation), plain or with the
-trainable per-head identity terms a·XXᵀ (``+kq``) and b·(Σ_h b_h A_h)X (``+vo``), and two MLP
-baselines (:class:`iclab.models.OneHotMLP`, on one-hot tokens, and given the equality matrix).
+trainable per-head identity terms a·XXᵀ (``+kq``) and b·(Σ_h b_h A_h)X (``+vo``), or the plain one
+linearised at its initialisation (``transformer-ntk``, :class:`iclab.models.Linearised`: the kernel regime
+the theory analyses), and two MLP baselines (:class:`iclab.models.OneHotMLP`, on one-hot tokens, and given
+the equality matrix).
 
 Three parts: the sample-complexity sweep (test loss against n for every task and model), copying
 (a symbolic label read at an appended CLS token, or the last input token, through the tied embedding,
@@ -112,6 +114,10 @@ DEFAULTS = {
             "majority-2": {"transformer": [128], "transformer+kq+vo": [128]},
             "aba-abb": {"mlp+equality": [8192]},
         },
+        # ntk_n: where the plain transformer and its linearisation are compared, when both train there: n = 1024,
+        # where the paper's plain transformer learns ABA vs ABB (0.13); at larger n the authors expect the
+        # linearised one to learn too.
+        "ntk_n": 1024,
         "modified": {
             "aba-abb": "transformer+kq",
             "same-different": "transformer+kq+vo",
@@ -167,8 +173,8 @@ DEFAULTS = {
         "a": [-0.05, 0.05],
         "b": [0.5],
     },
-    # ntk_gap: how much lower the trained transformer's test loss must be than the linearised one's at the largest
-    # n both trained (ours: the source gives no number; the gain claims' learnt level).
+    # ntk_gap: how much lower the trained transformer's test loss must be than the linearised one's at
+    # sweep.ntk_n (ours: the source gives no number; the gain claims' learnt level).
     "tolerance": {
         "kq_loss": 0.1,
         "plain_chance": 0.8,
@@ -193,6 +199,7 @@ SCALES = {
                 "majority-4": {"transformer": [2048], "transformer+kq+vo": [2048]},
                 "aba-abb": {"mlp+equality": [8192], "transformer": [64], "transformer-ntk": [64]},
             },
+            "ntk_n": 64,
         },
         "train": {"epochs": 2, "log_every": 1},
         "eval_samples": 50,
@@ -523,24 +530,23 @@ def _sweep_claims(config, losses) -> list:
         if spec in PAPER_PLAIN and "transformer" in mean:
             claims.append(_plain_needs_1024(spec, mean["transformer"], tol))
         claims += _mlp_claims(spec, mean, tol)
-        claims += _ntk_claim(spec, mean, tol)
+        claims += _ntk_claim(spec, mean, config["sweep"]["ntk_n"], tol)
     return claims
 
 
-def _ntk_claim(spec: str, mean: dict, tol: dict) -> list:
-    """``<task>-ntk-needs-more-data`` where the plain transformer and its linearisation trained at a common n:
-    at the largest such n the trained one's test loss is lower by at least ``ntk_gap``."""
-    shared = set(mean.get("transformer", {})) & set(mean.get("transformer-ntk", {}))
-    if not shared:
+def _ntk_claim(spec: str, mean: dict, n: int, tol: dict) -> list:
+    """``<task>-ntk-needs-more-data`` where the plain transformer and its linearisation both trained at ``n``
+    (``sweep.ntk_n``): there the trained one's test loss is lower by at least ``ntk_gap``."""
+    if n not in mean.get("transformer", {}) or n not in mean.get("transformer-ntk", {}):
         return []
-    n, gap = max(shared), tol["ntk_gap"]
+    gap = tol["ntk_gap"]
     trained, linearised = mean["transformer"][n], mean["transformer-ntk"][n]
     return [
         C.holds_if(
             f"{spec}-ntk-needs-more-data",
             PAPER,
-            f"{spec}: feature learning is more data-efficient than the kernel regime: at n = {n}, the largest n "
-            "where both trained, the plain transformer's test loss is below that of the same transformer "
+            f"{spec}: feature learning is more data-efficient than the kernel regime: at n = {n}, "
+            "the plain transformer's test loss is below that of the same transformer "
             f"linearised at its initialisation (trained by the same recipe) by at least {gap} "
             "(mean over seeds; the gap is iclab's, the source gives no number)",
             {"transformer": round(trained, 4), "transformer-ntk": round(linearised, 4), "n": n},

@@ -18,26 +18,30 @@ from .registry import rebuildable
 @rebuildable
 class Linearised(nn.Module):
     """``model`` linearised at its current weights θ₀, which become buffers (fixed); the trainable parameters
-    are the shifts θ − θ₀ (``shifts.<i>``, zero at the start, one per parameter of ``model`` in its order), so
-    the linearised model starts equal to ``model``. ``forward`` takes ``model``'s arguments: one
-    Jacobian-vector product, f(θ₀) + J(θ₀)·shift, costing about two forward passes of ``model``; every operation
-    of ``model`` must have a forward-mode derivative (a :class:`GPTTransformer` needs ``attention="math"``:
-    PyTorch's fused attention kernels have none)."""
+    are the shifts θ − θ₀ (``shifts.<i>``, zero at the start, one per distinct parameter of ``model`` in its
+    order; tied parameters share one), so the linearised model starts equal to ``model``. ``forward`` takes
+    ``model``'s arguments: one Jacobian-vector product, f(θ₀) + J(θ₀)·shift, costing about two forward passes
+    of ``model``; every operation of ``model`` must have a forward-mode derivative (a :class:`GPTTransformer`
+    needs ``attention="math"``: PyTorch's fused attention kernels have none). Weight decay on the shifts pulls
+    θ towards θ₀, not towards 0, and ignores ``model``'s names (its no-decay rules do not apply)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
-        self.names = [name for name, _ in model.named_parameters()]
-        self.shifts = nn.ParameterList([nn.Parameter(p.detach().new_zeros(p.shape)) for p in model.parameters()])
-        for name in self.names:
+        named = list(model.named_parameters(remove_duplicate=False))
+        distinct = list({id(p): p for _, p in named}.values())
+        index = {id(p): i for i, p in enumerate(distinct)}
+        self.names = [name for name, _ in named]
+        self.tied = [index[id(p)] for _, p in named]  # the shift of each name
+        self.shifts = nn.ParameterList([nn.Parameter(p.detach().new_zeros(p.shape)) for p in distinct])
+        for name, p in named:
             owner, _, leaf = name.rpartition(".")
             module = model.get_submodule(owner)
-            start = getattr(module, leaf).detach().clone()
             delattr(module, leaf)
-            module.register_buffer(leaf, start)
+            module.register_buffer(leaf, p.detach().clone())
 
     def forward(self, *args, **kwargs):
         start = {name: self.model.get_buffer(name) for name in self.names}
-        shift = dict(zip(self.names, self.shifts))
+        shift = {name: self.shifts[i] for name, i in zip(self.names, self.tied)}
         value, change = jvp(lambda weights: functional_call(self.model, weights, args, kwargs), (start,), (shift,))
         return value + change

@@ -13,9 +13,10 @@ weights, in float64:
 - **mov**, :func:`move`: one attention head whose query is fixed and whose key is (p, p²), so that the score
   −β(p − i)² + const picks token i; every token reads example i's (x, y);
 - **mul** and **aff**, :func:`feed_forward`: GELU(u) = u/2 + u²/√(2π) + O(u⁴), so
-  GELU(c(a + b)) − GELU(ca) − GELU(cb) = 2cab/√(2π) + O(c⁴): three hidden units give a·b to a relative
-  error of order c²(a² + b²) (c = 1e-6 by default); GELU(u) − GELU(−u) = u exactly, so two units give a
-  linear term (and clear a slot for reuse);
+  GELU(c(a + b)) − GELU(ca) − GELU(cb) = 2c²ab/√(2π) + O(c⁴): three hidden units give a·b to a relative
+  error of order c²(a² + b²) (c = 1e-6 by default), plus float64 rounding of order 1e-16·|a|/c;
+  GELU(u) − GELU(−u) = u in exact arithmetic, so two units give a linear term (and clear a slot for reuse,
+  to rounding);
 - **div**, :class:`NormFeedForward`: the layer normalisation of [εa, b, −εa, −b] (mean 0) is
   [εa, b, −εa, −b]·√(k + 1)/√(ε²‖a‖² + b²), so its first block, scaled, is a/|b| to a relative error of
   order ε²‖a‖²/b² (here b = 1 + xᵀAx ≥ 1). The normalisation reads a linear map of the state, as inside a
@@ -29,6 +30,7 @@ Every sublayer is residual (h ← h + sublayer(h)), and the prediction is read f
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -121,8 +123,8 @@ def move(layout: Layout, source: list[str], target: list[str], position: int) ->
 
 def feed_forward(
     layout: Layout,
-    products: list[tuple[float, torch.Tensor, torch.Tensor, int]] = (),
-    linear: list[tuple[float, torch.Tensor, int]] = (),
+    products: Sequence[tuple[float, torch.Tensor, torch.Tensor, int]] = (),
+    linear: Sequence[tuple[float, torch.Tensor, int]] = (),
     scale: float = PRODUCT_SCALE,
 ) -> FeedForward:
     """``mul`` and ``aff`` in one sublayer: adds coef·(aᵀh)(bᵀh) for each ``(coef, a, b, out)`` of ``products``
@@ -187,7 +189,7 @@ class RawTransformer(nn.Module):
         """The initial state: the constant 1, the position p and p², and the token's x and y."""
         b, t, _ = tokens.shape
         state = tokens.new_zeros(b, t, self.width, dtype=torch.float64)
-        position = torch.arange(t, dtype=torch.float64)
+        position = torch.arange(t, dtype=torch.float64, device=tokens.device)
         state[..., self.layout.index("one")] = 1.0
         state[..., self.layout.index("position", 0)] = position
         state[..., self.layout.index("position", 1)] = position**2
@@ -215,12 +217,22 @@ def _check(d: int, n_examples: int) -> None:
         raise ConfigError(f"a construction needs d >= 1 and n_examples >= 0, got {d}, {n_examples}")
 
 
+def sgd_layout(d: int) -> Layout:
+    """The token state of :func:`sgd_transformer`: 3d + 7 slots."""
+    return Layout(one=1, position=2, x=d, y=1, w=d, xr=d, yr=1, s=1, pred=1)
+
+
+def ridge_layout(d: int) -> Layout:
+    """The token state of :func:`ridge_transformer`: d² + 5d + 7 slots."""
+    return Layout(one=1, position=2, x=d, y=1, a=d * d, b=d, xr=d, yr=1, u=d, c=1, v=d, pred=1)
+
+
 def sgd_transformer(d: int, n_examples: int, lr: float, lam: float = 0.0) -> RawTransformer:
     """One pass of SGD from w = 0 over the first ``n_examples`` tokens, w ← w − lr·(x(xᵀw − y) + λw), then
     the prediction wᵀx of the last token (the query): ``OnePassSGD(lr, lam)``. Hidden size 3d + 7, three
     sublayers per example: mov (x_i, y_i), mul (s = x_iᵀw), mul and aff (the step; the memory cleared)."""
     _check(d, n_examples)
-    lay = Layout(one=1, position=2, x=d, y=1, w=d, xr=d, yr=1, s=1, pred=1)
+    lay = sgd_layout(d)
     layers: list[nn.Module] = []
     for i in range(n_examples):
         layers.append(move(lay, ["x", "y"], ["xr", "yr"], i))
@@ -251,7 +263,7 @@ def ridge_transformer(d: int, n_examples: int, lam: float) -> RawTransformer:
     if lam <= 0:
         raise ConfigError(f"the ridge construction needs lam > 0, got {lam}")
     _check(d, n_examples)
-    lay = Layout(one=1, position=2, x=d, y=1, a=d * d, b=d, xr=d, yr=1, u=d, c=1, v=d, pred=1)
+    lay = ridge_layout(d)
     start = [(1.0 / lam, lay.read("one"), lay.index("a", r * d + r)) for r in range(d)]
     layers: list[nn.Module] = [feed_forward(lay, linear=start)]
     for i in range(n_examples):
