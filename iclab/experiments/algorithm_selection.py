@@ -54,13 +54,7 @@ from ..config import ConfigError
 from ..curriculum import Curriculum, training_data
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge, ZeroPredictor
 from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
-from ..models.raw import (
-    construction_prefix_predictions,
-    ridge_layout,
-    ridge_transformer,
-    sgd_layout,
-    sgd_transformer,
-)
+from ..models.raw import construction_prefix_predictions, ridge_transformer, sgd_transformer
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..probes import TARGETS, PoolingProbes, ProbeSplits
 from ..prompts import InterleavedFormat
@@ -640,22 +634,20 @@ def _constructions(config, ctx):
     return [_construction_claim(family, by_label, d, n, bound) for family, by_label in curves.items()]
 
 
-# The paper's statement of each construction (§3), what ours runs, its token layout and sublayers per example.
+# The paper's statement of each construction (§3), what ours runs, and ours without examples (its sizes).
 _CONSTRUCTIONS = {
     "sgd": (
         "e-sgd-construction-matches-sgd",
         "Theorem 1: one SGD step on an example, with O(d) hidden size and a constant number of layers",
         "one-pass SGD from w = 0 (w ← w − 2α·x(xᵀw − y) per example)",
-        sgd_layout,
-        3,
+        lambda d: sgd_transformer(d, 0, 1.0),
     ),
     "ridge": (
         "e-ridge-construction-matches-ridge",
         "Theorem 2: a ridge solution updated to include one example (Sherman–Morrison), with O(d²) hidden "
         "size and a constant number of layers",
         "ridge w = (XᵀX + λI)⁻¹Xᵀy, one Sherman–Morrison update per example from (λI)⁻¹",
-        ridge_layout,
-        5,
+        lambda d: ridge_transformer(d, 0, 1.0),
     ),
 }
 
@@ -665,12 +657,13 @@ def _construction_claim(family: str, curves: dict, d: int, n: int, bound: float)
     its transformers and its learner (``curves``, by the learner's label): the largest over k ≥ 1 and the
     learners must be ≤ ``bound``. A theory claim: it checks iclab's construction of the theorem, which fails it
     only by computing something else than its learner."""
-    claim_id, theorem, algorithm, layout, per_example = _CONSTRUCTIONS[family]
+    claim_id, theorem, algorithm, empty = _CONSTRUCTIONS[family]
+    size = empty(d)
     worst = max(curve[1:].max().item() for curve in curves.values())
     return C.at_most(
         claim_id,
         PAPER,
-        f"(e) a transformer built by hand ({layout(d).width} hidden units at d = {d}, {per_example} sublayers per "
+        f"(e) a transformer built by hand ({size.width} hidden units at d = {d}, {size.per_example} sublayers per "
         f"example: attention to read an example, GELU feed-forward layers for products and affine maps"
         f"{', a layer normalisation to divide' if family == 'ridge' else ''}; iclab.models.raw) runs {algorithm}: "
         f"its prediction equals the learner's at every prefix 1 ≤ k < {n}, for {', '.join(curves)}; "
@@ -902,8 +895,8 @@ def _figure_constructions(ctx, curves, d, n, bound):
     axes[0].set_title(f"SPD / d, construction vs its learner (d = {d})", fontsize=9)
     axes[0].legend(fontsize=7)
     dims = list(range(1, 17))
-    for family, (_, _, _, layout, _) in _CONSTRUCTIONS.items():
-        axes[1].plot(dims, [layout(k).width for k in dims], marker="o", ms=3, label=family)
+    for family, (*_, empty) in _CONSTRUCTIONS.items():
+        axes[1].plot(dims, [empty(k).width for k in dims], marker="o", ms=3, label=family)
     axes[1].axvline(d, color="k", ls=":", lw=0.8)
     axes[1].set_xlabel("d")
     axes[1].set_ylabel("hidden size")

@@ -17,7 +17,7 @@ weights, in float64:
   error of order c²(a² + b²) (c = 1e-6 by default), plus float64 rounding of order 1e-16·|a|/c;
   GELU(u) − GELU(−u) = u in exact arithmetic, so two units give a linear term (and clear a slot for reuse,
   to rounding);
-- **div**, :class:`NormFeedForward`: the layer normalisation of [εa, b, −εa, −b] (mean 0) is
+- **div**, :func:`divide`: the layer normalisation of [εa, b, −εa, −b] (mean 0) is
   [εa, b, −εa, −b]·√(k + 1)/√(ε²‖a‖² + b²), so its first block, scaled, is a/|b| to a relative error of
   order ε²‖a‖²/b² (here b = 1 + xᵀAx ≥ 1). The normalisation reads a linear map of the state, as inside a
   feed-forward sublayer, not the whole residual stream.
@@ -79,28 +79,18 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """A residual GELU feed-forward sublayer without biases (the state's constant slot gives them):
-    h ← h + W_out GELU(W_in h)."""
+    """A residual feed-forward sublayer without biases (the state's constant slot gives them):
+    h ← h + W_out σ(W_in h), with σ = GELU, or with ``normalise`` the layer normalisation of the read
+    (no gain, bias or ε)."""
 
-    def __init__(self, w_in: torch.Tensor, w_out: torch.Tensor):
+    def __init__(self, w_in: torch.Tensor, w_out: torch.Tensor, normalise: bool = False):
         super().__init__()
-        self.w_in, self.w_out = nn.Parameter(w_in), nn.Parameter(w_out)
-
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
-        return h + F.gelu(h @ self.w_in.T) @ self.w_out.T
-
-
-class NormFeedForward(nn.Module):
-    """A residual sublayer that layer-normalises a linear read of the state (no gain, bias or ε):
-    h ← h + W_out LayerNorm(W_in h)."""
-
-    def __init__(self, w_in: torch.Tensor, w_out: torch.Tensor):
-        super().__init__()
-        self.w_in, self.w_out = nn.Parameter(w_in), nn.Parameter(w_out)
+        self.w_in, self.w_out, self.normalise = nn.Parameter(w_in), nn.Parameter(w_out), normalise
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         read = h @ self.w_in.T
-        return h + F.layer_norm(read, read.shape[-1:], eps=0.0) @ self.w_out.T
+        hidden = F.layer_norm(read, read.shape[-1:], eps=0.0) if self.normalise else F.gelu(read)
+        return h + hidden @ self.w_out.T
 
 
 def move(layout: Layout, source: list[str], target: list[str], position: int) -> Attention:
@@ -166,7 +156,7 @@ def divide(layout: Layout, numerator: str, denominator: torch.Tensor, out: str, 
     w_out = torch.zeros(layout.width, 2 * k + 2, dtype=torch.float64)
     for i in range(k):
         w_out[layout.index(out, i), i] = 1.0 / (scale * math.sqrt(k + 1))
-    return NormFeedForward(w_in, w_out)
+    return FeedForward(w_in, w_out, normalise=True)
 
 
 class RawTransformer(nn.Module):
@@ -217,22 +207,12 @@ def _check(d: int, n_examples: int) -> None:
         raise ConfigError(f"a construction needs d >= 1 and n_examples >= 0, got {d}, {n_examples}")
 
 
-def sgd_layout(d: int) -> Layout:
-    """The token state of :func:`sgd_transformer`: 3d + 7 slots."""
-    return Layout(one=1, position=2, x=d, y=1, w=d, xr=d, yr=1, s=1, pred=1)
-
-
-def ridge_layout(d: int) -> Layout:
-    """The token state of :func:`ridge_transformer`: d² + 5d + 7 slots."""
-    return Layout(one=1, position=2, x=d, y=1, a=d * d, b=d, xr=d, yr=1, u=d, c=1, v=d, pred=1)
-
-
 def sgd_transformer(d: int, n_examples: int, lr: float, lam: float = 0.0) -> RawTransformer:
     """One pass of SGD from w = 0 over the first ``n_examples`` tokens, w ← w − lr·(x(xᵀw − y) + λw), then
     the prediction wᵀx of the last token (the query): ``OnePassSGD(lr, lam)``. Hidden size 3d + 7, three
     sublayers per example: mov (x_i, y_i), mul (s = x_iᵀw), mul and aff (the step; the memory cleared)."""
     _check(d, n_examples)
-    lay = sgd_layout(d)
+    lay = Layout(one=1, position=2, x=d, y=1, w=d, xr=d, yr=1, s=1, pred=1)
     layers: list[nn.Module] = []
     for i in range(n_examples):
         layers.append(move(lay, ["x", "y"], ["xr", "yr"], i))
@@ -263,7 +243,7 @@ def ridge_transformer(d: int, n_examples: int, lam: float) -> RawTransformer:
     if lam <= 0:
         raise ConfigError(f"the ridge construction needs lam > 0, got {lam}")
     _check(d, n_examples)
-    lay = ridge_layout(d)
+    lay = Layout(one=1, position=2, x=d, y=1, a=d * d, b=d, xr=d, yr=1, u=d, c=1, v=d, pred=1)
     start = [(1.0 / lam, lay.read("one"), lay.index("a", r * d + r)) for r in range(d)]
     layers: list[nn.Module] = [feed_forward(lay, linear=start)]
     for i in range(n_examples):
