@@ -40,7 +40,7 @@ from .report import (
     write_sweep_report,
 )
 from .report.live import LiveLog
-from .runs import EvaluationFolder, RunFolder, SweepFolder
+from .runs import EvaluationFolder, Recipe, RunFolder, SweepFolder
 from .train import TrainingDiverged
 from .version import __version__
 
@@ -186,6 +186,11 @@ resume's overrides and a continuation's parent (``resume_overrides``, ``continue
 part of its training followed another config."""
 
 
+def _normal(config: Mapping) -> dict:
+    """A config as ``config.yaml`` holds it, without the keys of :data:`NOT_RECIPE`."""
+    return yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE}))
+
+
 def recipe_changes(config: Mapping) -> dict:
     """The keys where a run's ``config`` differs from its scale's recipe, with the run's values: a run
     with any is a variant, which the scoreboard shows apart and never counts. Keys a config written by
@@ -194,8 +199,17 @@ def recipe_changes(config: Mapping) -> dict:
         recipe = resolved_config(config["experiment"], config["scale"])
     except ConfigError as err:
         return {"scale": f"{config['scale']} (no recipe: {err})"}
-    normal = lambda c: yaml.safe_load(dump({k: v for k, v in c.items() if k not in NOT_RECIPE}))  # as config.yaml
-    return {key: mine for key, (mine, _) in differences(normal(merge(recipe, config)), normal(recipe)).items()}
+    return {key: mine for key, (mine, _) in differences(_normal(merge(recipe, config)), _normal(recipe)).items()}
+
+
+def recipe(experiment: str, scale: str) -> Recipe | None:
+    """The current :class:`~iclab.runs.Recipe` of ``experiment`` at ``scale`` (its resolved config and claims
+    version), or None for an experiment or scale that no longer resolves."""
+    try:
+        config = resolved_config(experiment, scale)
+    except ConfigError:
+        return None
+    return Recipe(_normal(config), experiments.get(experiment).claims_version)
 
 
 def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh: bool = False) -> RunResult:
@@ -239,6 +253,7 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
             "wall_seconds": round(time.perf_counter() - wall, 2),
             "cpu_seconds": round(time.process_time() - cpu, 2),
             "recipe_changes": changes,
+            "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,
         }
     )
     folder.write_claims(claims)
@@ -304,10 +319,10 @@ def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
-        write_seed_table(path, seed_table)
+        write_seed_table(path, seed_table, recipe)
     for run in runs:
         write_report(run)
-    return write_index(path)
+    return write_index(path, recipe)
 
 
 def parse_seeds(spec: int | str | Sequence[int]) -> list[int]:
@@ -383,7 +398,7 @@ def reproduce(
     results = [None] * len(plans)
     for i, result in _finished_runs(one, plans, jobs, progress):
         results[i] = result
-        write_index(root)
+        write_index(root, recipe)
     return results, Path(root) / "index.html"
 
 

@@ -94,16 +94,23 @@ class Claim:
     reason: str | None = None
     needed: float | None = None
     reached: float | None = None
+    clauses: dict[str, bool] | None = None
+    statistic: float | None = None
+    seed_test_z: float | None = None
 
     def __post_init__(self):
         About(self.kind, self.subject, self.source, self.paper_value)  # validates
 
     def to_dict(self) -> dict:
         """The ``claims.json`` entry: ``judged_at``, ``reason``, ``needed`` and ``reached`` appear only on a
-        claim judged elsewhere."""
+        claim judged elsewhere, ``clauses`` only on a claim of several (:func:`all_of`), ``statistic`` and
+        ``seed_test_z`` only on a claim judged over seeds (:func:`over_seeds_test`)."""
         entry = asdict(self)
         if self.judged_at is None:
             for key in ("judged_at", "reason", "needed", "reached"):
+                del entry[key]
+        for key in ("clauses", "statistic", "seed_test_z"):
+            if entry[key] is None:
                 del entry[key]
         return entry
 
@@ -173,6 +180,87 @@ def holds_if(
     return _claim(id, paper, statement, measured, expected, ok, about, figure)
 
 
+def all_of(
+    id: str,
+    paper: str,
+    statement: str,
+    measured: Any,
+    expected: str,
+    clauses: Mapping[str, bool],
+    *,
+    about: About,
+    figure: str | None = None,
+) -> Claim:
+    """A claim of several named conditions (``clauses``, in order; the first carries the paper's statement,
+    the others what the statement needs to mean anything, e.g. that a model learnt the task): it holds when
+    every clause holds. ``claims.json`` records each clause's verdict, so a reader (and the claim contract)
+    sees which one failed."""
+    if not clauses:
+        raise ValueError(f"claim {id!r}: all_of needs at least one clause")
+    named = {str(name): bool(ok) for name, ok in clauses.items()}
+    return replace(_claim(id, paper, statement, measured, expected, all(named.values()), about, figure), clauses=named)
+
+
+def failed_clauses(entry: Mapping[str, Any]) -> list[str]:
+    """The clauses a ``claims.json`` entry failed, in order (``["statement"]`` for a failed claim of one
+    condition; empty when it holds or is not judged)."""
+    if entry.get("holds") is not False:
+        return []
+    clauses = entry.get("clauses")
+    return [name for name, ok in clauses.items() if not ok] if clauses else ["statement"]
+
+
+def over_seeds_test(
+    id: str,
+    paper: str,
+    statement: str,
+    measured: Any,
+    statistic: float | tuple[float, float],
+    z: float,
+    *,
+    about: About,
+    figure: str | None = None,
+) -> Claim:
+    """A claim judged over seeds together rather than on each (:func:`seed_test`): every seed measures
+    ``statistic``, an effect (positive when the statement holds) or a pair (a, b) whose difference a − b is the
+    effect, and the claim holds when the mean effect over seeds exceeds ``z`` standard errors, on at least two
+    seeds. A seed's own entry is measured, not judged (``holds`` None)."""
+    pair = isinstance(statistic, (tuple, list))
+    expected = (
+        f"mean(a) − mean(b) over seeds > {z:g} standard errors of the difference (at least 2 seeds)"
+        if pair
+        else f"mean over seeds > {z:g} standard errors of it (at least 2 seeds)"
+    )
+    value = [float(v) for v in statistic] if pair else float(statistic)
+    claim = _claim(id, paper, statement, measured, expected, False, about, figure)
+    return replace(claim, holds=None, statistic=value, seed_test_z=float(z))
+
+
+def seed_test(statistics: Iterable[float | list[float]], z: float) -> tuple[bool | None, dict[str, float]]:
+    """The verdict over seeds of a claim judged over seeds (:func:`over_seeds_test`) from each seed's statistic,
+    and what it measured (``mean``, the mean effect; ``stderr``; ``t`` = mean / stderr; ``seeds``); None with
+    fewer than two seeds. Scalars: the effect is the statistic, its standard error the seeds' sample standard
+    deviation over √n. Pairs (a, b): the effect is mean(a) − mean(b), its standard error √(s_a²/n + s_b²/n),
+    the two samples' spreads taken as independent. A spread of 0 holds only when the mean is positive."""
+    values = [v for v in statistics]
+    n = len(values)
+    if n < 2:
+        return None, {"seeds": n}
+
+    def mean_and_variance(xs: list[float]) -> tuple[float, float]:
+        mean = sum(xs) / n
+        return mean, sum((x - mean) ** 2 for x in xs) / (n - 1)
+
+    if isinstance(values[0], (list, tuple)):
+        (mean_a, var_a), (mean_b, var_b) = (mean_and_variance([float(v[i]) for v in values]) for i in (0, 1))
+        mean, stderr = mean_a - mean_b, math.sqrt((var_a + var_b) / n)
+    else:
+        mean, var = mean_and_variance([float(v) for v in values])
+        stderr = math.sqrt(var / n)
+    t = mean / stderr if stderr > 0 else math.copysign(math.inf, mean) if mean else 0.0
+    return t > z, {"mean": mean, "stderr": stderr, "t": t, "seeds": n}
+
+
 def judged_at(claim: Claim, scale: str, reason: str, *, needed: float, reached: float) -> Claim:
     """``claim`` measured here but judged at ``scale`` only: its verdict becomes None (neither a pass nor a
     failure), its measured value and expectation stay. A deferral is measured: ``needed`` is what the
@@ -227,8 +315,9 @@ def over_seeds(by_seed: Mapping[int, list[Claim]]) -> list[dict]:
     order the seeds first state them, holding the first seed's statement, ``measured`` as ``{seed:
     value}``, ``holds`` the verdict over the seeds that judged it (:func:`holds_over_seeds`; None, with the
     first seed's ``judged_at`` and ``reason``, when none did) and ``by_seed``, each seed's own entry,
-    which is what a scoreboard counts (:func:`seed_entries`). JSON keys are strings: seeds are written as
-    such."""
+    which is what a scoreboard counts (:func:`seed_entries`). A claim judged over seeds
+    (:func:`over_seeds_test`) takes its verdict from :func:`seed_test` of the seeds' statistics, recorded as
+    ``seed_test``. JSON keys are strings: seeds are written as such."""
     if len(by_seed) == 1:
         return [claim.to_dict() for claim in next(iter(by_seed.values()))]
     grouped: dict[str, dict[str, dict]] = {}
@@ -243,6 +332,11 @@ def over_seeds(by_seed: Mapping[int, list[Claim]]) -> list[dict]:
         kept = _DEFERRAL[:2] if holds is None else ()
         entry = {key: value for key, value in first.items() if key not in _DEFERRAL or key in kept}
         entry.update(measured={seed: e["measured"] for seed, e in seeds.items()}, holds=holds, by_seed=seeds)
+        if "seed_test_z" in first:
+            entry["holds"], entry["seed_test"] = seed_test(
+                (e["statistic"] for e in seeds.values()), first["seed_test_z"]
+            )
+            del entry["statistic"]
         entries.append(entry)
     return entries
 
@@ -259,6 +353,40 @@ def detectable_effect(stderr: float, z: float, power: float = 0.8) -> float:
     ``power`` when the estimate's standard error is ``stderr``: (z + z_power)·stderr (z_0.8 ≈ 0.84). A claim
     that holds by failing to reject states it, so that a reader knows what the test could have seen."""
     return (z + NormalDist().inv_cdf(power)) * stderr
+
+
+def binomial_tail(count: int, samples: int, rate: float) -> float:
+    """P(X ≥ ``count``) for X ~ Binomial(``samples``, ``rate``), summed in log space (exact for any size)."""
+    if count <= 0:
+        return 1.0
+    if rate <= 0.0 or count > samples:
+        return 0.0
+    if rate >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(rate), math.log1p(-rate)
+    terms = (
+        math.lgamma(samples + 1) - math.lgamma(k + 1) - math.lgamma(samples - k + 1) + k * log_p + (samples - k) * log_q
+        for k in range(count, samples + 1)
+    )
+    return min(1.0, math.fsum(math.exp(t) for t in terms))
+
+
+def binomial_critical_count(rate: float, samples: int, level: float = 0.05) -> int:
+    """The smallest count k with P(X ≥ k) ≤ ``level`` for X ~ Binomial(``samples``, ``rate``): the one-sided test of
+    "the true rate is at most ``rate``" rejects at ``level`` when ``samples`` trials show k events or more."""
+    return next(k for k in range(samples + 2) if binomial_tail(k, samples, rate) <= level)
+
+
+def binomial_detectable_rate(critical: int, samples: int, power: float = 0.8) -> float:
+    """The true rate at which ``critical`` or more events of ``samples`` occur with probability ``power``: what the
+    test of :func:`binomial_critical_count` rejects with that power (found by bisection; 1.0 when nothing can)."""
+    if critical > samples:
+        return 1.0
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if binomial_tail(critical, samples, mid) < power else (low, mid)
+    return high
 
 
 def kind_of(claim: dict) -> str:
@@ -278,12 +406,14 @@ def verdict_word(holds: bool, kind: str) -> str:
 @dataclass(frozen=True)
 class Tally:
     """How many claims of one kind hold, of those judged at their scale, and how many are judged elsewhere
-    (of a run, or, on the scoreboard, the verdicts over seeds of a group of claims)."""
+    (of a run, or, on the scoreboard, the verdicts over seeds of a group of claims); of a one-seed run,
+    ``over_seeds`` counts the claims judged over seeds together (:func:`over_seeds_test`), measured here."""
 
     held: int
     judged: int
     elsewhere: int
     kind: str | None = None
+    over_seeds: int = 0
 
     @property
     def all_hold(self) -> bool:
@@ -299,15 +429,19 @@ class Tally:
             parts.append(f"{missed} fail{'s' * (missed == 1)}")
         if self.elsewhere:
             parts.append(f"{self.elsewhere} judged at another scale")
+        if self.over_seeds:
+            parts.append(f"{self.over_seeds} judged over seeds")
         return ", ".join(parts)
 
 
 def tally(claims: Iterable[dict], kind: str | None = None) -> Tally:
     """The :class:`Tally` of ``claims.json`` entries (of one ``kind`` when given; a claim with ``holds``
     None counts apart)."""
-    verdicts = [c["holds"] for c in claims if kind is None or kind_of(c) == kind]
+    claims = [c for c in claims if kind is None or kind_of(c) == kind]
+    pooled = sum(c["holds"] is None and "seed_test_z" in c for c in claims)
+    verdicts = [c["holds"] for c in claims]
     judged = [v for v in verdicts if v is not None]
-    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged), kind)
+    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged) - pooled, kind, pooled)
 
 
 def summary(claims: list[dict]) -> str:
@@ -315,14 +449,17 @@ def summary(claims: list[dict]) -> str:
     diagnostics: 3 of 3 hold``."""
     parts = [f"paper claims: {tally(claims, 'paper')}"]
     diagnostics = tally(claims, "diagnostic")
-    if diagnostics.judged or diagnostics.elsewhere:
+    if diagnostics.judged or diagnostics.elsewhere or diagnostics.over_seeds:
         parts.append(f"diagnostics: {diagnostics}")
     return "; ".join(parts)
 
 
 def verdict_text(claim: dict) -> str:
     """A ``claims.json`` entry's verdict in words (:func:`verdict_word`), or ``measured, judged at <scale>
-    scale`` for a claim judged elsewhere."""
+    scale`` for a claim judged elsewhere, ``measured, judged over seeds`` for a seed's entry of a claim judged
+    over seeds together (:func:`over_seeds_test`)."""
+    if claim["holds"] is None and "seed_test_z" in claim:
+        return "measured, judged over seeds"
     if claim["holds"] is None:
         return f"measured, judged at {claim.get('judged_at') or 'another'} scale"
     return verdict_word(claim["holds"], kind_of(claim))

@@ -17,6 +17,7 @@ with a torn file. A sweep folder holds one run folder per grid point beside the 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import itertools
 import json
 import os
@@ -31,7 +32,7 @@ import pandas as pd
 import yaml
 
 from .claims import Claim
-from .config import ConfigError, dump
+from .config import ConfigError, differences, dump
 
 
 class FolderTaken(ConfigError):
@@ -47,6 +48,40 @@ class Checkpoint:
     seed: int
     step: int
     path: Path
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a run's verdicts depend on besides its seeds: its scale's recipe (the resolved config in
+    ``config.yaml``'s form, without the seeds and what it logs) and its experiment's ``claims_version`` (the
+    version of its claims' definitions, raised whenever a claim's test changes). A finished run records the
+    :attr:`fingerprint` of the recipe it ran in ``run.json``; the scoreboard counts a run only when that is the
+    current recipe's, and lists the others apart with :meth:`changes`."""
+
+    config: dict
+    claims_version: int
+
+    @property
+    def fingerprint(self) -> dict:
+        """``{"recipe": <16 hex digits of the config's sha256>, "claims": claims_version}``."""
+        text = json.dumps(self.config, sort_keys=True, default=str, ensure_ascii=False)
+        return {"recipe": hashlib.sha256(text.encode()).hexdigest()[:16], "claims": self.claims_version}
+
+    def changes(self, config: dict, fingerprint: dict | None) -> list[str]:
+        """What separates a run (its ``config.yaml`` and its ``run.json`` ``fingerprint``) from this recipe, in
+        words: empty when the run is of this recipe."""
+        if not fingerprint:
+            return ["run by an iclab that recorded no fingerprint (older than its recipe and claims)"]
+        out = []
+        if fingerprint.get("claims") != self.claims_version:
+            out.append(f"claims version {fingerprint.get('claims')} (now {self.claims_version})")
+        if fingerprint.get("recipe") != self.fingerprint["recipe"]:
+            mine = {k: v for k, v in config.items() if k in self.config}
+            keys = differences(mine, self.config)
+            out.append(
+                "recipe changed since: " + (", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in keys.items()) or "keys")
+            )
+        return out
 
 
 def read_weights(path: str | Path) -> tuple[dict, dict]:

@@ -41,6 +41,8 @@ def tiny_runs(tmp_path_factory):
         "b": api.run("lsa-linear", seeds=1, overrides=[*lsa, "train.lr=0.01"], out=root / "lsa-b", progress=False),
         "gpt": api.run("gpt-linear", seeds=1, overrides=gpt, out=root / "gpt", progress=False),
     }
-    for result in runs.values():  # their tiny sizes stand in for the recipe's: counted, not variants
-        result.folder.write_info({**result.folder.read_info(), "recipe_changes": {}})
+    for result in runs.values():  # their tiny sizes stand in for the recipe's: counted, not variants or older
+        config = result.folder.read_config()
+        fingerprint = api.recipe(config["experiment"], config["scale"]).fingerprint
+        result.folder.write_info({**result.folder.read_info(), "recipe_changes": {}, "fingerprint": fingerprint})
     return root, runs

@@ -215,7 +215,7 @@ def test_a_variant_is_shown_apart_and_never_counted(five_seeds):
 def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     out = tmp_path / "docs" / "seed-table.md"
     assert main(["report", str(five_seeds), "--seed-table", str(out)]) == 0
-    assert out.read_text() == seed_table(five_seeds) and (five_seeds / "index.html").exists()
+    assert out.read_text() == seed_table(five_seeds, api.recipe) and (five_seeds / "index.html").exists()
     assert f"seed table: {out}" in capsys.readouterr().out
     run = five_seeds / "lsa-linear-seed101-new"
     assert main(["report", str(run), "--seed-table", str(tmp_path / "x.md")]) == 2
@@ -287,3 +287,79 @@ def test_claims_judged_elsewhere_in_report_cli_compare_and_api(tiny_runs, tmp_pa
     assert main(["compare", str(runs["a"].path), str(judged.path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.strip().startswith(first))
     assert line.rstrip().endswith("measured, judged at long scale")
+
+
+def test_runs_of_an_older_recipe_or_older_claims_are_listed_apart(five_seeds):
+    """With the current recipes given, a run counts only when its run.json fingerprint is its recipe's: one of an
+    older claims version, one of an older recipe and one with no fingerprint are listed apart with what changed."""
+    from iclab.runs import Recipe
+
+    now = Recipe({"experiment": "lsa-linear", "scale": "quick", "train": {"steps": 2000}}, claims_version=2)
+    older_recipe = Recipe({**now.config, "train": {"steps": 1000}}, claims_version=2)
+    fingerprints = {100: now.fingerprint, 101: {**now.fingerprint, "claims": 1}, 102: older_recipe.fingerprint}
+    for seed in range(100, 105):
+        run = RunFolder(five_seeds / f"lsa-linear-seed{seed}-new")
+        run.write_config({**run.read_config(), "train": {"steps": 1000 if seed == 102 else 2000}})
+        if seed in fingerprints:
+            run.write_info({**run.read_info(), "fingerprint": fingerprints[seed]})
+        elif seed == 103:
+            run.write_info({**run.read_info(), "fingerprint": now.fingerprint})
+    board = aggregate(five_seeds, lambda experiment, scale: now)
+    status = {r.folder.path.name: r.status_text() for r in board.runs}
+    assert status["lsa-linear-seed100-new"] == status["lsa-linear-seed103-new"] == "counted"
+    assert status["lsa-linear-seed101-new"] == "older: claims version 1 (now 2)"
+    assert status["lsa-linear-seed102-new"] == "older: recipe changed since: train.steps 1000 → 2000"
+    assert status["lsa-linear-seed104-new"].startswith("older: run by an iclab that recorded no fingerprint")
+    four = next(row for row in board.rows if row.id == "four")
+    assert four.seeds() == [100, 103]  # seeds 101, 102 and 104 have no run of the current recipe
+    table = seed_table(five_seeds, lambda experiment, scale: now)
+    assert "- lsa-linear-seed101-new (lsa-linear, quick, seed 101): older: claims version 1 (now 2)" in table
+    assert aggregate(five_seeds).rows[0].seeds() == [100, 101, 102, 103, 104]  # without recipes nothing is older
+
+
+def test_a_finished_run_records_the_fingerprint_of_its_recipe(tiny_runs):
+    """A run's run.json fingerprint is what api.recipe gives for its config; the recipe of another claims version
+    or config says what changed."""
+    from iclab.runs import Recipe
+
+    _, runs = tiny_runs
+    folder = runs["a"].folder
+    config, fingerprint = folder.read_config(), folder.read_info()["fingerprint"]
+    assert set(fingerprint) == {"recipe", "claims"} and len(fingerprint["recipe"]) == 16
+    recipe = api.recipe("lsa-linear", config["scale"])
+    assert recipe.changes(config, recipe.fingerprint) == []
+    assert Recipe(recipe.config, recipe.claims_version + 1).changes(config, recipe.fingerprint) == [
+        f"claims version {recipe.claims_version} (now {recipe.claims_version + 1})"
+    ]
+    assert api.recipe("lsa-linear", "no-such-scale") is None
+
+
+def _gain_runs(root, gains: list[tuple[float, float]], name="lm"):
+    """One-seed symbols-lm runs on seeds 100, 101, ... whose claim ``gain`` is judged over seeds together, each
+    seed measuring the pair (plain, modified) perplexities given."""
+    from iclab.claims import over_seeds_test, paper
+
+    for k, pair in enumerate(gains):
+        claim = over_seeds_test("gain", PAPER, "lower perplexity", {"pair": list(pair)}, pair, 2.0, about=paper("F"))
+        _run(root, f"{name}-seed{100 + k}", 100 + k, [claim.to_dict()], minute=k, experiment="symbols-lm")
+
+
+def test_a_claim_judged_over_seeds_takes_its_verdict_from_the_counted_seeds_together(tmp_path):
+    """Each seed's entry is measured, not judged; the verdict is the test over the counted seeds: the difference of
+    the two means against 2 standard errors of it."""
+    clear = tmp_path / "clear"
+    _gain_runs(clear, [(60.0, 58.0), (61.0, 59.2), (59.5, 57.4), (60.4, 58.9), (60.1, 58.0)])
+    (row,) = aggregate(clear).rows
+    assert row.holds is True and row.seed_test[1]["seeds"] == 5
+    assert "| `gain` | ○ | ○ | ○ | ○ | ○ | mean 1.9 at" in seed_table(clear)
+    noisy = tmp_path / "noisy"
+    _gain_runs(noisy, [(61.95, 61.26), (61.39, 62.6), (60.14, 60.13), (59.45, 58.92), (59.31, 59.31)])
+    (row,) = aggregate(noisy).rows
+    assert row.holds is False and abs(row.seed_test[1]["mean"] - 0.004) < 1e-9
+    assert "✗ does not reproduce" in seed_table(noisy) and "over seeds: mean 0.004 at" in seed_table(noisy)
+    one = tmp_path / "one"
+    _gain_runs(one, [(60.0, 58.0)])
+    (row,) = aggregate(one).rows
+    assert row.holds is None and "the test needs 2" in row.seed_test_text()
+    page = _text(write_index(noisy).read_text())
+    assert "does not reproduce here" in page and "standard errors over 5 seeds" in page

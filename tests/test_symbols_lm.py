@@ -127,19 +127,41 @@ def test_tiny_run_writes_every_figure_claim_and_the_tokenizer(tmp_path):
     }
     assert (result.folder.path / "tokenizer.json").exists()
     assert {c["id"] for c in result.claims} == {"kq-gain", "kq-nodiag-gain"}
-    # Judged at every scale, per seed: each modified model against the plain one of the same seed.
+    # Judged over the run's seeds together: each seed measures (plain, modified), the run's verdict is the test.
     for claim in result.claims:
         assert isinstance(claim["holds"], bool) and "judged_at" not in claim and claim["kind"] == "paper"
         seeds = claims.seed_entries(claim, 0)
-        assert set(seeds) == {0, 1}
-        held = [s["holds"] for s in seeds.values()]
-        assert all(s["holds"] == (not s["measured"]["relative gain"][0].startswith("-")) for s in seeds.values())
-        assert claim["holds"] == claims.holds_over_seeds(sum(held), len(held))
+        assert set(seeds) == {0, 1} and all(s["holds"] is None for s in seeds.values())
+        pairs = [s["statistic"] for s in seeds.values()]  # (plain, modified) final validation perplexities
+        assert all(abs(p - s["measured"]["plain"]) < 1e-3 for (p, _), s in zip(pairs, seeds.values()))
+        assert (claim["holds"], claim["seed_test"]) == claims.seed_test(pairs, 2.0)
     metrics = result.metrics
     final = metrics[(metrics.metric == "validation_perplexity") & metrics.step.isna()]
     assert len(final) == 6 and (final.value > 1).all() and (final.value < 300).all()
     assert len(metrics[(metrics.metric == "val_perplexity") & (metrics.model == "kq")]) == 2 * 2  # 2 seeds × 2 logs
     assert len(metrics[metrics.setting == "identity"]) == 2 * 2 * 2  # 2 variants × 2 seeds × 2 heads
+
+
+def test_the_gain_is_judged_by_the_test_registered_before_the_evaluation_runs():
+    """The modified model's mean perplexity over seeds must lie below the plain one's by more than 2 standard errors
+    of the difference of the means: a gain on most seeds within the seeds' spread does not count, a clear one does,
+    and equal models (a = 0 untrained) fail."""
+    from iclab.experiments.symbols_lm import DEFAULTS, _claims
+
+    def verdict(pairs):
+        by_seed = {
+            seed: _claims(
+                DEFAULTS, {"plain": {"validation": [p]}, **{v: {"validation": [m]} for v in ("kq", "kq-nodiag")}}
+            )
+            for seed, (p, m) in enumerate(pairs)
+        }
+        return {entry["id"]: entry["holds"] for entry in claims.over_seeds(by_seed)}
+
+    lower_on_four_of_five = [(61.0, 59.5), (60.0, 61.4), (60.5, 60.2), (59.8, 59.1), (60.2, 59.9)]
+    assert set(verdict(lower_on_four_of_five).values()) == {False}
+    clear = [(61.0, 59.5), (60.0, 58.9), (60.5, 59.3), (59.8, 58.4), (60.2, 58.8)]
+    assert set(verdict(clear).values()) == {True}
+    assert set(verdict([(60.0, 60.0), (61.0, 61.0)]).values()) == {False}
 
 
 def test_bad_config_is_rejected_before_training(tmp_path):

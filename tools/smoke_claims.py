@@ -1,14 +1,20 @@
 """Record every experiment's claims at the smoke scale, the fixture of tests/test_claims_unchanged.py.
 
-    python tools/smoke_claims.py   # rewrites tests/data/smoke_claims.json
+    python tools/smoke_claims.py                 # records every experiment into tests/data/smoke_claims.json
+    python tools/smoke_claims.py mesa-ar ...     # records only these, keeps the others' records
+    python tools/smoke_claims.py --same-claims X # X's numbers moved, its claims' definitions did not
 
 A refactoring must leave every claim's value as it was: the test reruns each experiment at its smoke scale
 (seed 0) and compares with this record. Rewrite the record only in a commit that changes a claim on purpose,
-and say so in the commit.
+and say so in the commit. The record keeps each experiment's ``claims_version``: a claim whose test changes
+changes its smoke record, and the tool refuses to record a changed claim under the version it was recorded with
+(raise ``claims_version`` in the experiment's ``EXPERIMENT``, so that runs judged by the old definitions stop
+counting), unless ``--same-claims`` says the definitions are the same and only the measured numbers moved.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
@@ -25,13 +31,36 @@ def smoke_claims(experiment: str, out: Path) -> dict:
     return {c["id"]: {"holds": c["holds"], "measured": c["measured"]} for c in result.claims}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     import iclab
+    from iclab import experiments
 
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiments", nargs="*", help="the experiments to record (default: every one)")
+    parser.add_argument("--same-claims", action="store_true", help="record changed claims under the same version")
+    args = parser.parse_args(argv)
+    names = args.experiments or [name for name, _ in iclab.list_experiments()]
+    record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    refused = []
     with tempfile.TemporaryDirectory() as tmp:
-        record = {name: smoke_claims(name, Path(tmp) / name) for name, _ in iclab.list_experiments()}
+        for name in names:
+            version = experiments.get(name).claims_version
+            claims = json.loads(json.dumps(smoke_claims(name, Path(tmp) / name)))
+            old = record.get(name, {})
+            if old.get("claims") not in (None, claims) and old.get("claims_version") == version:
+                if not args.same_claims:
+                    refused.append(name)
+                    continue
+            record[name] = {"claims_version": version, "claims": claims}
     RECORD.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    print(f"{RECORD}: {sum(map(len, record.values()))} claims of {len(record)} experiments")
+    print(f"{RECORD}: {sum(len(r['claims']) for r in record.values())} claims of {len(record)} experiments")
+    if refused:
+        print(
+            f"not recorded, their claims changed under the same claims_version: {', '.join(refused)} "
+            "(raise it in the experiment's EXPERIMENT, or pass --same-claims if only numbers moved)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

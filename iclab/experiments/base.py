@@ -376,6 +376,11 @@ class Experiment:
     ``continuable``: every model trains from scratch on the ``train`` block for ``train.steps`` (none is
     built from another model, fine-tuned, probed or sized by epochs), so a finished run can go on for
     more steps (``iclab resume DIR --set train.steps=N``) from its checkpoints.
+
+    ``claims_version``: the version of the claims' definitions (their tests and tolerances), raised whenever
+    one changes, so that runs judged by older definitions stop counting on the scoreboard
+    (:class:`iclab.runs.Recipe`); ``tools/smoke_claims.py`` refuses to record changed smoke claims under an
+    unchanged version.
     """
 
     name: str
@@ -386,6 +391,7 @@ class Experiment:
     checks: Callable[[dict], None] | None = None
     train_blocks: tuple[str, ...] | None = None
     continuable: bool = False
+    claims_version: int = 1
 
     def __post_init__(self):
         if self.train_blocks is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import html
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,12 +30,13 @@ from ..claims import (
     kind_of,
     measured_text,
     seed_entries,
+    seed_test,
     summary,
     verdict_word,
 )
 from ..config import ConfigError
 from ..formatting import spans
-from ..runs import RunFolder, write_atomic
+from ..runs import Recipe, RunFolder, write_atomic
 from .html import (
     cell,
     claim_anchor,
@@ -51,14 +53,15 @@ from .html import (
 )
 
 _COUNTED, _SUPERSEDED, _UNFINISHED = "counted", "superseded", "not finished"
-_OTHER_SEEDS, _VARIANT, _SMOKE = "not evaluation seeds", "variant", "smoke run"
-_APART = (_OTHER_SEEDS, _VARIANT, _SMOKE)  # listed apart from the evaluation runs, never counted
+_OTHER_SEEDS, _VARIANT, _SMOKE, _OLDER = "not evaluation seeds", "variant", "smoke run", "older recipe or claims"
+_APART = (_OTHER_SEEDS, _VARIANT, _SMOKE, _OLDER)  # listed apart from the evaluation runs, never counted
 _EVALUATION = f"{EVALUATION_SEEDS[0]}–{EVALUATION_SEEDS[-1]}"
 COUNTED_RUNS = (
     f"only runs on the evaluation seeds {_EVALUATION} count, which no recipe was tuned on; per experiment, "
-    "scale and seed the newest finished run of the scale's recipe counts; older runs of that seed, unfinished "
-    "runs, runs of other seeds (tuning and exploration), variants (runs whose config differs from the recipe) "
-    "and smoke runs are listed but not counted"
+    "scale and seed the newest finished run of the scale's current recipe and claims counts; older runs of that "
+    "seed, unfinished runs, runs of other seeds (tuning and exploration), variants (runs whose config differs "
+    "from the recipe), runs of an older recipe or older claims (their fingerprint is not the current one) and "
+    "smoke runs are listed but not counted"
 )
 _MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
 
@@ -93,6 +96,7 @@ class Run:
         self.label = f"seed{'s' * (self.config.get('seeds', 1) > 1)} {self.seeds}"  # seed 0, seeds 0–2
         self.wall = self.info.get("wall_seconds")
         self.changes = self.info.get("recipe_changes") or {}  # what makes it a variant
+        self.older: list[str] = []  # what separates it from the current recipe and claims
         self.status, self.newer = _UNFINISHED, None
 
     def status_text(self) -> str:
@@ -103,6 +107,8 @@ class Run:
             return SMOKE_NOTE
         if self.status == _VARIANT:
             return f"variant: {', '.join(f'{k}={v}' for k, v in self.changes.items())}"
+        if self.status == _OLDER:
+            return f"older: {'; '.join(self.older)}"
         return self.status
 
     @property
@@ -172,9 +178,31 @@ class ClaimRow:
         return [c for _, _, c in self.results if c["holds"] is None]
 
     @property
+    def seed_test(self) -> tuple[bool | None, dict] | None:
+        """For a claim judged over seeds together (:func:`iclab.claims.over_seeds_test`): its verdict over the
+        counted seeds' statistics and what that measured (:func:`iclab.claims.seed_test`); None otherwise."""
+        z = self.latest.get("seed_test_z")
+        if z is None:
+            return None
+        return seed_test([c["statistic"] for _, _, c in self.results if "statistic" in c], z)
+
+    @property
     def holds(self) -> bool | None:
-        """The verdict over seeds; None when every run judged it at another scale."""
+        """The verdict over seeds; None when every run judged it at another scale (or, for a claim judged over
+        seeds together, when fewer than two seeds measured it)."""
+        if self.seed_test is not None:
+            return self.seed_test[0]
         return holds_over_seeds(self.held, self.judged)
+
+    def seed_test_text(self) -> str:
+        """``mean 0.0070 at 1.27 standard errors over 5 seeds (needs > 2)`` for a claim judged over seeds."""
+        _, found = self.seed_test
+        if found["seeds"] < 2:
+            return f"judged over seeds: {found['seeds']} seed measured it, the test needs 2"
+        z = self.latest["seed_test_z"]
+        return (
+            f"mean {found['mean']:.4g} at {found['t']:.3g} standard errors over {found['seeds']} seeds (needs > {z:g})"
+        )
 
     def judged_at(self) -> str:
         """The scales its judged-elsewhere entries name, e.g. ``long``."""
@@ -219,19 +247,25 @@ class Scoreboard:
         return sorted({seed for row in rows for seed in row.seeds()})
 
 
-def aggregate(root: str | Path) -> Scoreboard:
+def aggregate(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> Scoreboard:
     """The runs directly under ``root`` and one :class:`ClaimRow` per (experiment, scale, claim) over
-    the counted runs (see the module docstring for which count)."""
+    the counted runs (see the module docstring for which count). ``recipes(experiment, scale)`` gives the
+    current :class:`~iclab.runs.Recipe` (``iclab.api.recipe``): a finished run whose fingerprint is not its
+    recipe's is listed apart as older; without ``recipes`` no run is."""
     root = Path(root)
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
     for run in runs:  # finished or not, a run of other seeds is listed apart; so is a variant
+        current = recipes(run.experiment, run.scale) if recipes and run.folder.finished else None
+        run.older = current.changes(run.config, run.info.get("fingerprint")) if current else []
         if run.scale == SMOKE_SCALE:
             run.status = _SMOKE
         elif not on_evaluation_seeds(run.config):
             run.status = _OTHER_SEEDS
         elif run.changes:
             run.status = _VARIANT
+        elif run.older:
+            run.status = _OLDER
     evaluation = [r for r in runs if r.folder.finished and r.status not in _APART]
     for run in sorted(evaluation, key=lambda r: r.ended):  # the newest run holding a seed counts for it
         for seed in run.seed_list:
@@ -282,6 +316,12 @@ _DIAGNOSTIC_HEADERS = ["check", "what it checks", "measured", "expected", "verdi
 
 def _verdict_cell(row: ClaimRow) -> str:
     """The verdict over seeds with its count, or, when no run judged it here, where it is judged."""
+    if row.seed_test is not None:
+        word = "measured" if row.holds is None else verdict_word(row.holds, row.kind)
+        return (
+            f"<span class='{verdict_class(row.holds, row.kind)}'>{word}</span>"
+            f"<br><small>{html.escape(row.seed_test_text())}</small>"
+        )
     if row.holds is None:
         reason = row.elsewhere[-1].get("reason")
         return f"<span class='elsewhere'>measured, judged at {html.escape(row.judged_at())} scale</span>" + (
@@ -398,8 +438,9 @@ def _runs(board: Scoreboard) -> str:
     if others:
         out += (
             f"<h2 id='other-runs'>Other runs (not counted)</h2><p>Runs of seeds outside {_EVALUATION} (tuning "
-            "and exploration) and variants (a config that differs from the scale's recipe, the keys that differ "
-            "in their status), listed with their own verdicts and never counted above.</p>" + _runs_table(others)
+            "and exploration), variants (a config that differs from the scale's recipe, the keys that differ "
+            "in their status) and runs of an older recipe or older claims (what changed since, in their status), "
+            "listed with their own verdicts and never counted above.</p>" + _runs_table(others)
         )
     return out
 
@@ -410,7 +451,8 @@ def _summary(board: Scoreboard) -> str:
     held = sum(bool(row.holds) for row in judged)
     counted = board.counted()
     statuses = {
-        s: sum(r.status == s for r in board.runs) for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT, _SMOKE)
+        s: sum(r.status == s for r in board.runs)
+        for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT, _OLDER, _SMOKE)
     }
     others = [f"{n} {s}{'s' * (s in (_VARIANT, _SMOKE) and n != 1)}" for s, n in statuses.items() if n]
     experiments = f"{len(board.groups())} experiment{'s' * (len(board.groups()) != 1)}"
@@ -428,9 +470,10 @@ def _summary(board: Scoreboard) -> str:
     )
 
 
-def write_index(root: str | Path) -> Path:
-    """Write ``<root>/index.html``, the scoreboard of every run folder directly under ``root``."""
-    board = aggregate(root)
+def write_index(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> Path:
+    """Write ``<root>/index.html``, the scoreboard of every run folder directly under ``root`` (``recipes``: see
+    :func:`aggregate`)."""
+    board = aggregate(root, recipes)
     stamp = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     body = (
         f"<h1>iclab scoreboard</h1>{_summary(board)}"
@@ -446,11 +489,12 @@ def write_index(root: str | Path) -> Path:
 # --- the markdown seed table -----------------------------------------------------------------------------------
 
 
-def seed_table(root: str | Path) -> str:
+def seed_table(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> str:
     """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment, scale),
     a column per counted seed, the count and verdict over seeds; the paper's claims first (with the
-    paper's number, and the measured values of a claim that does not reproduce), then the diagnostics."""
-    board = aggregate(root)
+    paper's number, and the measured values of a claim that does not reproduce), then the diagnostics
+    (``recipes``: see :func:`aggregate`)."""
+    board = aggregate(root, recipes)
     sections, walls = [], []
     for (experiment, scale), rows in board.groups().items():
         walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in board.runs_of(rows)]
@@ -469,7 +513,9 @@ def seed_table(root: str | Path) -> str:
     return (
         "# Claims × seeds\n\n"
         f"Written by `iclab report ROOT --seed-table PATH` from the runs under ROOT ({COUNTED_RUNS}). The rule: "
-        f"{SEED_RULE}. ✓ holds, ✗ fails, ○ measured but judged at another scale (neither), – not in that run. A "
+        f"{SEED_RULE}; a claim judged over seeds together holds when the mean of its seeds' statistic exceeds the "
+        "stated number of standard errors. ✓ holds, ✗ fails, ○ measured but judged at another scale or over seeds "
+        "together (neither), – not in that run. A "
         "paper claim that fails by the rule does not reproduce here (✗ does not reproduce): a finding, with its "
         "measured values listed under its section; a diagnostic (iclab's own check) that fails by the rule is "
         "marked ⚠.\n\n"
@@ -480,12 +526,16 @@ def seed_table(root: str | Path) -> str:
 
 
 def _variants(board: Scoreboard) -> str:
-    """The variants under the root, with the keys that differ from their recipe (never counted above)."""
-    variants = [r for r in board.runs if r.status == _VARIANT]
-    lines = [f"- {r.folder.path.name} ({r.experiment}, {r.scale}, {r.label}): {r.status_text()}" for r in variants]
+    """The variants and the runs of an older recipe or older claims under the root, with what separates each
+    from the current recipe (never counted above)."""
+    apart = [r for r in board.runs if r.status in (_VARIANT, _OLDER)]
+    lines = [f"- {r.folder.path.name} ({r.experiment}, {r.scale}, {r.label}): {r.status_text()}" for r in apart]
     if not lines:
         return ""
-    return "\n\nVariants, not counted (a config that differs from the scale's recipe):\n\n" + "\n".join(lines)
+    return (
+        "\n\nNot counted: variants (a config that differs from the scale's recipe) and runs of an older recipe or "
+        "older claims (their fingerprint is not the current one):\n\n" + "\n".join(lines)
+    )
 
 
 def _seed_row(row: ClaimRow, seeds: list[int], paper: bool) -> str:
@@ -503,12 +553,17 @@ def _finding(row: ClaimRow) -> str:
     """A paper claim that does not reproduce: each seed's measured value, and the paper's number."""
     paper = row.latest.get("paper_value")
     values = "; ".join(f"seed {seed}: {measured_text(claim['measured'])}" for _, seed, claim in row.results)
+    if row.seed_test is not None:
+        values += f"; over seeds: {row.seed_test_text()}"
     return f"- `{row.id}`: {values}" + (f" (the paper: {measured_text(paper)})" if paper is not None else "")
 
 
 def _count(row: ClaimRow) -> str:
     """``4/5``, ``3/5 ✗ does not reproduce`` (a paper claim), ``3/5 ⚠`` (a diagnostic), ``2/2 (+1 judged at
     long scale)`` or ``judged at long scale``."""
+    if row.seed_test is not None:
+        mark = "" if row.holds is not False else " ✗ does not reproduce" if row.kind == "paper" else " ⚠"
+        return row.seed_test_text() + mark
     if row.holds is None:
         return f"judged at {row.judged_at()} scale"
     more = f" (+{len(row.elsewhere)} judged at {row.judged_at()} scale)" if row.elsewhere else ""
@@ -516,12 +571,15 @@ def _count(row: ClaimRow) -> str:
     return f"{row.held}/{row.judged}{mark}{more}"
 
 
-def write_seed_table(root: str | Path, path: str | Path) -> Path:
-    """Write :func:`seed_table` of ``root`` to ``path`` (its folder is created)."""
+def write_seed_table(
+    root: str | Path, path: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None
+) -> Path:
+    """Write :func:`seed_table` of ``root`` to ``path`` (its folder is created; ``recipes``: see
+    :func:`aggregate`)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, seed_table(root))
+        write_atomic(path, seed_table(root, recipes))
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from None
     return path
