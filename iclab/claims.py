@@ -241,11 +241,14 @@ def seed_test(statistics: Iterable[float | list[float]], z: float) -> tuple[bool
     and what it measured (``mean``, the mean effect; ``stderr``; ``t`` = mean / stderr; ``seeds``); None with
     fewer than two seeds. Scalars: the effect is the statistic, its standard error the seeds' sample standard
     deviation over √n. Pairs (a, b): the effect is mean(a) − mean(b), its standard error √(s_a²/n + s_b²/n),
-    the two samples' spreads taken as independent. A spread of 0 holds only when the mean is positive."""
+    the two samples' spreads taken as independent. A spread of 0 holds only when the mean is positive; a statistic
+    that is not finite (a diverged seed) fails the test."""
     values = [v for v in statistics]
     n = len(values)
     if n < 2:
         return None, {"seeds": n}
+    if not all(math.isfinite(float(x)) for v in values for x in (v if isinstance(v, (list, tuple)) else [v])):
+        return False, {"seeds": n, "not finite": True}
 
     def mean_and_variance(xs: list[float]) -> tuple[float, float]:
         mean = sum(xs) / n
@@ -313,7 +316,8 @@ def over_seeds(by_seed: Mapping[int, list[Claim]]) -> list[dict]:
 
     One seed: each claim's own entry (:meth:`Claim.to_dict`). Several: one entry per claim id, in the
     order the seeds first state them, holding the first seed's statement, ``measured`` as ``{seed:
-    value}``, ``holds`` the verdict over the seeds that judged it (:func:`holds_over_seeds`; None, with the
+    value}``, ``holds`` (and each of its ``clauses``) the verdict over the seeds that judged it
+    (:func:`holds_over_seeds`; None, with the
     first seed's ``judged_at`` and ``reason``, when none did) and ``by_seed``, each seed's own entry,
     which is what a scoreboard counts (:func:`seed_entries`). A claim judged over seeds
     (:func:`over_seeds_test`) takes its verdict from :func:`seed_test` of the seeds' statistics, recorded as
@@ -332,6 +336,10 @@ def over_seeds(by_seed: Mapping[int, list[Claim]]) -> list[dict]:
         kept = _DEFERRAL[:2] if holds is None else ()
         entry = {key: value for key, value in first.items() if key not in _DEFERRAL or key in kept}
         entry.update(measured={seed: e["measured"] for seed, e in seeds.items()}, holds=holds, by_seed=seeds)
+        if "clauses" in first:  # each clause's verdict over the seeds, by the same rule
+            names = first["clauses"]
+            verdicts = {name: [e["clauses"][name] for e in seeds.values() if e["holds"] is not None] for name in names}
+            entry["clauses"] = {name: holds_over_seeds(sum(v), len(v)) for name, v in verdicts.items()}
         if "seed_test_z" in first:
             entry["holds"], entry["seed_test"] = seed_test(
                 (e["statistic"] for e in seeds.values()), first["seed_test_z"]

@@ -50,6 +50,11 @@ class Checkpoint:
     path: Path
 
 
+_NOT_RECIPE = ("seed", "seeds", "log", "resume_overrides", "continued_from")
+"""Keys of a run's ``config.yaml`` that are not its recipe: which seeds it trains, what it logs, and how it was
+resumed or continued (a variant says that apart)."""
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What a run's verdicts depend on besides its seeds: its scale's recipe (the resolved config in
@@ -76,10 +81,11 @@ class Recipe:
         if fingerprint.get("claims") != self.claims_version:
             out.append(f"claims version {fingerprint.get('claims')} (now {self.claims_version})")
         if fingerprint.get("recipe") != self.fingerprint["recipe"]:
-            mine = {k: v for k, v in config.items() if k in self.config}
+            mine = {k: v for k, v in config.items() if k in self.config or k not in _NOT_RECIPE}
             keys = differences(mine, self.config)
             out.append(
-                "recipe changed since: " + (", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in keys.items()) or "keys")
+                "recipe changed since: "
+                + (", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in keys.items()) or "its defaults' types or order")
             )
         return out
 

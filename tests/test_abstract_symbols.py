@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -5,7 +7,7 @@ from safetensors.torch import load_file
 import iclab
 from iclab.config import ConfigError
 from iclab.losses import batch_loss, prompt_losses, token_losses
-from iclab.models import GPTConfig, GPTTransformer, OneHotMLP
+from iclab.models import GPTConfig, GPTTransformer, OneHotMLP, RecurrentReader, describe, rebuild
 from iclab.prompts import TokenFormat
 from iclab.rng import generator
 from iclab.tasks import template_task
@@ -26,7 +28,7 @@ TINY = {
     "transformer.head_dim": 4,
     "mlp.hidden": 16,
     "copying.widths": [8, 16],
-    "copying.n": [4, 8],
+    "copying.n": [4, 16],
     "copying.epochs": 2,
     "copying.head_dim": 3,
     "kernel.draws": 4,
@@ -171,10 +173,13 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
 @pytest.mark.parametrize(
     "key, value",
     [
-        ("sweep.models", ["transformer", "rnn"]),
+        ("sweep.models", ["transformer", "gru"]),
         ("sweep.tasks", ["copy"]),
         ("sweep.n", [1]),
         ("copying.models", ["mlp"]),
+        ("copying.models", ["lstm"]),
+        ("copying.n", [4, 8]),  # copy-modified-width-free reads n = 16
+        ("kernel.b", []),
         ("sweep.tasks", ["ABA:+1,BAB:-1"]),
         ("sweep.tasks", ["ABCDE:+1,ABCDA:-1"]),
         ("kernel.draws", 1),
@@ -183,7 +188,9 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     ],
 )
 def test_bad_config_is_rejected_before_training(tmp_path, key, value):
-    with pytest.raises(ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws|readout|modified"):
+    with pytest.raises(
+        ConfigError, match="model|symbolic|n must|copying|renaming|alphabet|draws|readout|modified|kernel.a"
+    ):
         iclab.run("abstract-symbols", overrides={**TINY, key: value}, out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run" / "checkpoints").exists() or not any((tmp_path / "run" / "checkpoints").iterdir())
 
@@ -215,7 +222,8 @@ def test_a_run_of_one_part_draws_that_part_alone(tmp_path):
     assert {c["id"] for c in result.claims} == {"copy-plain-inverse-scaling", "copy-modified-width-free"}
 
 
-def test_kernel_claim_is_judged_on_the_a_term_and_reports_b():
+def _kernel_verdict(a_band, b_band):
+    """The kernel claim's clauses on constructed bands (plain N: 1e5–1e6), a = −0.05's and b = 0.5's given."""
     from types import SimpleNamespace
 
     from iclab.experiments.abstract_symbols import DEFAULTS, _kernel_claims
@@ -225,19 +233,16 @@ def test_kernel_claim_is_judged_on_the_a_term_and_reports_b():
             condition=(low + high) / 2, condition_band=(low, high), draws=200, smallest=0.0, smallest_stderr=1.0
         )
 
-    def verdict(a_band, b_band):
-        maps = {
-            "transformer": kernel(1e5, 1e6),
-            "a=-0.05": kernel(*a_band),
-            "b=0.5": kernel(*b_band),
-            "mlp": kernel(1.0, 2.0),
-        }
-        (claim,) = [c for c in _kernel_claims(DEFAULTS, {"aba-abb": maps}) if c.id.endswith("conditions")]
-        assert "b=0.5" in claim.measured
-        return claim.holds
+    maps = {"transformer": kernel(1e5, 1e6), "a=-0.05": kernel(*a_band), "b=0.5": kernel(*b_band), "mlp": kernel(1, 2)}
+    (claim,) = [c for c in _kernel_claims(DEFAULTS, {"aba-abb": maps}) if c.id.endswith("conditions")]
+    assert {"none", "a=-0.05", "b=0.5"} <= set(claim.measured)
+    return claim.holds, [name for name, ok in claim.clauses.items() if not ok]
 
-    assert verdict((1e3, 1e4), (1e4, 2e5)) is True  # b's band overlaps the plain one: shown, not judged
-    assert verdict((5e4, 2e5), (1e3, 1e4)) is False  # no a band lies below the plain band
+
+def test_kernel_claim_needs_some_a_and_every_b_below_the_plain_band():
+    assert _kernel_verdict((1e3, 1e4), (1e4, 5e4)) == (True, [])
+    assert _kernel_verdict((1e3, 1e4), (1e4, 2e5)) == (False, ["every b conditions N better"])  # b's band overlaps
+    assert _kernel_verdict((5e4, 2e5), (1e3, 1e4)) == (False, ["some a conditions N better"])
 
 
 @pytest.mark.parametrize("until_reached", [True, False])
@@ -246,7 +251,9 @@ def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reac
     overrides = {
         **TINY,
         "sweep.tasks": [],
+        "sweep.points": {},
         "kernel.tasks": [],
+        "copying.n": [4, 16, 32],
         "copying.error": 1.0,
         "copying.until_reached": until_reached,
     }
@@ -254,11 +261,13 @@ def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reac
     trained = {
         p.parent.parent.name for p in (result.folder.path / "checkpoints").glob("copy-*/seed0/model.safetensors")
     }
-    ns = [4] if until_reached else [4, 8]
+    # Every n up to 16, where copy-modified-width-free reads the error, trains even after a model copies.
+    ns = [4, 16] if until_reached else [4, 16, 32]
     expected = {f"copy-{m}-w{w}-n{n}" for m in ("transformer", "transformer+kq+vo") for w in (8, 16) for n in ns}
     assert trained == expected
-    first = {c["id"]: c["measured"] for c in result.claims}
-    assert first["copy-modified-width-free"] == {"8": 4, "16": 4}
+    measured = {c["id"]: c["measured"] for c in result.claims}
+    assert measured["copy-plain-inverse-scaling"] == {"8": 4, "16": 4}
+    assert measured["copy-modified-width-free"].keys() == {"8", "16"}
 
 
 def test_the_sweep_trains_its_grid_then_each_further_point_once():
@@ -282,3 +291,127 @@ def test_the_sweep_trains_its_grid_then_each_further_point_once():
         ],
         "majority-2": [(128, "transformer")],
     }
+
+
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_a_recurrent_reader_predicts_once_per_sequence_from_its_last_state(cell):
+    model = RecurrentReader(10, 8, 2, cell, generator(0))
+    tokens = torch.randint(10, (5, 3), generator=generator(1))
+    assert model(tokens, 3).shape == (5, 1) and model.features(tokens).shape == (5, 8)
+    # The state after the last token depends on every earlier token.
+    changed = tokens.clone()
+    changed[:, 0] = (changed[:, 0] + 1) % 10
+    assert not torch.allclose(model(tokens), model(changed))
+    rebuilt = rebuild(describe(model))
+    rebuilt.load_state_dict(model.state_dict())
+    assert torch.equal(rebuilt(tokens), model(tokens))
+    assert torch.equal(
+        RecurrentReader(10, 8, 2, cell, generator(0)).state_dict()["read_out.weight"], model.read_out.weight
+    )
+
+
+def test_recurrent_models_train_seed_by_seed_in_a_tiny_run(tmp_path):
+    # torch.nn.RNN has no vmap rule: two seeds of one run train one after another, each as it would alone.
+    overrides = {
+        **TINY,
+        "sweep.tasks": [],
+        "sweep.points": {"aba-abb": {"rnn": [2048, 8192], "lstm": [2048, 8192]}},
+        "copying.widths": [],
+        "kernel.tasks": [],
+        "recurrent.width": 8,
+        "train.epochs": 1,
+    }
+    result = iclab.run("abstract-symbols", seeds=2, overrides=overrides, out=tmp_path / "run", progress=False)
+    claims = {c["id"]: c for c in result.claims}
+    assert set(claims) == {"aba-abb-rnn-learns-slowly", "aba-abb-lstm-learns-slowly"}
+    assert claims["aba-abb-rnn-learns-slowly"]["by_seed"]["0"]["measured"].keys() == {"2048", "8192"}
+    test = result.metrics[(result.metrics.metric == "test_mse") & (result.metrics.model == "lstm")]
+    assert len(test) == 4 and test.value.notna().all()
+    alone = iclab.run("abstract-symbols", overrides={**overrides, "seed": 1}, out=tmp_path / "alone", progress=False)
+    by_seed = claims["aba-abb-lstm-learns-slowly"]["by_seed"]["1"]["measured"]
+    (lstm,) = [c for c in alone.claims if c["id"] == "aba-abb-lstm-learns-slowly"]
+    assert lstm["measured"] == pytest.approx(by_seed, rel=1e-4)
+
+
+def _claims_of(losses: dict) -> dict:
+    """The sweep's claims on mean test losses ``{task: {model: {n: loss}}}`` (one seed), by id."""
+    from iclab.experiments.abstract_symbols import DEFAULTS, _sweep_claims
+
+    runs = {spec: {m: {n: [v] for n, v in by_n.items()} for m, by_n in ms.items()} for spec, ms in losses.items()}
+    return {c.id: c for c in _sweep_claims(DEFAULTS, runs)}
+
+
+def _failed(claim) -> list[str]:
+    return [name for name, ok in claim.clauses.items() if not ok]
+
+
+def test_the_transformer_with_both_terms_must_learn_between_32_and_64():
+    for spec in ("aba-abb", "same-different"):
+        claim = f"{spec}-kq-vo-learns-between-32-and-64"
+        paper = _claims_of({spec: {"transformer+kq+vo": {32: 0.59, 64: 0.01}}})[claim]
+        assert paper.holds and paper.kind == "paper"
+        assert _failed(_claims_of({spec: {"transformer+kq+vo": {32: 0.59, 64: 0.3}}})[claim]) == ["learnt by n = 64"]
+        early = _claims_of({spec: {"transformer+kq+vo": {32: 0.05, 64: 0.01}}})[claim]
+        assert _failed(early) == ["not yet learnt at n = 32"]
+        assert claim not in _claims_of({spec: {"transformer+kq+vo": {64: 0.01}}})  # n = 32 did not train
+    assert "majority-2-kq-vo-learns-between-32-and-64" not in _claims_of(
+        {"majority-2": {"transformer+kq+vo": {32: 0.5, 64: 0.01}}}
+    )
+
+
+@pytest.mark.parametrize("model", ["rnn", "lstm"])
+def test_a_recurrent_model_learns_slowly_when_its_loss_falls_out_of_chance_but_stays_above_learnt(model):
+    claim = f"aba-abb-{model}-learns-slowly"
+
+    def verdict(first, last):
+        found = _claims_of({"aba-abb": {model: {2048: first, 4096: (first + last) / 2, 8192: last}}})[claim]
+        return found.holds, _failed(found)
+
+    assert verdict(0.58, 0.17) == (True, [])  # the paper's RNN
+    assert verdict(1.17, 1.01) == (False, ["falls from n = 2048 to 8192 and leaves chance"])  # at chance
+    assert verdict(0.5, 0.6) == (False, ["falls from n = 2048 to 8192 and leaves chance"])
+    assert verdict(0.5, 0.05) == (False, ["not learnt at n = 8192"])
+
+
+def test_the_ntk_claim_needs_the_plain_transformer_learnt_and_the_linearised_one_not():
+    def verdict(plain, linearised):
+        found = _claims_of({"aba-abb": {"transformer": {1024: plain}, "transformer-ntk": {1024: linearised}}})
+        claim = found["aba-abb-ntk-needs-more-data"]
+        return claim.holds, _failed(claim)
+
+    assert verdict(0.13, 1.05) == (True, [])
+    # A gap of 0.5 with the plain transformer not yet learnt (the old test's pass) is no longer enough.
+    assert verdict(0.55, 1.05) == (False, ["the plain transformer has learnt at n = 1024"])
+    assert verdict(0.13, 0.15) == (False, ["the linearised transformer has not at n = 1024"])
+
+
+def test_copying_with_the_modification_is_judged_by_a_binomial_test_at_n_16():
+    from iclab.experiments.abstract_symbols import DEFAULTS, _copying_claims
+
+    def claim(wrong_at_16: dict, samples=500):
+        errors = {
+            "transformer": {w: {16: 1.0} for w in wrong_at_16},
+            "transformer+kq+vo": {w: {16: k / samples, 64: 0.0} for w, k in wrong_at_16.items()},
+        }
+        config = {**DEFAULTS, "copying": {**DEFAULTS["copying"], "widths": list(wrong_at_16)}}
+        return {c.id: c for c in _copying_claims(config, errors, samples)}.get("copy-modified-width-free")
+
+    # 0.006 of 500 is 3 expected errors; P(≥ 7) = 0.033 ≤ 5% < P(≥ 6) = 0.083, so 7 wrong are significantly more.
+    assert claim({64: 0, 128: 2, 256: 6}).holds
+    assert not claim({64: 0, 128: 7, 256: 0}).holds
+    assert "fewer than 7 wrong of 500" in claim({64: 0}).expected
+    assert claim({64: 0, 128: 1}).measured == {"64": {"error": 0.0, "wrong": 0}, "128": {"error": 0.002, "wrong": 1}}
+    errors = {"transformer+kq+vo": {64: {64: 0.0}}}  # n = 16 did not train: no claim
+    assert _copying_claims({**DEFAULTS, "copying": {**DEFAULTS["copying"], "widths": [64]}}, errors, 500) == []
+
+
+def test_binomial_test_counts_and_power():
+    from iclab import claims as C
+
+    assert C.binomial_tail(2, 3, 0.5) == pytest.approx(0.5)  # P(X ≥ 2) of 3 fair coins
+    assert C.binomial_tail(0, 10, 0.3) == 1.0 and C.binomial_tail(11, 10, 0.3) == 0.0
+    direct = sum(math.comb(500, k) * 0.004**k * 0.996 ** (500 - k) for k in range(6, 501))
+    assert C.binomial_tail(6, 500, 0.004) == pytest.approx(direct, rel=1e-9)
+    assert C.binomial_critical_count(0.004, 500, 0.05) == 6
+    rate = C.binomial_detectable_rate(6, 500, 0.8)
+    assert C.binomial_tail(6, 500, rate) == pytest.approx(0.8, abs=1e-6) and 0.004 < rate < 0.02

@@ -65,3 +65,26 @@ def test_the_power_of_a_test_that_holds_by_failing_to_reject():
     # z ≤ 3 rejects a true effect of (3 + 0.84) standard errors four times in five.
     assert detectable_effect(0.1, 3.0) == pytest.approx(0.3842, abs=1e-4)
     assert detectable_effect(1.0, 2.0, power=0.5) == pytest.approx(2.0)
+
+
+def test_a_claim_of_clauses_names_what_failed_and_each_clause_is_judged_over_seeds():
+    def claim(statement: bool, side: bool):
+        clauses = {"statement": statement, "learnt": side}
+        return C.all_of("x", "P", "says", 1.0, "both", clauses, about=C.paper("§1"))
+
+    assert claim(True, True).holds and claim(False, True).holds is False
+    assert C.failed_clauses(claim(False, True).to_dict()) == ["statement"]
+    assert C.failed_clauses(C.at_most("y", "P", "s", 2.0, 1.0, about=C.paper("§1")).to_dict()) == ["statement"]
+    (entry,) = C.over_seeds({100: [claim(True, True)], 101: [claim(False, True)], 102: [claim(True, False)]})
+    assert entry["holds"] is False and entry["clauses"] == {"statement": False, "learnt": False}
+
+
+def test_the_test_over_seeds_on_one_or_two_samples_and_on_a_diverged_seed():
+    assert C.seed_test([0.5], 2.0)[0] is None
+    held, found = C.seed_test([1.0, 1.2, 0.9, 1.1], 2.0)
+    assert held and found["t"] == pytest.approx(1.05 / (0.1290994 / 2), rel=1e-6)
+    held, found = C.seed_test([(61.0, 59.0), (60.0, 58.5), (60.5, 59.4)], 2.0)
+    assert held and found["mean"] == pytest.approx(1.5333333)
+    assert C.seed_test([(60.0, float("nan")), (61.0, 59.0)], 2.0)[0] is False  # never a gain from a diverged seed
+    assert C.seed_test([float("inf"), 1.0], 2.0)[0] is False
+    assert C.seed_test([0.0, 0.0], 2.0)[0] is False and C.seed_test([0.3, 0.3], 2.0)[0] is True

@@ -2,31 +2,13 @@
 tools/smoke_claims.py): code that only reorganises leaves every verdict and measured number where it was."""
 
 import json
-import math
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-from smoke_claims import RECORD, smoke_claims  # noqa: E402
-
-# Far above a float32 rounding (two thread counts give results this close), far below any change of code.
-RELATIVE = 1e-4
-
-
-def same(a, b) -> bool:
-    """``a`` and ``b`` equal, floats within :data:`RELATIVE` of each other (NaN equal to NaN)."""
-    if isinstance(a, float) or isinstance(b, float):
-        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or isinstance(a, bool):
-            return False
-        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=RELATIVE, abs_tol=1e-9)
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(map(same, a, b))
-    return a == b
-
+from smoke_claims import RECORD, same, smoke_claims  # noqa: E402
 
 RECORDED = json.loads(RECORD.read_text())
 

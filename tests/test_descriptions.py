@@ -16,6 +16,7 @@ from iclab.models import (
     Linearised,
     LinearSelfAttention,
     OneHotMLP,
+    RecurrentReader,
     describe,
     gd_construction,
     rebuild,
@@ -70,6 +71,10 @@ EXAMPLES = {
     "Linearised": (
         lambda g: Linearised(GPTTransformer(GPTConfig(4, 2, 2, 16, max_tokens=12, attention="math"), g)),
         torch.randn(3, 12, 4, generator=generator(8)),
+    ),
+    "RecurrentReader": (
+        lambda g: RecurrentReader(6, 8, 2, "lstm", generator=g),
+        torch.randint(6, (3, 4), generator=generator(9)),
     ),
     "PoolingProbes": (
         lambda g: PoolingProbes(2, 2, 3, 5, 8, 2, 16, generator=g),

@@ -165,31 +165,88 @@ def test_typical_drop_is_checked_before_training(tmp_path):
         iclab.run("task-descriptors", overrides={"typical_drop": 1.0}, out=tmp_path / "run", progress=False)
 
 
-def _trained(mse: float, seeds: int = 2, prompts: int = 4000, spread: float = 1.0):
-    """A stand-in for a trained model: per seed, prompt errors of mean ``mse``."""
+def _trained(mse: float, sd: float = 0.5, prompts: int = 4000):
+    """A stand-in for a trained model of one seed: prompt errors of mean ``mse`` and standard deviation about ``sd``
+    (alternately above and below the mean)."""
     from iclab.experiments.task_descriptors import Trained
 
-    g = torch.Generator().manual_seed(int(mse * 1000))
-    errors = [mse + spread * (torch.rand(prompts, generator=g, dtype=torch.float64) - 0.5) for _ in range(seeds)]
-    return Trained("lsa", {}, errors, [e.mean().item() for e in errors], [])
+    errors = mse + sd * torch.tensor([1.0, -1.0], dtype=torch.float64).repeat(prompts // 2)
+    return Trained("lsa", {}, [errors], [errors.mean().item()], [])
 
 
-@pytest.mark.parametrize(
-    "with_mu, without, trained, holds",
-    [
-        ({20: 2.6, 80: 1.1, 320: 0.34, 1280: 0.09}, 4.33, {5: (4.6, 5.2), 20: (2.7, 4.6)}, (True, True)),
-        # with μ levelling off at a positive loss (N·loss grows like N), the trained one not falling
-        ({20: 2.6, 80: 1.5, 320: 1.2, 1280: 1.1}, 4.33, {5: (4.6, 5.2), 20: (4.7, 4.6)}, (False, False)),
-        # without descriptors the trained loss far below the limit no model without them goes below
-        ({20: 2.6, 80: 1.1, 320: 0.34, 1280: 0.09}, 4.33, {5: (4.6, 5.2), 20: (2.7, 4.0)}, (True, False)),
-    ],
-)
-def test_the_limit_claims_tell_a_loss_falling_to_zero_from_one_falling_to_a_limit(with_mu, without, trained, holds):
+OPTIMUM = {5: 4.62, 10: 3.64, 20: 2.65, 40: 1.77}
+"""The exact one-layer optimum's loss with descriptors at d = 5 (rounded): N·loss grows by 1.336× from 20 to 40."""
+
+
+def _falls_claim(losses: dict[int, float]):
     from iclab.experiments import get
-    from iclab.experiments.task_descriptors import ByN, _limit_claims
+    from iclab.experiments.task_descriptors import ByN, _trained_falls_claim
 
-    config = get("task-descriptors").resolve("quick", {"n_contexts": list(trained)})
-    theory = {n: {"mu": v, None: without + 1 / n} for n, v in with_mu.items()}
-    by_n = ByN(theory, {n: {"mu": _trained(a), None: _trained(b)} for n, (a, b) in trained.items()}, {}, 4.318)
-    verdicts = {c.id: c.holds for c in _limit_claims(by_n, config)}
-    assert (verdicts["theory-loss-to-zero-with-descriptors"], verdicts["trained-loss-falls-with-n"]) == holds
+    config = get("task-descriptors").resolve("quick", {"n_contexts": list(losses)})
+    theory = {n: {"mu": v, None: 5.0} for n, v in OPTIMUM.items()}
+    by_n = ByN(theory, {n: {"mu": _trained(v)} for n, v in losses.items()}, {}, 4.318)
+    return _trained_falls_claim(by_n, config)
+
+
+def test_the_trained_loss_falls_with_n_by_standard_errors_and_like_the_optimum():
+    from iclab.experiments.task_descriptors import _seed_mean_stderr
+
+    se = _seed_mean_stderr(_trained(1.0).errors)  # the same at every N here
+    bound = 40 * OPTIMUM[40] / (20 * OPTIMUM[20]) * 1.03 / 0.97  # each loss within 3% of the optimum's
+    losses = {5: 4.65, 10: 3.66, 20: 2.67, 40: 1.79}
+    claim = _falls_claim(losses)
+    assert claim.holds and list(claim.clauses.values()) == [True, True]
+    # a step that falls by 1.99 standard errors of the difference (√2·se) fails the first clause, 2.01 holds
+    for z, holds in ((2.01, True), (1.99, False)):
+        step = {**losses, 10: losses[5] - z * 2**0.5 * se}
+        assert next(iter(_falls_claim(step).clauses.values())) is holds
+    # N·loss growing just past the optimum's ratio × 1.03/0.97 between N = 20 and 40 (a loss levelling off) fails
+    for factor, holds in ((0.999, True), (1.001, False)):
+        level = {**losses, 40: factor * bound * 20 * losses[20] / 40}
+        assert (
+            _falls_claim(level).clauses["N·loss grows no faster than the optimum's between the two largest N"] is holds
+        )
+    assert _falls_claim({20: 2.67}).holds is False  # one N: nothing falls
+
+
+def test_the_loss_to_zero_rule_of_the_optimum_fails_just_past_its_rate():
+    from iclab.experiments import get
+    from iclab.experiments.task_descriptors import _loss_to_zero_claim
+
+    tol = get("task-descriptors").resolve("quick", {})["tolerance"]
+    table = {320: {"mu": 0.34, None: 4.33}, 1280: {"mu": 0.34 * 1.2 / 4, None: 4.32}}
+    assert _loss_to_zero_claim(table, 4.318, tol).holds
+    table[1280]["mu"] *= 1.001  # N·loss 1.2012× from 320 to 1280
+    assert _loss_to_zero_claim(table, 4.318, tol).holds is False
+
+
+def test_the_query_descriptor_share_rules():
+    from iclab.experiments import get
+    from iclab.experiments.task_descriptors import (
+        _query_descriptor_share,
+        _query_share_claim,
+        _trained_query_share_claim,
+    )
+
+    tol = get("task-descriptors").resolve("quick", {})["tolerance"]
+    matrix = torch.zeros(4, 4, dtype=torch.float64)
+    matrix[:, :2], matrix[:, 2:] = 3.0, 4.0  # d = 2: the query-side descriptor columns hold 4/5 of the norm
+    assert _query_descriptor_share(matrix, 2) == pytest.approx(0.8)
+    shrinking = {5: 0.3, 10: 0.2, 20: 0.1, 40: 0.0101}
+    assert _query_share_claim(shrinking, tol).holds
+    assert _query_share_claim({**shrinking, 40: 0.0099}, tol).holds is False  # below 0.01: no longer non-zero
+    assert _query_share_claim({**shrinking, 20: 0.2}, tol).holds is False  # no decrease from 10 to 20
+    # A trained share follows the optimum's when each step falls by at least half the optimum's fall there.
+    optimum = {5: 0.32, 10: 0.22, 20: 0.12, 40: 0.02}
+    assert _trained_query_share_claim({0: shrinking}, optimum, tol).holds
+    claim = _trained_query_share_claim({0: shrinking, 1: {**shrinking, 40: 0.15}}, optimum, tol)
+    assert claim.holds is False and claims.failed_clauses(claim.to_dict()) == [
+        "shrinks with N as the optimum's share does"
+    ]
+    flat = {n: 0.7 for n in optimum}  # the balanced init's share, untouched at every N: no trend at all
+    assert (
+        _trained_query_share_claim({0: flat}, optimum, tol).clauses["shrinks with N as the optimum's share does"]
+        is False
+    )
+    drifting = {5: 0.30, 10: 0.27, 20: 0.24, 40: 0.21}  # falls, but by far less than the optimum: noise, not its trend
+    assert _trained_query_share_claim({0: drifting}, optimum, tol).holds is False

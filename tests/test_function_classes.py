@@ -313,41 +313,98 @@ def test_a_class_model_block_overrides_the_shared_one_and_warm_starts_take_their
             _classes(merge(DEFAULTS, bad))
 
 
-def test_knn_and_averaging_claims_are_split_per_class():
+def test_knn_and_averaging_claims_are_split_per_class_and_judged_at_every_prefix():
     from iclab.experiments.function_classes import _beats_knn_claims
 
-    curve = lambda *values: {"mean": torch.tensor(values)}
+    curve = lambda *values: {"mean": torch.tensor(values, dtype=torch.float64)}
     curves = {
         "linear": {
-            "3-nn": curve(1.0, 0.5),
-            "averaging": curve(1.0, 0.4),
-            ("linear", 0): curve(1.0, 0.1),
-            ("linear", 1): curve(1.0, 0.3),
+            "3-nn": curve(1.0, 0.9, 0.5),
+            "averaging": curve(1.0, 0.95, 0.4),
+            ("linear", 0): curve(1.0, 0.6, 0.1),
+            ("linear", 1): curve(1.0, 0.8, 0.3),
         },
         "noisy-linear": {
-            "3-nn": curve(1.0, 0.8),
-            "averaging": curve(1.0, 0.7),
-            ("noisy-linear", 0): curve(1.0, 0.5),
-            ("noisy-linear", 1): curve(1.0, 0.75),
+            "3-nn": curve(1.0, 0.9, 0.8),
+            "averaging": curve(1.0, 0.95, 0.7),
+            ("noisy-linear", 0): curve(1.0, 0.7, 0.5),
+            ("noisy-linear", 1): curve(1.0, 0.901, 0.5),  # just above 3-NN at k = 1, well below at the last k
         },
     }
     curves["decision-tree"] = {
-        "3-nn": curve(1.0, 0.8),
-        "averaging": curve(1.0, 0.5),
-        ("decision-tree", 0): curve(1.0, 0.6),
-        ("decision-tree", 1): curve(1.0, 0.7),
+        "3-nn": curve(1.0, 0.9, 0.8),
+        "averaging": curve(1.0, 0.5, 0.5),
+        ("decision-tree", 0): curve(1.0, 0.6, 0.6),
+        ("decision-tree", 1): curve(1.0, 0.7, 0.7),
     }
     claims = {c.id: c for c in _beats_knn_claims(["linear", "noisy-linear", "decision-tree"], [0, 1], curves)}
     assert claims["beats-knn-and-averaging-linear"].holds
-    # Seed 1 of the noisy model is above averaging at the last prefix: that class alone fails.
-    assert not claims["beats-knn-and-averaging-noisy-linear"].holds
-    assert claims["beats-knn-and-averaging-noisy-linear"].measured["margin, seed 1"] == pytest.approx(-0.05)
+    assert claims["beats-knn-and-averaging-linear"].measured["smallest margin"] == pytest.approx(0.1)
+    # Seed 1 of the noisy model is above 3-NN at k = 1 (the last prefix alone would pass it): that class alone fails.
+    noisy = claims["beats-knn-and-averaging-noisy-linear"]
+    assert not noisy.holds
+    assert noisy.measured["smallest margin"] == pytest.approx(-0.001) and noisy.measured["at k"] == 1
+    assert noisy.measured["seed"] == 1
     assert claims["beats-knn-and-averaging-linear"].kind == "paper"
     assert claims["beats-knn-and-averaging-linear"].source == "§3.1, Fig 2"
-    assert "iclab's extension" in claims["beats-knn-and-averaging-noisy-linear"].statement
-    assert claims["beats-knn-and-averaging-noisy-linear"].kind == "diagnostic"
+    assert "iclab's extension" in noisy.statement and noisy.kind == "diagnostic"
     # The paper draws 3-NN alone beside its tree model: averaging, better here, does not decide the claim.
     assert claims["beats-knn-and-averaging-decision-tree"].holds
+
+
+def _shift_table(name, d, model, ols=None, half=0.01):
+    """A shift's curves table for one seed (0): the transformer's mean ``model`` (by k) with a 90% band reaching
+    ``half`` above it, least squares' ``ols``."""
+    model = torch.as_tensor(model, dtype=torch.float64)
+    ols = torch.zeros_like(model) if ols is None else torch.as_tensor(ols, dtype=torch.float64)
+    return {("linear", 0): {"mean": model, "high": model + half}, "ols": {"mean": ols}}
+
+
+def test_robust_shift_claims_compare_the_paper_numbers_at_its_k_mapped_to_d():
+    from iclab.experiments.function_classes import PAPER_BAND, PAPER_SHIFT_ERRORS, _robust_claim, _run_k
+
+    assert [_run_k(k, 5) for k in (10, 20, 40)] == [2, 5, 10] and [_run_k(k, 20) for k in (10, 20, 40)] == [10, 20, 40]
+    d, half = 5, 0.01
+    paper = PAPER_SHIFT_ERRORS["subspace"]  # 0.036, 0.0014, 0.00057 at the paper's k = 10, 20, 40
+
+    def verdict(over: float, at: int):
+        model = torch.full((2 * d + 1,), 0.9, dtype=torch.float64)  # far off where the paper names no number
+        for k_paper, value in paper.items():
+            model[_run_k(k_paper, d)] = value + PAPER_BAND + half - 0.001
+        model[at] += over
+        return _robust_claim("subspace", _shift_table("subspace", d, model, half=half), [0], d)
+
+    claim = verdict(0.0, 2)
+    assert claim.holds and set(claim.measured) == {"k = 2", "k = 5", "k = 10"}
+    assert claim.measured["k = 10"]["reference"] == pytest.approx(0.00057)
+    assert claim.measured["k = 10"]["allowed"] == pytest.approx(PAPER_BAND + half)
+    for k in (2, 5, 10):
+        assert not verdict(0.002, k).holds  # 0.001 over the tolerance at one named k
+    assert "d·9" in _robust_claim("scale-y=3", _shift_table("scale-y=3", d, torch.zeros(11)), [0], d).statement
+
+
+def test_robust_noisy_labels_claim_compares_with_least_squares_away_from_k_equals_d():
+    from iclab.experiments.function_classes import PAPER_BAND, _robust_claim
+
+    d, half = 5, 0.02
+    ols = torch.tensor([1.0, 0.9, 0.7, 0.8, 1.5, 3.0, 1.2, 0.7, 0.5, 0.45, 0.4], dtype=torch.float64)
+    model = ols + PAPER_BAND + half - 0.001
+    model[3:8] = 0.9  # near k = d the transformer may stay far below or above least squares' peak
+    assert _robust_claim("noisy", _shift_table("noisy", d, model, ols, half), [0], d).holds
+    for k in (2, 10):
+        shifted = model.clone()
+        shifted[k] += 0.002
+        claim = _robust_claim("noisy", _shift_table("noisy", d, shifted, ols, half), [0], d)
+        assert not claim.holds and set(claim.measured) == {"k = 2", "k = 10"}
+
+
+def test_the_robust_shift_claims_need_prompts_that_reach_2d(tmp_path):
+    import iclab
+
+    with pytest.raises(ConfigError, match="2d"):
+        iclab.run("function-classes", overrides={**TINY, "d": 6}, out=tmp_path / "short", progress=False)
+    for name in ("scale-x=0.5", "scale-x=2", "scale-y=0.333", "scale-y=3"):
+        assert shifts.shift(name).error_scale == pytest.approx(float(name.split("=")[1]) ** 2)  # the paper's d·s²
 
 
 def test_tracking_claims_fail_where_the_model_strays_from_its_learner():

@@ -269,3 +269,39 @@ def test_the_weight_claims_are_judged_on_a_tiny_run(tmp_path):
     assert found["a-weights-match-construction"]["figure"] == "weights"
     curvature = found["b-curvature-in-weights"]["measured"]
     assert set(curvature) == {"0"} and len(curvature["0"]) == 3  # per seed: two cosines and the size ratio
+
+
+def _part(losses: list[float], stderr: float = 1e-4, gdpp: float | None = None):
+    """A stand-in for a trained part of (c): one model's half-MSE per seed (standard error ``stderr`` each), and
+    per-step GD++'s on the same prompts."""
+    from iclab.experiments.gd_mechanism import Part
+
+    seeds = range(len(losses))
+    found = {**{("lsa", seed): v for seed, v in zip(seeds, losses)}, "gd++": gdpp}
+    return Part("c", "lsa", dict.fromkeys(seeds), found, {("lsa", seed): stderr for seed in seeds})
+
+
+def test_the_depth_claim_is_two_sided_around_gd_plus_plus():
+    from iclab.experiments.gd_mechanism import DEFAULTS, _matches_gd_plus_plus_claim
+
+    def holds(losses):
+        return _matches_gd_plus_plus_claim(4, _part(losses, gdpp=0.05), "gd++", "", DEFAULTS["tolerance"]).holds
+
+    assert holds([0.0451, 0.0549]) and holds([0.05])
+    assert not holds([0.0449, 0.05])  # 10.2% below GD++: no longer a match (the paper: the two align)
+    assert not holds([0.05, 0.0551])  # 10.2% above
+
+
+def test_the_loss_falls_with_every_layer_down_to_gd_plus_plus_at_the_deepest_depth():
+    from iclab.experiments.gd_mechanism import DEFAULTS, _loss_falls_claim
+
+    def clauses(at_two, at_four, stderr=1e-4, gdpp=0.05):
+        parts = [_part([0.2], stderr), _part([at_two], stderr), _part([at_four], stderr, gdpp=gdpp)]
+        parts[-1].references = {"per-step GD++": "gd++"}
+        return list(_loss_falls_claim(parts, [1, 2, 4], DEFAULTS["tolerance"]).clauses.values())
+
+    assert clauses(0.11, 0.0549) == [True, True]
+    assert clauses(0.11, 0.0551) == [True, False]  # 4 layers stay 10.2% above GD++'s loss there
+    # a fall of 0.00028 is 1.98 standard errors of the difference (√2 × 1e-4): too small
+    assert clauses(0.11, 0.10972, gdpp=0.1)[0] is False
+    assert clauses(0.2, 0.2) == [False, False]  # untrained: every depth at the same loss

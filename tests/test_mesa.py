@@ -367,3 +367,46 @@ def test_best_diagonal_of_sparse_starts_is_one_over_c_squared():
         rtol=1e-6,
         atol=0,
     )
+
+
+def _ab_setting(kind: str, scatter: float, diagonal_ab: float, full_ab: float):
+    """A mesa-ar setting (d = 5, T = 100, scale 1) with the training set's relative ``scatter``, whose diagonal and
+    full models ended at these relative distances above ab*, every last-step ratio at ab*·E|x₁|²."""
+    from iclab.experiments.mesa_ar import Run, Setting
+
+    task = AutoregressiveSequences(5, 100, StartDistribution(kind, 1.0))
+    optimum = product_optimum(task)
+    p = optimum.product
+    ratio = torch.full((98,), p * task.start.abs_moment(2, task.d))
+
+    def run(variant, distance):
+        return Run(variant, variant, (0.5, 1.5), 0, complex(p * (1 + distance)), p, 0.0, 0.0, 0.5, ratio, None)
+
+    return Setting(
+        f"{kind}-1", kind, 1.0, task, optimum, scatter, [run("diagonal", diagonal_ab)], [run("full", full_ab)]
+    )
+
+
+@pytest.mark.parametrize("kind, scatter", [("gaussian", 0.05), ("sparse", 0.0)])
+def test_ab_star_is_a_two_sided_test_at_the_five_percent_level_on_the_scatter(kind, scatter):
+    from iclab.experiments.mesa_ar import DEFAULTS, _full_population_claim, _population_claim
+
+    bound = 0.01 + 1.96 * scatter  # the optimiser's 1% plus 1.96 × the training set's scatter
+    for distance, holds in ((0.999 * bound, True), (-0.999 * bound, True), (1.001 * bound, False)):
+        s = _ab_setting(kind, scatter, distance, distance)
+        for build in (_population_claim, _full_population_claim):
+            claim = build(s, DEFAULTS["tolerance"], 1000)
+            assert claim.holds is holds and claim.measured["relative distance"] == pytest.approx(abs(distance), 1e-4)
+    power = 0.01 + (1.96 + 0.8416) * scatter  # the relative bias the test detects with 80% probability
+    assert f"{power:.2%}" in _population_claim(s, DEFAULTS["tolerance"], 1000).expected
+
+
+def test_the_last_step_ratio_takes_the_test_of_ab_star():
+    from iclab.experiments.mesa_ar import DEFAULTS, _gaussian_not_recovered_claims
+
+    s = _ab_setting("gaussian", 0.05, 0.0, 0.0)
+    bound, target = 0.01 + 1.96 * 0.05, s.full[0].ratio[-1].item()
+    for factor, holds in ((1 + 0.999 * bound, True), (1 + 1.001 * bound, False)):
+        s.full[0].ratio[-1] = target * factor
+        claim = _gaussian_not_recovered_claims(s, DEFAULTS["tolerance"])[0]
+        assert claim.id == "ratio-last-step-gaussian-1" and claim.holds is holds

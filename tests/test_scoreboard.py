@@ -39,7 +39,8 @@ def _run(
     scale: str = "quick",
     seeds: int = 1,
 ) -> RunFolder:
-    """A run folder as iclab writes it; ``claims`` None leaves it unfinished (no run.json, no claims.json)."""
+    """A run folder as iclab writes it, of its scale's current recipe (its fingerprint); ``claims`` None leaves it
+    unfinished (no run.json, no claims.json)."""
     run = RunFolder.create(
         experiment, {"experiment": experiment, "scale": scale, "seed": seed, "seeds": seeds}, out=root / name
     )
@@ -50,6 +51,7 @@ def _run(
                 "wall_seconds": 30.0,
                 "cpu_seconds": 50.0,
                 "device": "cpu",
+                "fingerprint": api.recipe(experiment, scale).fingerprint,
             }
         )
         run.claims_file.write_text(json.dumps(claims))
@@ -216,6 +218,7 @@ def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     out = tmp_path / "docs" / "seed-table.md"
     assert main(["report", str(five_seeds), "--seed-table", str(out)]) == 0
     assert out.read_text() == seed_table(five_seeds, api.recipe) and (five_seeds / "index.html").exists()
+    assert "| `four` | ✓ | ✓ | ✗ | ✓ | ✓ | 4/5 | – |" in out.read_text()  # runs of the current recipe count
     assert f"seed table: {out}" in capsys.readouterr().out
     run = five_seeds / "lsa-linear-seed101-new"
     assert main(["report", str(run), "--seed-table", str(tmp_path / "x.md")]) == 2
@@ -297,13 +300,12 @@ def test_runs_of_an_older_recipe_or_older_claims_are_listed_apart(five_seeds):
     now = Recipe({"experiment": "lsa-linear", "scale": "quick", "train": {"steps": 2000}}, claims_version=2)
     older_recipe = Recipe({**now.config, "train": {"steps": 1000}}, claims_version=2)
     fingerprints = {100: now.fingerprint, 101: {**now.fingerprint, "claims": 1}, 102: older_recipe.fingerprint}
-    for seed in range(100, 105):
+    fingerprints |= {103: now.fingerprint, 104: None}  # seed 104: a run from before fingerprints
+    for seed, fingerprint in fingerprints.items():
         run = RunFolder(five_seeds / f"lsa-linear-seed{seed}-new")
         run.write_config({**run.read_config(), "train": {"steps": 1000 if seed == 102 else 2000}})
-        if seed in fingerprints:
-            run.write_info({**run.read_info(), "fingerprint": fingerprints[seed]})
-        elif seed == 103:
-            run.write_info({**run.read_info(), "fingerprint": now.fingerprint})
+        info = {key: value for key, value in run.read_info().items() if key != "fingerprint"}
+        run.write_info(info | ({"fingerprint": fingerprint} if fingerprint else {}))
     board = aggregate(five_seeds, lambda experiment, scale: now)
     status = {r.folder.path.name: r.status_text() for r in board.runs}
     assert status["lsa-linear-seed100-new"] == status["lsa-linear-seed103-new"] == "counted"
@@ -315,6 +317,8 @@ def test_runs_of_an_older_recipe_or_older_claims_are_listed_apart(five_seeds):
     table = seed_table(five_seeds, lambda experiment, scale: now)
     assert "- lsa-linear-seed101-new (lsa-linear, quick, seed 101): older: claims version 1 (now 2)" in table
     assert aggregate(five_seeds).rows[0].seeds() == [100, 101, 102, 103, 104]  # without recipes nothing is older
+    gone = aggregate(five_seeds, lambda experiment, scale: None)  # a scale that no longer resolves
+    assert not gone.rows and "older: its recipe no longer exists" in {r.status_text() for r in gone.runs}
 
 
 def test_a_finished_run_records_the_fingerprint_of_its_recipe(tiny_runs):

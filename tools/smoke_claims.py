@@ -9,18 +9,37 @@ A refactoring must leave every claim's value as it was: the test reruns each exp
 and say so in the commit. The record keeps each experiment's ``claims_version``: a claim whose test changes
 changes its smoke record, and the tool refuses to record a changed claim under the version it was recorded with
 (raise ``claims_version`` in the experiment's ``EXPERIMENT``, so that runs judged by the old definitions stop
-counting), unless ``--same-claims`` says the definitions are the same and only the measured numbers moved.
+counting), unless ``--same-claims`` says the definitions are the same and only the measured numbers moved. Claims
+are compared as the test compares them (:func:`same`: floats within a relative 1e-4).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 from pathlib import Path
 
 RECORD = Path(__file__).resolve().parent.parent / "tests" / "data" / "smoke_claims.json"
+
+
+# Far above a float32 rounding (two thread counts give results this close), far below any change of code.
+RELATIVE = 1e-4
+
+
+def same(a, b) -> bool:
+    """``a`` and ``b`` equal, floats within :data:`RELATIVE` of each other (NaN equal to NaN)."""
+    if isinstance(a, float) or isinstance(b, float):
+        if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or isinstance(a, bool):
+            return False
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=RELATIVE, abs_tol=1e-9)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(same, a, b))
+    return a == b
 
 
 def smoke_claims(experiment: str, out: Path) -> dict:
@@ -47,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             version = experiments.get(name).claims_version
             claims = json.loads(json.dumps(smoke_claims(name, Path(tmp) / name)))
             old = record.get(name, {})
-            if old.get("claims") not in (None, claims) and old.get("claims_version") == version:
+            if "claims" in old and not same(old["claims"], claims) and old.get("claims_version") == version:
                 if not args.same_claims:
                     refused.append(name)
                     continue

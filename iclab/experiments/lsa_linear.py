@@ -30,6 +30,8 @@ SOURCES = {
     "flow": "§4.1, Theorem 4.1 (gradient flow from the balanced initialisation converges to the global minimum)",
 }
 """Where the paper states each claim (docs/papers.md §1)."""
+OPTIMUM = "lsa-optimum"
+"""The global optimum's predictor ŷ = x_qᵀΓ⁻¹(1/N)Σy_i x_i among the evaluated learners."""
 
 DEFAULTS = {
     "seed": 0,
@@ -117,7 +119,7 @@ def _setting(name: str, task, config: dict, ctx: RunContext) -> Setting:
 
     learners = [LeastSquares(), Averaging(), GradientDescent(1, gd.lr), NearestNeighbours(3), ZeroPredictor()]
     predictors = {learner.name: learner for learner in learners}
-    predictors["lsa-optimum"] = GradientDescent(1, 1.0, optimum.preconditioner)
+    predictors[OPTIMUM] = GradientDescent(1, 1.0, optimum.preconditioner)  # x_qᵀΓ⁻¹(1/N)Σy_i x_i
     losses = ctx.evaluate(
         {**predictors, **{(model, seed): m for seed, m in trained.items()}}, task, config["eval_prompts"], setting=name
     )
@@ -175,27 +177,44 @@ def _flow(name: str, task, optimum, config: dict, ctx: RunContext) -> Flow:
         cosines[seed] = cosine(w_pv[-1, -1] * w_kq[: task.d, : task.d], optimum.preconditioner)
         ctx.log(setting=name, model=model, seed=seed, metric="preconditioner_cosine", value=cosines[seed])
     optimal = fixed(GradientDescent(1, 1.0, optimum.preconditioner), ctx.config["seed"])
-    ctx.log(setting=name, model="lsa-optimum", metric="flow_loss", value=optimal)
+    ctx.log(setting=name, model=OPTIMUM, metric="flow_loss", value=optimal)
     return Flow(model, trajectory, cosines, optimal)
+
+
+def _loss_at_optimum_claim(s: Setting, config: dict):
+    """The trained LSA's loss against the global optimum's, paired: the optimal predictor x_qᵀΓ⁻¹(1/N)Σy_i x_i on
+    the same evaluation prompts, so that which prompts were drawn (easy or hard) cancels from the comparison."""
+    tol, name = config["tolerance"], s.name
+    optimum = s.losses[OPTIMUM]
+    excess = {seed: (s.losses[s.model, seed] - optimum) / optimum for seed in s.trained}
+    return C.holds_if(
+        f"loss-at-optimum-{name}",
+        PAPER,
+        f"{name} Λ: the trained LSA reaches the global optimum, loss tr Λ − tr(ΛΓ⁻¹Λ) = {s.optimal_loss:.4g}: "
+        f"its loss minus the optimal predictor's x_qᵀΓ⁻¹(1/N)Σy_i x_i on the same {config['eval_prompts']} fresh "
+        f"prompts, relative to the optimum's, within {tol['loss_rel']:.0%} (worst of {len(excess)} seeds; measured: "
+        "both losses and the relative excess)",
+        {
+            str(seed): {
+                "trained": round(s.losses[s.model, seed], 5),
+                "optimum, same prompts": round(optimum, 5),
+                "relative excess": round(value, 5),
+            }
+            for seed, value in excess.items()
+        },
+        f"|relative excess| ≤ {tol['loss_rel']:.0%}, every seed",
+        all(abs(value) <= tol["loss_rel"] for value in excess.values()),
+        about=C.paper(SOURCES["optimum"]),  # the paper gives the formula, not a number
+        figure="learners",
+    )
 
 
 def _claims(s: Setting, config: dict) -> list:
     tol, name = config["tolerance"], s.name
     model_losses = [s.losses[s.model, seed] for seed in s.trained]
-    worst = max(model_losses, key=lambda v: abs(v - s.optimal_loss))
     ols, averaging = s.losses["ols"], s.losses["averaging"]
     return [
-        C.within(
-            f"loss-at-optimum-{name}",
-            PAPER,
-            f"{name} Λ: the trained LSA's loss is within {tol['loss_rel']:.0%} of tr Λ − tr(ΛΓ⁻¹Λ) "
-            f"(worst of {len(model_losses)} seeds, {config['eval_prompts']} fresh prompts)",
-            worst,
-            s.optimal_loss,
-            tol["loss_rel"],
-            about=C.paper(SOURCES["optimum"]),  # the paper gives the formula, not a number
-            figure="learners",
-        ),
+        _loss_at_optimum_claim(s, config),
         C.at_least(
             f"preconditioner-{name}",
             PAPER,
@@ -332,4 +351,5 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
+    claims_version=2,
 )

@@ -7,6 +7,7 @@ from .constructions import gd_construction, interpolate_lsa, match_scale, merged
 from .features import MLP, FeatureLSA
 from .linearised import Linearised
 from .lsa import LinearSelfAttention, LSALayer
+from .recurrent import RecurrentReader
 from .registry import MODELS, describe, rebuild, rebuildable
 from .transformer import GPTConfig, GPTTransformer
 
@@ -21,6 +22,7 @@ __all__ = [
     "Linearised",
     "LinearSelfAttention",
     "OneHotMLP",
+    "RecurrentReader",
     "SelfAttention",
     "describe",
     "gd_construction",

@@ -14,6 +14,7 @@ but judged at another scale (``holds`` None, ``judged_at``) is counted apart: ne
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import html
 import os
 from collections.abc import Callable
@@ -255,9 +256,13 @@ def aggregate(root: str | Path, recipes: Callable[[str, str], Recipe | None] | N
     root = Path(root)
     runs = [Run(folder, root) for folder in run_folders(root)]
     newest: dict[tuple, Run] = {}
+    current = functools.cache(recipes) if recipes else None
     for run in runs:  # finished or not, a run of other seeds is listed apart; so is a variant
-        current = recipes(run.experiment, run.scale) if recipes and run.folder.finished else None
-        run.older = current.changes(run.config, run.info.get("fingerprint")) if current else []
+        if current and run.folder.finished:
+            recipe = current(run.experiment, run.scale)
+            run.older = (
+                recipe.changes(run.config, run.info.get("fingerprint")) if recipe else ["its recipe no longer exists"]
+            )
         if run.scale == SMOKE_SCALE:
             run.status = _SMOKE
         elif not on_evaluation_seeds(run.config):
@@ -454,7 +459,7 @@ def _summary(board: Scoreboard) -> str:
         s: sum(r.status == s for r in board.runs)
         for s in (_SUPERSEDED, _UNFINISHED, _OTHER_SEEDS, _VARIANT, _OLDER, _SMOKE)
     }
-    others = [f"{n} {s}{'s' * (s in (_VARIANT, _SMOKE) and n != 1)}" for s, n in statuses.items() if n]
+    others = [_status_count(s, n) for s, n in statuses.items() if n]
     experiments = f"{len(board.groups())} experiment{'s' * (len(board.groups()) != 1)}"
     return (
         f"<p class='summary'><span class='{'ok' if held == len(judged) else 'finding'}'>Paper claims: "
@@ -468,6 +473,13 @@ def _summary(board: Scoreboard) -> str:
         "claim measured here but judged at another scale is neither a pass nor a failure. Open a measured value "
         "for each seed's value, verdict and links.</p>"
     )
+
+
+def _status_count(status: str, n: int) -> str:
+    """``2 variants``, ``1 superseded``, ``3 runs of an older recipe or claims``."""
+    if status == _OLDER:
+        return f"{n} run{'s' * (n != 1)} of an {status}"
+    return f"{n} {status}{'s' * (status in (_VARIANT, _SMOKE) and n != 1)}"
 
 
 def write_index(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> Path:

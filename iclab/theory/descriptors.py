@@ -147,10 +147,6 @@ class DescriptorOptimum:
         """(W_KQ, W_PV) of a one-layer LSA (token size D' + 1) that predicts with M*."""
         return embed(self.matrix)
 
-    def query_descriptor_norm(self) -> float:
-        """‖M*[:, d:]‖_F: the weight on the query's descriptor rows (0 for the infinite-N solution)."""
-        return self.matrix[:, self.d :].norm().item()
-
 
 def embed(matrix: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(W_KQ, W_PV) with W_KQ[:D', :D'] = M, W_PV = e_D e_Dᵀ (the value reads y)."""
