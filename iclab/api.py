@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
@@ -35,6 +36,7 @@ from .report import (
     run_folders,
     write_evaluation_report,
     write_index,
+    write_non_reproductions,
     write_report,
     write_seed_table,
     write_sweep_report,
@@ -112,6 +114,40 @@ def run(
     dev = pick_device(device)
     folder = RunFolder.create(experiment, config.record, out, root)
     return _execute(folder, config, dev, progress, fresh=True)
+
+
+def time_recipe(experiment: str, scale: str = "paper", steps: int = 20, device: str | None = None) -> dict:
+    """What one seed of ``experiment``'s ``scale`` recipe costs to train here, measured, not run: a timed run of one
+    seed in a scratch folder, with the experiment's ``timing`` overrides (a smaller evaluation), in which each model
+    trains ``steps`` steps and its marginal seconds per step are recorded (:attr:`RunContext.timing`). Returns
+    ``{"seconds": the recipe's planned steps × seconds per step, summed over its models, "timed_steps", "device",
+    "threads", "wall_seconds": the timed run's own wall time, "models": {name: {"planned_steps", "step_seconds"}}}``.
+    The evaluation's own cost is not in it."""
+    import tempfile
+
+    if steps < 2:
+        raise ConfigError(f"a timed run needs at least 2 steps per model, got {steps}")
+    spec = experiments.get(experiment)
+    config = spec.configure(scale, spec.timing, seeds=1)
+    dev = pick_device(device)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = RunFolder.create(experiment, config.record, Path(scratch) / "run")
+        context = RunContext(folder, dev, False, experiment=experiment, config=config.values, timing=steps)
+        started = time.perf_counter()
+        spec.run_seeds(config.values, context)
+        wall = time.perf_counter() - started
+    models = {
+        cost["model"]: {"planned_steps": cost["planned_steps"], "step_seconds": cost["step_seconds"]}
+        for cost in context.costs
+    }
+    return {
+        "seconds": sum(m["planned_steps"] * m["step_seconds"] for m in models.values()),
+        "timed_steps": steps,
+        "device": str(dev),
+        "threads": torch.get_num_threads(),
+        "wall_seconds": wall,
+        "models": models,
+    }
 
 
 @functools.cache
@@ -200,6 +236,29 @@ def recipe_changes(config: Mapping) -> dict:
     except ConfigError as err:
         return {"scale": f"{config['scale']} (no recipe: {err})"}
     return {key: mine for key, (mine, _) in differences(_normal(merge(recipe, config)), _normal(recipe)).items()}
+
+
+BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile")
+"""Training keys that change how a run is kept and how fast it goes, never what it computes: left out of a
+recipe's distance to another."""
+
+
+def recipe_distance(experiment: str, scale: str = "quick", to: str = "paper") -> dict[str, tuple[Any, Any]]:
+    """The config values where ``experiment``'s ``scale`` recipe differs from its ``to`` recipe (by default the
+    paper's): dotted key → (the scale's value, ``to``'s value), without the seeds, what a run logs, the scale's name
+    and :data:`BOOKKEEPING`. The distance a verdict at ``scale`` stands from the paper's recipe, read from the
+    configs themselves."""
+    mine, theirs = (_normal(resolved_config(experiment, name)) for name in (scale, to))
+    return {
+        key: values
+        for key, values in differences(mine, theirs).items()
+        if key != "scale" and key.rpartition(".")[2] not in BOOKKEEPING
+    }
+
+
+def _paper_cost(experiment: str) -> dict | None:
+    """The paper recipe's measured or estimated time of ``experiment`` here (``times.json``), or None."""
+    return experiments.measured_time(experiment, "paper")
 
 
 def recipe(experiment: str, scale: str) -> Recipe | None:
@@ -291,11 +350,13 @@ def _git_commit() -> dict:
         return {}
 
 
-def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
+def report(path: str | Path, seed_table: str | Path | None = None, non_reproductions: str | Path | None = None) -> Path:
     """(Re)write a sweep folder's, an evaluation folder's or a run folder's ``report.html``, or, for a
     folder of runs, every run's report and the folder's ``index.html``; returns the page written (the
     report or the index). ``seed_table``: also write the folder of runs' markdown claim × seed table to
-    that path."""
+    that path; ``non_reproductions``: also write why each paper claim that does not reproduce does not
+    (:mod:`iclab.report.diagnosis`: the distance to the paper's recipe, its cost, the runs at it and the ladders
+    toward it, among the runs and sweeps of the folder)."""
     path = Path(path)
     sweep, evaluation = SweepFolder(path), EvaluationFolder(path)
     kind = (
@@ -307,8 +368,8 @@ def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
         if (path / "config.yaml").exists()
         else None
     )
-    if kind and seed_table is not None:
-        raise ConfigError(f"--seed-table tables a folder of runs; {path} is a {kind} folder")
+    if kind and (seed_table is not None or non_reproductions is not None):
+        raise ConfigError(f"--seed-table and --non-reproductions read a folder of runs; {path} is a {kind} folder")
     if kind == "sweep":
         return write_sweep_report(sweep)
     if kind == "evaluation":
@@ -320,6 +381,8 @@ def report(path: str | Path, seed_table: str | Path | None = None) -> Path:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
         write_seed_table(path, seed_table, recipe)
+    if non_reproductions is not None:
+        write_non_reproductions(path, non_reproductions, recipe, recipe_distance, _paper_cost)
     for run in runs:
         write_report(run)
     return write_index(path, recipe)

@@ -59,6 +59,12 @@ def _run_verbs(sub) -> None:
     show = sub.add_parser("show", help="print an experiment's resolved config (nothing runs)")
     show.add_argument("experiment")
     show.add_argument("--scale", default="quick", help=SCALES_HELP)
+    show.add_argument(
+        "--against",
+        metavar="SCALE",
+        help="print only the keys where the scale's recipe differs from SCALE's (e.g. paper: the distance of a "
+        "verdict from the paper's recipe)",
+    )
     _overrides(show, "as for iclab run")
 
     resume = sub.add_parser(
@@ -124,6 +130,19 @@ def _sweep_verb(sub) -> None:
         help="the metric the report draws per swept key; another than train_loss is checked against what the "
         "experiment logs (a smoke run of seconds) before the first point",
     )
+    sweep.add_argument(
+        "--claim",
+        metavar="ID[:PATH]",
+        help="follow a claim as a ladder: its number at every point (the measured value, at the dotted PATH into it), "
+        "against the one swept key with a band over seeds, the paper's number as a line, and whether it moves toward "
+        "it (the report's Ladder section, ladder.json)",
+    )
+    sweep.add_argument(
+        "--claim-target",
+        type=float,
+        metavar="X",
+        help="the number the ladder should move toward (default: the paper's)",
+    )
     sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
     sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
     sweep.add_argument(
@@ -140,6 +159,12 @@ def _folder_verbs(sub) -> None:
     report.add_argument("run_dir")
     report.add_argument(
         "--seed-table", metavar="PATH", help="a folder of runs: also write its markdown claim x seed table to PATH"
+    )
+    report.add_argument(
+        "--non-reproductions",
+        metavar="PATH",
+        help="a folder of runs: also write to PATH why each paper claim that does not reproduce does not (its "
+        "distance to the paper's recipe, that recipe's cost, runs at it and ladders toward it, the diagnosis)",
     )
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
@@ -243,9 +268,9 @@ def _sweep(args) -> int:
 
     resources = {"cpus_per_trial": args.cpus_per_trial, "gpus_per_trial": args.gpus_per_trial}
     if args.resume:
-        if args.experiment or args.grid or args.seeds or args.overrides:
+        if args.experiment or args.grid or args.seeds or args.overrides or args.claim or args.claim_target is not None:
             raise ConfigError(
-                "--resume DIR continues a sweep as it was defined: give no experiment, --grid, --seeds or --set"
+                "--resume DIR continues a sweep as it was defined: give no experiment, --grid, --seeds, --set, --claim"
             )
         result = sweeps.resume_sweep(args.resume, address=args.address, **resources)
     else:
@@ -259,6 +284,8 @@ def _sweep(args) -> int:
             overrides=args.overrides,
             out=args.out,
             metric=args.metric,
+            claim=args.claim,
+            claim_target=args.claim_target,
             address=args.address,
             **{k: v for k, v in resources.items() if v is not None},
         )
@@ -279,6 +306,8 @@ def _scale_and_time(experiment: str):
         measured = experiments.measured_time(experiment, scale)
         if measured is None:
             return scale
+        if measured.get("estimated"):
+            return f"{scale} (about {duration(measured['seconds'])} of training a seed, estimated)"
         run = "a seed" if measured["seeds_per_run"] == 1 else f"a run of {measured['seeds_per_run']} seeds"
         return f"{scale} ({duration(measured['seconds'])} {run})"
 
@@ -291,6 +320,14 @@ def _estimate(experiment: str, scale: str, config: dict, changed: bool) -> str:
     if measured is None:
         return f"estimated time: not measured for {experiment} at {scale}"
     per_seed = measured["seconds"] / measured["seeds_per_run"]
+    if measured.get("estimated"):  # a timed run's estimate of the training alone (benchmarks/recipe_cost.py)
+        seeds = config.get("seeds", 1)
+        return (
+            f"estimated time: about {duration(per_seed * seeds)} of training for {seeds} seed{'s' * (seeds > 1)}, "
+            f"from a timed run of {measured['timed_steps']} steps per model on {measured['threads']} thread(s) of "
+            f"{measured.get('device', 'cpu')} (the evaluation not included), commit {measured['commit']}, "
+            f"{measured['date']}"
+        )
     seeds = config.get("seeds", 1)
     return (
         f"estimated time: about {duration(per_seed * seeds)} for {seeds} seed{'s' * (seeds > 1)}"
@@ -363,7 +400,14 @@ def _dispatch(args, argv: list[str]) -> int:
         return 0
     from . import api
 
-    if args.command == "show":
+    if args.command == "show" and args.against:
+        if args.overrides:
+            raise ConfigError("--against compares two recipes: give no --set")
+        distance = api.recipe_distance(args.experiment, args.scale, args.against)
+        print(f"# {args.experiment}: {len(distance)} keys where {args.scale} differs from {args.against}")
+        for key, (mine, theirs) in distance.items():
+            print(f"{key}: {mine!r} → {theirs!r}")
+    elif args.command == "show":
         config = api.resolved_config(args.experiment, args.scale, args.overrides)
         print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
     elif args.command == "run":
@@ -376,9 +420,11 @@ def _dispatch(args, argv: list[str]) -> int:
     elif args.command == "sweep":
         return _sweep(args)
     elif args.command == "report":
-        print(api.report(args.run_dir, args.seed_table))
+        print(api.report(args.run_dir, args.seed_table, args.non_reproductions))
         if args.seed_table:
             print(f"seed table: {args.seed_table}")
+        if args.non_reproductions:
+            print(f"non-reproductions: {args.non_reproductions}")
     elif args.command == "eval":
         _eval(args, argv)
     elif args.command == "export":

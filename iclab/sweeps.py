@@ -119,6 +119,8 @@ def sweep(
     out: str | Path | None = None,
     root: str | Path = "runs",
     metric: str = "train_loss",
+    claim: str | None = None,
+    claim_target: float | None = None,
     address: str | None = None,
     cpus_per_trial: float = 1,
     gpus_per_trial: float = 0,
@@ -132,6 +134,11 @@ def sweep(
         overrides: config changes shared by every point, as for :func:`iclab.run`.
         out: the sweep folder (default ``<root>/sweep-<experiment>-<timestamp>``).
         metric: the metric the report draws against each swept key (default the training loss).
+        claim: ``ID`` or ``ID:PATH``, a claim the sweep follows as a ladder: each seed's number at every point
+            (:func:`iclab.ladders.claim_number`: the measured value, at the dotted ``PATH`` into it when given),
+            drawn against the swept key with a band over seeds and the paper's number as a line, and the trend
+            (:func:`iclab.ladders.ladder_trend`) in the report (:func:`iclab.report.sweep.ladder`).
+        claim_target: the number the ladder should move toward (default: the paper's number, where it gives one).
         address: a Ray cluster to join (``auto`` or ``ray://host:port``); None starts a local Ray
             with this machine's CPUs.
         cpus_per_trial: the CPUs each point reserves (and so how many run at once).
@@ -160,12 +167,18 @@ def sweep(
         spec.configure(scale, {**overrides, **point})
     _check_resources(cpus_per_trial, gpus_per_trial, address)
     _check_metric(experiment, metric)
+    if claim is not None and not claim.partition(":")[0].strip():
+        raise ConfigError(
+            f"--claim expects ID or ID:PATH (a claim's id, a dotted path into its measured value), got {claim!r}"
+        )
     sweep_spec = {
         "experiment": experiment,
         "scale": scale,
         "grid": grid,
         "overrides": overrides,
         "metric": metric,
+        "claim": claim,
+        "claim_target": claim_target,
         "cpus_per_trial": cpus_per_trial,
         "gpus_per_trial": gpus_per_trial,
     }

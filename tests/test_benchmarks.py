@@ -3,6 +3,7 @@ written only when the reference was timed in the same run, and the reproduction'
 from run folders without any path of the machine."""
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -86,3 +87,40 @@ def test_seeds_scaling_times_the_training_of_a_run_of_one_seed_and_of_several(tm
     for run in (found["one_seed"], found["2_seeds"]):  # the training loop of every ctx.trained call is timed
         assert 0 < run["training_seconds"] < run["wall_seconds"]
     assert found["ratio"] == round(found["2_seeds"]["wall_seconds"] / found["one_seed"]["wall_seconds"], 2)
+
+
+def test_every_experiments_timing_overrides_leave_its_scales_valid():
+    """A timed run shrinks only the evaluation: its overrides resolve and pass the checks at every scale."""
+    from iclab import experiments
+
+    for name in experiments.names():
+        spec = experiments.get(name)
+        for scale in spec.scales:
+            config = spec.configure(scale, spec.timing, seeds=1).record
+            assert all(not key.startswith(("train", "model")) for key in spec.timing), name
+            assert config["scale"] == scale
+
+
+def test_recipe_cost_times_every_model_and_records_an_estimate_that_show_prints(tmp_path, monkeypatch, capsys):
+    import recipe_cost
+
+    from iclab import experiments
+    from iclab.cli import main
+
+    monkeypatch.setattr(train_throughput, "RESULTS", tmp_path / "results.json")
+    monkeypatch.setattr(recipe_cost, "TIMES", tmp_path / "times.json")
+    result = recipe_cost.main(["lsa-linear", "--scale", "smoke", "--steps", "4", "--threads", "1"])
+    found = result["estimates"]["lsa-linear"]
+    planned = {name: m["planned_steps"] for name, m in found["models"].items()}
+    assert planned == {"lsa-isotropic": 20, "lsa-flow-isotropic": 20, "lsa-anisotropic": 20, "lsa-flow-anisotropic": 20}
+    assert found["seconds"] == sum(m["planned_steps"] * m["step_seconds"] for m in found["models"].values())
+    assert all(map(math.isfinite, (m["step_seconds"] for m in found["models"].values())))
+    times = json.loads((tmp_path / "times.json").read_text())["experiments"]["lsa-linear"]["smoke"]
+    assert times["estimated"] and times["timed_steps"] == 4 and times["seconds"] == round(found["seconds"], 1)
+    monkeypatch.setattr(experiments, "TIMES", tmp_path / "times.json")
+    experiments._times.cache_clear()
+    try:
+        assert main(["show", "lsa-linear", "--scale", "smoke"]) == 0
+        assert "from a timed run of 4 steps per model" in capsys.readouterr().out
+    finally:
+        experiments._times.cache_clear()

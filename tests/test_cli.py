@@ -284,3 +284,18 @@ def test_an_experiment_with_models_built_from_others_does_not_continue(tmp_path,
     run.claims_file.write_text("[]")
     assert main(["resume", str(run.path), "--set", "train.steps=5000"]) == 2
     assert "cannot continue a finished run" in capsys.readouterr().err and list(tmp_path.iterdir()) == [run.path]
+
+
+def test_show_against_lists_the_keys_two_recipes_differ_in(capsys):
+    """``iclab show EXP --against paper``: the distance of a scale's recipe from the paper's, key by key, without the
+    seeds, logging and bookkeeping keys."""
+    from iclab import api
+
+    assert main(["show", "gpt-linear", "--against", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert "task.d: 5 → 20" in out and "train.steps: 11000 → 500000" in out
+    assert "log_every" not in out and "seeds" not in out and "scale:" not in out
+    distance = api.recipe_distance("gpt-linear", "quick", "paper")
+    assert out.startswith(f"# gpt-linear: {len(distance)} keys where quick differs from paper")
+    assert api.recipe_distance("gpt-linear", "quick", "quick") == {}
+    assert main(["show", "gpt-linear", "--against", "paper", "--set", "train.lr=0.1"]) == 2

@@ -222,7 +222,7 @@ def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     assert f"seed table: {out}" in capsys.readouterr().out
     run = five_seeds / "lsa-linear-seed101-new"
     assert main(["report", str(run), "--seed-table", str(tmp_path / "x.md")]) == 2
-    assert "tables a folder of runs" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
+    assert "read a folder of runs" in capsys.readouterr().err and not (tmp_path / "x.md").exists()
 
 
 def _seeds_claims(verdicts: dict[int, bool]) -> list[dict]:

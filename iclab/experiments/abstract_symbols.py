@@ -958,4 +958,9 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    timing={
+        "eval_samples": 50,
+        "kernel.draws": 4,
+        "kernel.strings": 4,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

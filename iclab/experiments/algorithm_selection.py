@@ -1038,4 +1038,10 @@ EXPERIMENT = Experiment(
     checks=_checks,
     train_blocks=("train", "probe.train"),
     claims_version=2,
+    timing={
+        "eval_prompts": 64,
+        "bootstrap": 20,
+        "construction_prompts": 8,
+        "ilwd.contexts": 8,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

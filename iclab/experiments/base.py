@@ -26,6 +26,7 @@ import dataclasses
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,6 +86,11 @@ class RunContext:
     """The seeds a model trains for when first asked (the run's seeds, on a seed's pass); None: :attr:`seeds`."""
     cores: CoreShare | None = None
     """The run's share of the machine's cores, looked at again at every logging step (:mod:`iclab.cores`)."""
+    timing: int | None = None
+    """In a timed run (:func:`iclab.api.time_recipe`): each model trains this many steps, not its recipe's, and its
+    time per step is recorded in :attr:`costs` (:meth:`_timed`); None: every model trains as its recipe says."""
+    costs: list[dict] = field(default_factory=list)
+    """A timed run's models: name, seeds, the steps the recipe plans and the measured seconds per step."""
     _trained: dict[str, list[tuple[dict, TrainResult]]] = field(default_factory=dict, repr=False)
 
     @property
@@ -218,7 +224,23 @@ class RunContext:
         trained = self._trained_already(name, make_model, recipe, seeds, wanted)
         if trained is not None:
             return trained
-        result = train_models(
+        if self.timing is not None:
+            result = self._timed(name, make_model, data, config, seeds, kwargs)
+        else:
+            result = self._train(name, make_model, data, config, seeds, setting, kwargs)
+        for row in result.history:
+            self.log(setting=setting, model=name, **row)
+        if self.live is not None:
+            self.live.flush(self.rows)
+        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
+        return result.select(wanted)
+
+    def _train(
+        self, name: str, make_model, data, config: TrainConfig, seeds: list[int], setting: str | None, kwargs: dict
+    ) -> TrainResult:
+        """Model ``name`` trained for ``seeds`` by its recipe, with this run's checkpoints, device, progress bar,
+        weights facts and live log."""
+        return train_models(
             make_model,
             data,
             config,
@@ -231,12 +253,23 @@ class RunContext:
             on_log=self._on_log(name, setting),
             **kwargs,
         )
-        for row in result.history:
-            self.log(setting=setting, model=name, **row)
-        if self.live is not None:
-            self.live.flush(self.rows)
-        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
-        return result.select(wanted)
+
+    def _timed(self, name: str, make_model, data, config: TrainConfig, seeds: list[int], kwargs: dict) -> TrainResult:
+        """Model ``name`` in a timed run: its recipe's ``config`` cut to :attr:`timing` steps (no warm-up, one log,
+        no checkpoint). It trains for one step to warm up (first-call costs: allocation, compilation), then for one
+        step and for those steps; the marginal time per step of the last two (what a step costs once the model is
+        built and has run its first) is recorded in :attr:`costs` beside the steps the recipe plans. Returns the
+        longest training."""
+        steps = max(2, min(self.timing, config.steps))
+        seconds, result = [], None
+        for n in (1, 1, steps):
+            cut = dataclasses.replace(config, epochs=None, steps=n, warmup=0, log_every=n, checkpoint_every=n)
+            started = time.perf_counter()
+            result = train_models(make_model, data, cut, seeds, device=self.device, name=name, progress=False, **kwargs)
+            seconds.append(time.perf_counter() - started)
+        per_step = (seconds[2] - seconds[1]) / (steps - 1)
+        self.costs.append({"model": name, "seeds": len(seeds), "planned_steps": config.steps, "step_seconds": per_step})
+        return result
 
     def _seeds_to_train(self, seeds: Iterable[int] | None, together: bool | None, kwargs: dict) -> list[int] | None:
         """The run's seeds when :meth:`trained` trains them together on this pass's ask (see there), else None."""
@@ -381,6 +414,10 @@ class Experiment:
     one changes, so that runs judged by older definitions stop counting on the scoreboard
     (:class:`iclab.runs.Recipe`); ``tools/smoke_claims.py`` refuses to record changed smoke claims under an
     unchanged version.
+
+    ``timing``: the overrides (dotted keys) that shrink a run's evaluation (prompt counts, bootstrap sizes), never
+    a model, its batches or its data, for a timed run of a scale (:func:`iclab.api.time_recipe`: each model trains
+    a few steps to measure what the scale's training costs).
     """
 
     name: str
@@ -392,6 +429,7 @@ class Experiment:
     train_blocks: tuple[str, ...] | None = None
     continuable: bool = False
     claims_version: int = 1
+    timing: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.train_blocks is None:

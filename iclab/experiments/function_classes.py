@@ -954,4 +954,11 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    timing={
+        "eval_prompts": 16,
+        "slow_prompts": 2,
+        "bootstrap": 10,
+        "baselines.net_steps": 2,
+        "baselines.boosting_rounds": 2,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

@@ -612,4 +612,9 @@ EXPERIMENT = Experiment(
     checks=_checks,
     train_blocks=("train", "sine.train"),
     claims_version=2,
+    timing={
+        "eval_prompts": 1000,
+        "compare_prompts": 50,
+        "fit_prompts": 256,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

@@ -239,4 +239,5 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
+    timing={"eval_prompts": 64, "bootstrap": 10},  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

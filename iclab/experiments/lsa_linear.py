@@ -352,4 +352,5 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    timing={"eval_prompts": 1000},  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

@@ -655,4 +655,10 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    timing={
+        "test_size": 100,
+        "scatter_draws": 200,
+        "gradient.draws": 400,
+        "gradient.batches": 4,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

@@ -832,4 +832,10 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    timing={
+        "eval_prompts": 4096,
+        "eval_batch": 1024,
+        "theory.mean_draws": 2000,
+        "theory.flow_steps": 200,
+    },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )

@@ -4,13 +4,57 @@ from __future__ import annotations
 
 import base64
 import html
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from ..claims import seed_entries
 from ..config import dump
+from ..ladders import Trend, claim_number, ladder_trend, paper_number
 from ..runs import SweepFolder, write_atomic
 from .html import page
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """A sweep that follows a claim along one swept key: ``rungs`` (the key's values in order), ``numbers`` (per
+    seed, the claim's number at each rung, None where it was not made), the ``target`` (the paper's number, or the
+    sweep's own) and the :class:`~iclab.ladders.Trend`."""
+
+    claim: str
+    key: str
+    rungs: list
+    numbers: dict[int, list[float | None]]
+    target: float | None
+    trend: Trend
+
+
+def ladder(sweep: SweepFolder) -> Ladder | None:
+    """The ladder of a sweep made with ``--claim`` over one key (besides its seeds), read from its point folders:
+    each finished point's run, each of its seeds' entries of the claim (:func:`iclab.ladders.claim_number` at the
+    claim's path); None for a sweep that follows no claim or sweeps several keys."""
+    spec = sweep.read_spec()
+    claim, _, path = (spec.get("claim") or "").partition(":")
+    keys = [key for key in spec["grid"] if key != "seed"]
+    if not claim or len(keys) != 1 or not sweep.points_file.exists():
+        return None
+    key = keys[0]
+    rungs = sorted(dict.fromkeys(spec["grid"][key]), key=lambda v: (isinstance(v, str), v))
+    points = sweep.read_table(sweep.points_file)
+    numbers: dict[int, list[float | None]] = {}
+    paper = []
+    for point in points[points["status"] == "finished"].to_dict("records"):
+        run = sweep.run(point["point"])
+        rung, first = rungs.index(point[key]), run.read_config().get("seed", 0)
+        for entry in (c for c in run.read_claims() if c["id"] == claim):
+            paper.append(paper_number(entry, path))
+            for seed, own in seed_entries(entry, first).items():
+                numbers.setdefault(seed, [None] * len(rungs))[rung] = claim_number(own, path)
+    given = spec.get("claim_target")
+    target = given if given is not None else next((p for p in paper if p is not None), None)
+    return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key))
 
 
 def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -70,6 +114,63 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
     return save(fig, path)
 
 
+def _ladder_figure(path: Path, steps: Ladder) -> Path:
+    """The claim's number against the ladder's key: each seed's points, their mean with the min–max band, and the
+    target (the paper's number) as a dashed line."""
+    from .figures import band_line, new_figure, save
+
+    fig, (ax,) = new_figure(1, width=5.0, height=3.8)
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in steps.rungs)
+    x = list(steps.rungs) if numeric else list(range(len(steps.rungs)))
+    for seed, values in steps.numbers.items():
+        ax.plot(x, [float("nan") if v is None else v for v in values], "o", ms=3, alpha=0.6, label=f"seed {seed}")
+    columns = list(zip(*steps.numbers.values()))
+    kept = [[v for v in column if v is not None] for column in columns]
+    rows = [(xi, sum(v) / len(v), min(v), max(v)) for xi, v in zip(x, kept) if v]
+    if rows:
+        xs, mean, low, high = (list(c) for c in zip(*rows))
+        band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
+    if steps.target is not None:
+        ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=f"the paper's number {steps.target:g}")
+    if not numeric:
+        ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
+    elif min(x) > 0 and max(x) / min(x) >= 8:
+        ax.set_xscale("log", base=2)
+    ax.set_xlabel(steps.key)
+    ax.set_ylabel(steps.claim, fontsize=8)
+    ax.set_title(steps.trend.verdict, fontsize=9)
+    ax.legend(fontsize=6)
+    return save(fig, path)
+
+
+def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
+    """The ladder's figure and trend, and ``ladder.json`` beside the report (what the non-reproductions page reads)."""
+    trend = steps.trend
+    record = {
+        "claim": steps.claim,
+        "key": steps.key,
+        "rungs": steps.rungs,
+        "numbers": {str(seed): values for seed, values in steps.numbers.items()},
+        "target": steps.target,
+        "trend": {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds},
+    }
+    write_atomic(sweep.path / "ladder.json", json.dumps(record, indent=1, default=str) + "\n")
+    figure = _ladder_figure(sweep.figure(f"ladder_{steps.claim}"), steps)
+    data = base64.b64encode(figure.read_bytes()).decode()
+    slope = (
+        ""
+        if trend.seeds < 2
+        else f" (mean slope per rung {trend.slope:.3g} ± {trend.stderr:.2g} over {trend.seeds} seeds)"
+    )
+    return (
+        f"<h2 id='ladder'>Ladder: {html.escape(steps.claim)} against {html.escape(steps.key)}</h2>"
+        f"<p><b>{html.escape(trend.verdict)}</b>{html.escape(slope)}. The rule, fixed before any ladder ran: each "
+        "seed's least-squares slope of the claim's number over the rungs; the ladder moves when their mean lies more "
+        "than 2 standard errors from 0, toward the paper's number or away from it.</p>"
+        f"<img src='data:image/png;base64,{data}'>"
+    )
+
+
 def write_sweep_report(sweep: SweepFolder) -> Path:
     """Write the sweep's figures and ``report.html`` from its files (``iclab report DIR`` redoes it)."""
     spec = sweep.read_spec()
@@ -104,6 +205,9 @@ def write_sweep_report(sweep: SweepFolder) -> Path:
             for point, group in claims.groupby("point", sort=False)
         )
         parts.append(f"<h2>Claims by point</h2><table><tr><th>point</th><th>claims holding</th></tr>{by_point}</table>")
+    steps = ladder(sweep)
+    if steps is not None and steps.numbers:
+        parts.append(_ladder_section(sweep, steps))
     swept = [k for k in keys if k != "seed"]
     if not metrics.empty and not finished.empty:
         values = finished.set_index("point")[keys].join(

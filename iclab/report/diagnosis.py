@@ -1,0 +1,193 @@
+"""Why a paper claim does not reproduce here: the distance of its recipe from the paper's, the paper recipe's cost,
+the runs that move toward it, and a diagnosis made from them (``docs/non-reproductions.md``).
+
+For each paper claim that does not reproduce at a scale (a :class:`~iclab.report.index.ClaimRow` whose verdict over
+seeds fails), :func:`diagnose` gathers:
+
+- the distance: the config values where the scale's recipe differs from the paper's (``distance(experiment,
+  scale)``, :func:`iclab.api.recipe_distance`);
+- the cost of the paper's recipe on this machine, where measured or estimated (``cost(experiment)``, the
+  ``paper`` entry of ``times.json``);
+- the same claim judged at the paper's recipe, or at a scale that runs the part of it the claim needs on a CPU
+  (``paper`` or ``paper-cpu``, counted runs under the root);
+- the ladders that follow the claim from the scale's recipe toward the paper's (sweep folders under the root made
+  with ``--claim``, :func:`iclab.report.sweep.ladder`),
+
+and says, in that order of evidence: *reproduces at the paper's recipe* (the smaller recipe is the cause), *does
+not reproduce at the paper's recipe* (a finding against the paper), the ladder's trend (*moving toward the paper's
+number as <key> grows*, *not moving*, …) with the paper recipe's cost, or *not diagnosed yet*. Nothing here runs
+anything: the page is written from the runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..claims import measured_text
+from ..config import ConfigError
+from ..formatting import duration
+from ..runs import SweepFolder, write_atomic
+from .index import ClaimRow, Scoreboard, aggregate
+from .sweep import Ladder, ladder
+
+PAPER_SCALES = ("paper", "paper-cpu")
+"""The scales at which a claim is judged at the paper's recipe: the paper's own, and a scale that runs on a CPU the
+part of it a claim needs (one sweep point, one task)."""
+
+
+@dataclass
+class Diagnosis:
+    """One non-reproducing claim at one scale and what explains it (see the module docstring)."""
+
+    row: ClaimRow
+    distance: dict
+    cost: dict | None
+    at_paper: list[ClaimRow] = field(default_factory=list)
+    ladders: list[tuple[Path, Ladder]] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """The diagnosis in words, from the strongest evidence there is."""
+        for row in self.at_paper:
+            if row.holds is not None:
+                if row.holds:
+                    return (
+                        f"reproduces at the paper's recipe ({row.scale}, {row.held} of {row.judged} seeds): the "
+                        f"{self.row.scale} recipe is the cause"
+                    )
+                return f"does not reproduce at the paper's recipe ({row.scale}, {row.held} of {row.judged} seeds)"
+        if self.ladders:
+            trends = "; ".join(f"{steps.trend.verdict} ({folder.name})" for folder, steps in self.ladders)
+            return f"{trends}; {self.cost_text}"
+        return f"not diagnosed yet: no run at the paper's recipe and no ladder; {self.cost_text}"
+
+    @property
+    def cost_text(self) -> str:
+        """What the paper's recipe costs a seed here, as measured or estimated."""
+        if not self.cost:
+            return "the paper recipe's cost on this machine is not measured"
+        how = "estimated from a timed run" if self.cost.get("estimated") else "measured"
+        seeds = self.cost.get("seeds_per_run", 1)
+        return (
+            f"the paper's recipe takes about {duration(self.cost['seconds'] / seeds)} a seed on "
+            f"{self.cost.get('threads', '?')} thread(s) of {self.cost.get('device', 'cpu')} ({how}, "
+            f"{self.cost.get('date', '?')})"
+        )
+
+
+def _ladders(root: Path) -> list[tuple[Path, Ladder]]:
+    """Every sweep folder directly under ``root`` that follows a claim along one key, with its ladder."""
+    found = []
+    for path in sorted(p for p in root.iterdir() if (p / "sweep.yaml").is_file()) if root.is_dir() else []:
+        folder = SweepFolder(path)
+        steps = ladder(folder)
+        if steps is not None and steps.numbers:
+            found.append((path, steps))
+    return found
+
+
+def diagnose(
+    board: Scoreboard,
+    distance: Callable[[str, str], dict],
+    cost: Callable[[str], dict | None],
+) -> list[Diagnosis]:
+    """A :class:`Diagnosis` for each paper claim of ``board`` that does not reproduce at a scale other than the
+    paper's, in the board's order: ``distance(experiment, scale)`` the keys its recipe changes from the paper's,
+    ``cost(experiment)`` the paper recipe's measured or estimated cost."""
+    ladders = _ladders(board.root)
+    out = []
+    for row in board.of_kind("paper"):
+        if row.holds is not False or row.scale in PAPER_SCALES:
+            continue
+        try:
+            keys = distance(row.experiment, row.scale)
+        except ConfigError:  # a scale that no longer resolves: no distance to show
+            keys = {}
+        at_paper = [
+            other
+            for other in board.rows
+            if other.experiment == row.experiment and other.id == row.id and other.scale in PAPER_SCALES
+        ]
+        followed = [
+            (path, steps)
+            for path, steps in ladders
+            if steps.claim == row.id and SweepFolder(path).read_spec()["experiment"] == row.experiment
+        ]
+        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, followed))
+    return out
+
+
+def non_reproductions(
+    root: str | Path,
+    recipes: Callable,
+    distance: Callable[[str, str], dict],
+    cost: Callable[[str], dict | None],
+) -> str:
+    """``docs/non-reproductions.md`` of the runs and sweeps under ``root``: one section per paper claim that does not
+    reproduce, with its measured values, its distance from the paper's recipe, the paper recipe's cost, the runs at
+    that recipe and the ladders toward it, and the diagnosis (:class:`Diagnosis`); ``recipes`` counts only runs of
+    the current recipes (:func:`iclab.report.index.aggregate`)."""
+    diagnoses = diagnose(aggregate(root, recipes), distance, cost)
+    sections = [_section(d) for d in diagnoses]
+    return (
+        "# Why a claim does not reproduce here\n\n"
+        "Written by `iclab report ROOT --non-reproductions PATH` from the runs and sweeps under ROOT. For each paper "
+        "claim that does not reproduce at a scale (the rule over seeds fails on the evaluation seeds 100–104): the "
+        "config values where that scale's recipe differs from the paper's (`iclab show EXP --against paper`), what "
+        "the paper's recipe costs a seed here (`benchmarks/recipe_cost.py`), the claim judged at the paper's recipe "
+        "where a CPU affords it (scale `paper-cpu`), the ladders that move one value toward the paper's "
+        "(`iclab sweep EXP --grid KEY=... --seeds 3 --claim ID`), and the diagnosis they support, in that order of "
+        "evidence. No number here is typed: each is read from a run, a sweep or a recipe.\n\n"
+        + ("\n\n".join(sections) if sections else "Every paper claim reproduces at its scale.")
+        + "\n"
+    )
+
+
+def _section(d: Diagnosis) -> str:
+    row = d.row
+    paper = row.latest.get("paper_value")
+    values = "; ".join(f"seed {seed}: {measured_text(claim['measured'])}" for _, seed, claim in row.results)
+    lines = [
+        f"## `{row.id}` ({row.experiment}, {row.scale})",
+        "",
+        f"Does not reproduce: holds on {row.held} of {row.judged} seeds. Measured: {values}"
+        + (f" (the paper: {measured_text(paper)})." if paper is not None else "."),
+        "",
+        f"**Diagnosis:** {d.verdict}.",
+        "",
+        f"**Distance to the paper's recipe** ({len(d.distance)} values):",
+        "",
+        *(f"- `{key}`: {mine!r} → {theirs!r}" for key, (mine, theirs) in d.distance.items()),
+    ]
+    if d.at_paper:
+        lines += ["", "**At the paper's recipe:**", ""]
+        lines += [f"- {r.scale}: holds on {r.held} of {r.judged} seeds" for r in d.at_paper]
+    if d.ladders:
+        lines += ["", "**Ladders:**", ""]
+        for path, steps in d.ladders:
+            means = [_mean([v[i] for v in steps.numbers.values() if v[i] is not None]) for i in range(len(steps.rungs))]
+            points = ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(steps.rungs, means) if m is not None)
+            lines.append(
+                f"- `{path.name}`: {steps.key} = {points} (mean over {len(steps.numbers)} seeds; the paper's number "
+                f"{steps.target if steps.target is not None else 'not a number'}): {steps.trend.verdict}"
+            )
+    return "\n".join(lines)
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def write_non_reproductions(
+    root: str | Path, path: str | Path, recipes: Callable, distance: Callable, cost: Callable
+) -> Path:
+    """Write :func:`non_reproductions` of ``root`` to ``path`` (its folder is created)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, non_reproductions(root, recipes, distance, cost))
+    except OSError as err:
+        raise ConfigError(f"cannot write {path}: {err.strerror}") from None
+    return path

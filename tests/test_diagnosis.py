@@ -1,0 +1,72 @@
+"""Why a claim does not reproduce: the non-reproductions page from hand-written runs and a ladder (no training)."""
+
+import json
+
+from test_scoreboard import _claim, _run
+
+from iclab import api
+from iclab.claims import Claim
+from iclab.report.diagnosis import diagnose, non_reproductions
+from iclab.report.index import aggregate
+from iclab.runs import RunFolder, SweepFolder
+from iclab.sweeps import _write_tables, expand, point_name
+
+
+def _ladder(root, claim_id: str, numbers: dict[int, list[float]]):
+    """A sweep of lsa-linear over train.steps following ``claim_id``, each seed's number at each rung given."""
+    grid = {"train.steps": [2000, 4000], "seed": list(numbers)}
+    spec = {
+        "experiment": "lsa-linear",
+        "scale": "quick",
+        "grid": grid,
+        "overrides": {},
+        "metric": "train_loss",
+        "claim": claim_id,
+        "claim_target": 0.05,
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+    }
+    sweep = SweepFolder.create(spec, out=root / f"ladder-{claim_id}")
+    points = expand(grid)
+    for point in points:
+        steps, seed = point["train.steps"], point["seed"]
+        config = {"experiment": "lsa-linear", "scale": "quick", "seed": seed, "train": {"steps": steps}}
+        run = RunFolder.create("lsa-linear", config, out=sweep.run(point_name(point)).path)
+        run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 0.1}])
+        value = numbers[seed][grid["train.steps"].index(steps)]
+        run.write_claims([Claim(claim_id, "P", "s", value, "< 0.1", False, "paper", "trained", "F")])
+    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+
+
+def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tmp_path):
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 105)):
+        claims = [
+            _claim("fine", True),
+            _claim("small-recipe", False, measured=0.3 + k / 100, paper_value=0.05),
+            _claim("laddered", False, measured=0.4),
+            _claim("unexplained", False, measured=0.5),
+        ]
+        _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
+    for k, seed in enumerate(range(100, 103)):  # the paper's recipe, where the first holds and the third does not
+        claims = [_claim("small-recipe", True, measured=0.04), _claim("unexplained", False, measured=0.5)]
+        _run(root, f"lsa-linear-paper-seed{seed}", seed, claims, minute=20 + k, scale="paper")
+    _ladder(root, "laddered", {100: [0.4, 0.2], 101: [0.42, 0.25], 102: [0.38, 0.21]})
+    cost = {"seconds": 7200.0, "estimated": True, "threads": 2, "device": "cpu", "date": "2026-11-27"}
+    board = aggregate(root, api.recipe)
+    found = {d.row.id: d for d in diagnose(board, api.recipe_distance, lambda experiment: cost)}
+    assert set(found) == {"small-recipe", "laddered", "unexplained"}  # quick only: paper-scale rows are evidence
+    assert found["small-recipe"].verdict == (
+        "reproduces at the paper's recipe (paper, 3 of 3 seeds): the quick recipe is the cause"
+    )
+    assert found["unexplained"].verdict == "does not reproduce at the paper's recipe (paper, 0 of 3 seeds)"
+    assert found["laddered"].verdict.startswith("moving toward the paper's number as train.steps grows (ladder-")
+    assert "the paper's recipe takes about 2 h 00 min a seed on 2 thread(s) of cpu (estimated from a timed run" in (
+        found["laddered"].verdict
+    )
+    assert found["laddered"].distance == api.recipe_distance("lsa-linear", "quick")
+    page = non_reproductions(root, api.recipe, api.recipe_distance, lambda experiment: None)
+    assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
+    assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page
+    assert "the paper recipe's cost on this machine is not measured" in page
+    assert "## `fine`" not in page and json.dumps(page)  # a claim that reproduces has no section

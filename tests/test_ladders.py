@@ -1,0 +1,92 @@
+"""Ladders: the number a claim rests on, and the rule that says whether it moves toward the paper's number as one
+config value grows (made-up ladders: rising, flat, falling), and a sweep's ladder read from its point folders."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from iclab.claims import Claim, over_seeds
+from iclab.ladders import claim_number, ladder_trend, paper_number
+from iclab.report import write_sweep_report
+from iclab.report.sweep import ladder
+from iclab.runs import RunFolder, SweepFolder
+from iclab.sweeps import _write_tables, expand, point_name
+
+
+def _entry(measured, paper_value=None, statistic=None) -> dict:
+    entry = {"id": "x", "measured": measured, "paper_value": paper_value, "holds": False}
+    return entry | ({"statistic": statistic} if statistic is not None else {})
+
+
+def test_a_claims_number_is_its_measured_value_at_a_path_or_its_statistic():
+    assert claim_number(_entry(0.5)) == 0.5
+    assert claim_number(_entry({"256": 0.95, "1024": 0.55}), "1024") == 0.55
+    assert claim_number(_entry({"k = 10": {"error": 0.2}}), "k = 10.error") == 0.2
+    assert claim_number(_entry([0.1, 0.2, 0.3]), "-1") == 0.3
+    assert claim_number(_entry({"a": "text"}), "a") is None and claim_number(_entry({"a": 1}), "b") is None
+    assert claim_number(_entry({"plain": 60.0}, statistic=1.5)) == 1.5  # a claim judged over seeds
+    assert claim_number(_entry(True)) is None  # a yes/no is not a number
+    assert paper_number(_entry(0, paper_value=0.13)) == 0.13
+    assert paper_number(_entry(0, paper_value={"1024": 0.13}), "1024") == 0.13
+    assert paper_number(_entry(0, paper_value="0.65 at n = 512")) is None
+
+
+def test_the_trend_rule_on_rising_flat_and_falling_ladders():
+    # Three seeds, four rungs, the paper's number 0.1 below: a falling number moves toward it.
+    falling = {100: [0.8, 0.6, 0.45, 0.3], 101: [0.9, 0.7, 0.5, 0.35], 102: [0.75, 0.62, 0.4, 0.32]}
+    trend = ladder_trend(falling, 0.1, "train.epochs")
+    assert trend.verdict == "moving toward the paper's number as train.epochs grows" and trend.toward == -1
+    assert trend.slope == pytest.approx((-0.165 - 0.185 - 0.151) / 3) and trend.z > 2  # each seed's own fit
+    rising = {seed: [v + 0.0 for v in reversed(values)] for seed, values in falling.items()}
+    assert ladder_trend(rising, 0.1, "k").verdict == "moving away from the paper's number as k grows"
+    flat = {100: [0.5, 0.52, 0.49, 0.5], 101: [0.6, 0.58, 0.61, 0.6], 102: [0.55, 0.56, 0.54, 0.56]}
+    assert ladder_trend(flat, 0.1, "k").verdict == "not moving as k grows"
+    assert ladder_trend(falling, None, "k").verdict == "falling as k grows"  # no paper number: a direction only
+    assert ladder_trend({100: [0.5, 0.4]}, 0.1, "k").verdict.startswith("too few runs")
+    assert ladder_trend({100: [0.5, None], 101: [0.4, 0.3]}, 0.1, "k").verdict.startswith("too few runs")
+    same = ladder_trend({100: [0.5, 0.4], 101: [0.5, 0.4]}, 0.1, "k")  # alike on every seed: no spread
+    assert math.isinf(same.z) and same.verdict.startswith("moving toward")
+
+
+def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
+    """A ladder of two rungs on two seeds, its point folders written by hand: the report reads each seed's number at
+    the claim's path, draws it and writes ladder.json with the trend."""
+    grid = {"train.epochs": [150, 300], "seed": [100, 101]}
+    spec = {
+        "experiment": "abstract-symbols",
+        "scale": "quick",
+        "grid": grid,
+        "overrides": {},
+        "metric": "train_loss",
+        "claim": "aba-abb-plain-needs-1024:1024",
+        "claim_target": None,
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+    }
+    sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
+    points = expand(grid)
+    for point in points:
+        epochs, seed = point["train.epochs"], point["seed"]
+        config = {"experiment": "abstract-symbols", "scale": "quick", "seed": seed, "train": {"epochs": epochs}}
+        run = RunFolder.create("abstract-symbols", config, out=sweep.run(point_name(point)).path)
+        run.write_metrics([{"model": "transformer", "step": 10, "metric": "train_loss", "value": 0.1}])
+        loss = (0.6 if epochs == 150 else 0.3) + (seed - 100) * 0.05
+        measured = {"256": 0.9, "1024": loss}
+        claim = Claim("aba-abb-plain-needs-1024", "P", "s", measured, "< 0.2", False, "paper", "trained", "F")
+        run.write_claims(over_seeds({seed: [claim]}))
+        (run.path / "claims.json").write_text(
+            json.dumps([{**c, "paper_value": {"1024": 0.13}} for c in run.read_claims()])
+        )
+    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+    steps = ladder(sweep)
+    assert steps.rungs == [150, 300] and steps.numbers == {100: [0.6, 0.3], 101: [0.65, 0.35]}
+    assert steps.target == 0.13 and steps.trend.verdict == "moving toward the paper's number as train.epochs grows"
+    page = write_sweep_report(sweep).read_text()
+    assert "Ladder: aba-abb-plain-needs-1024 against train.epochs" in page
+    record = json.loads((sweep.path / "ladder.json").read_text())
+    assert record["numbers"] == {"100": [0.6, 0.3], "101": [0.65, 0.35]} and record["target"] == 0.13
+    assert (sweep.path / "figures" / "ladder_aba-abb-plain-needs-1024.png").exists()
+    assert ladder(SweepFolder.create({**spec, "claim": None}, out=tmp_path / "plain")) is None
+    assert isinstance(pd.read_parquet(sweep.claims_file), pd.DataFrame)
