@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import logging
@@ -42,7 +43,7 @@ from .report import (
     write_sweep_report,
 )
 from .report.live import LiveLog
-from .runs import EvaluationFolder, Recipe, RunFolder, SweepFolder
+from .runs import WRITE_FAILURES, EvaluationFolder, Recipe, RunFolder, SweepFolder, Unwritable, unwritable
 from .train import TrainingDiverged
 from .version import __version__
 
@@ -56,7 +57,10 @@ class RunInterrupted(KeyboardInterrupt):
 
 def _interrupted(folder: RunFolder, kept: bool, fresh: bool) -> RunInterrupted:
     if kept:
-        latest = max(folder.weights(), key=lambda c: c.step, default=None)
+        try:
+            latest = max(folder.weights(), key=lambda c: c.step, default=None)
+        except Exception:  # a damaged file: the interruption is still what to say
+            latest = None
         where = f" (the latest: {latest.model} at step {latest.step})" if latest else ""
         return RunInterrupted(f"interrupted; its checkpoints are kept{where}: `iclab resume {folder.path}` continues")
     if fresh:
@@ -100,15 +104,20 @@ def run(
     progress: bool = True,
     root: str | Path = "runs",
 ) -> RunResult:
-    """Run an experiment into a new run folder and return its result.
+    """Run an experiment into a new run folder and return its result. The config is checked before the folder is
+    made (a bad value is a :class:`ConfigError` and writes nothing); a run that fails before its first checkpoint
+    leaves no folder.
 
     Args:
         experiment: a name from :func:`list_experiments`.
-        scale: ``quick`` (minutes on a laptop CPU) or ``paper`` (the paper's sizes).
-        seeds: number of seeds (overrides the config's ``seeds``).
+        scale: ``smoke`` (the pipeline in seconds; its verdicts mean nothing), ``quick`` (minutes on a CPU),
+            ``long`` (within an hour on a CPU, where the experiment defines it) or ``paper`` (the paper's sizes).
+        seeds: number of seeds, ``seed`` to ``seed + seeds - 1`` (overrides the config's ``seeds``).
         overrides: ``["train.steps=500", ...]`` or ``{"train.steps": 500}``.
-        out: the run folder to create (default ``<root>/<experiment>-<timestamp>``).
-        device: ``cpu``, ``cuda`` or None for the best available.
+        out: the run folder to create, new or empty (default ``<root>/<experiment>-<timestamp>``).
+        device: ``cpu``, ``cuda``, ``cuda:N`` or None for the best available.
+        progress: show a progress bar (or a line per logging step when not on a terminal) while models train.
+        root: where the default run folder goes.
     """
     config = experiments.get(experiment).configure(scale, overrides, seeds)
     dev = pick_device(device)
@@ -184,36 +193,48 @@ def resume(
     beside it, which starts from a copy of its checkpoints and records it as ``continued_from``.
 
     ``overrides`` change config keys for the rest of the run (e.g. ``{"train.lr": 1e-4}`` after a
-    divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``.
+    divergence); they are applied to ``config.yaml`` and listed under its ``resume_overrides``. A run another
+    process is training is refused (:meth:`~iclab.runs.RunFolder.writer`); a damaged latest checkpoint falls back
+    to the previous one (:mod:`iclab.train`); a finished run stopped before its report was written gets it.
     """
     folder = RunFolder.open(path)
-    stored = folder.read_config()
-    spec = experiments.get(stored["experiment"])
     pairs = list(overrides.items() if isinstance(overrides, Mapping) else map(parse_assignment, overrides))
-    try:
-        config = spec.reconfigure(stored, pairs, continued=folder.finished)
-    except ConfigError as err:
+    # Refused while another process trains it; everything it reads (the config, whether it finished) is read holding
+    # the lock, so a resume that follows another writer sees the folder that writer left.
+    with folder.writer():
+        stored = folder.read_config()
+        spec = experiments.get(stored["experiment"])
+        if folder.finished and not pairs and not folder.report_file.exists():  # stopped after claims.json, before this
+            write_report(folder)
+            return RunResult(folder, folder.read_claims())
+        try:
+            config = spec.reconfigure(stored, pairs, continued=folder.finished)
+        except ConfigError as err:
+            if not folder.finished:
+                raise
+            raise ConfigError(f"{path} has already finished (claims.json exists); {err}") from None
+        device = pick_device(device)
+        if pairs:  # recorded once the overrides and the device are known to be good
+            done = config.record.get("resume_overrides", [])
+            config = config.with_keys(resume_overrides=done + [f"{k}={v}" for k, v in pairs])
         if not folder.finished:
-            raise
-        raise ConfigError(f"{path} has already finished (claims.json exists); {err}") from None
-    device = pick_device(device)
-    if pairs:  # recorded once the overrides and the device are known to be good
-        done = config.record.get("resume_overrides", [])
-        config = config.with_keys(resume_overrides=done + [f"{k}={v}" for k, v in pairs])
-    if folder.finished:  # the finished run stays as it is; its continuation starts from its checkpoints
+            if pairs:
+                folder.write_config(config.record)
+            if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
+                folder.restart()
+            return _execute(folder, config, device, progress)
+        # The finished run stays as it is; its continuation starts from a copy of its checkpoints, taken under its
+        # lock, and is trained under its own.
         config = config.with_keys(continued_from=folder.path.name)
         child = RunFolder.create(spec.name, config.record, root=folder.path.parent)
         try:
             shutil.copytree(folder.checkpoints, child.checkpoints)
-        except BaseException:  # a partial copy would resume from truncated files
+        except BaseException as err:  # a partial copy would resume from truncated files
             child.discard()
+            if isinstance(err, OSError):  # a full disk
+                raise unwritable(child.checkpoints, err, "copy the checkpoints to") from None
             raise
-        return _execute(child, config, device, progress)
-    if pairs:
-        folder.write_config(config.record)
-    if not folder.has_checkpoint:  # nothing trained survives: whatever else is there is partial
-        folder.restart()
-    return _execute(folder, config, device, progress)
+    return _execute(child, config, device, progress)
 
 
 NOT_RECIPE = ("seed", "seeds", "log")
@@ -272,52 +293,78 @@ def recipe(experiment: str, scale: str) -> Recipe | None:
 
 
 def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh: bool = False) -> RunResult:
-    """Run the experiment into ``folder``. A ``fresh`` run that fails before its first checkpoint
-    leaves no folder behind (there is nothing to resume); later failures keep it resumable."""
+    """Run the experiment into ``folder``, holding its lock (:meth:`RunFolder.writer`: one process writes a run). A
+    ``fresh`` run that fails before its first checkpoint leaves no folder behind (there is nothing to resume); later
+    failures, and a file that could not be written (a full disk) at any time, keep it resumable (:func:`_stopped`)."""
     record = config.record
     spec = experiments.get(record["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, record["scale"], folder.path, device)
-    live = LiveLog(folder, record)
-    share = CoreShare()
-    context = RunContext(folder, device, progress, experiment=spec.name, config=config.values, live=live, cores=share)
-    changes = recipe_changes(record)
-    started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
-    try:
-        with share:
-            claims = over_seeds(spec.run_seeds(config.values, context))
-    except BaseException as err:
-        live.close()
-        kept = folder.has_checkpoint
-        if fresh and not kept:
-            folder.discard()
-        if isinstance(err, KeyboardInterrupt):
-            raise _interrupted(folder, kept, fresh) from None
-        if isinstance(err, TrainingDiverged):
-            resume = f"`iclab resume {folder.path} --set train.lr=<smaller>`"
-            if kept:
-                advice = f"the last good checkpoints are kept: {resume}"
-            elif fresh:
-                advice = "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr"
-            else:
-                advice = f"no checkpoint was written: {resume} starts it again"
-            raise ConfigError(f"{spec.name}: {err}; {advice}") from None
-        raise
-    folder.write_metrics(context.rows)
-    live.close(context.rows, claims)
-    folder.write_info(
-        {
-            **_environment(device),
-            "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second (the index)
-            "resumed": not fresh,
-            "wall_seconds": round(time.perf_counter() - wall, 2),
-            "cpu_seconds": round(time.process_time() - cpu, 2),
-            "recipe_changes": changes,
-            "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,
-        }
-    )
-    folder.write_claims(claims)
-    write_report(folder)
+    with folder.writer():
+        live = None
+        try:
+            live = LiveLog(folder, record)
+            share = CoreShare()
+            context = RunContext(
+                folder, device, progress, experiment=spec.name, config=config.values, live=live, cores=share
+            )
+            changes = recipe_changes(record)
+            started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
+            with share:
+                claims = over_seeds(spec.run_seeds(config.values, context))
+            folder.write_metrics(context.rows)
+            live.close(context.rows, claims)
+            live = None  # closed: a failure below has none to close
+            folder.write_info(
+                {
+                    **_environment(device),
+                    "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second
+                    "resumed": not fresh,
+                    "wall_seconds": round(time.perf_counter() - wall, 2),
+                    "cpu_seconds": round(time.process_time() - cpu, 2),
+                    "recipe_changes": changes,
+                    "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,
+                }
+            )
+            folder.write_claims(claims)
+            write_report(folder)
+        except BaseException as err:
+            if live is not None:
+                live.close()
+            stopped = _stopped(err, folder, spec.name, fresh)
+            if stopped is None:
+                raise
+            raise stopped from None
     return RunResult(folder, folder.read_claims())
+
+
+def _stopped(err: BaseException, folder: RunFolder, name: str, fresh: bool) -> BaseException | None:
+    """What a run stopped by ``err`` raises instead of it, in one line (None: ``err`` itself, a bug's traceback).
+    A ``fresh`` run with no checkpoint is removed, unless a file could not be written: then, as a run with
+    checkpoints, it is kept, and `iclab resume` finishes it once the disk has room. What it reads of the folder here
+    may fail in turn (a damaged file, a disk gone): then the folder is kept, and ``err`` is not hidden."""
+    if isinstance(err, OSError) and err.errno in WRITE_FAILURES:  # a figure, an event file, a checkpoint
+        err = unwritable(err.filename or folder.path, err)
+    try:
+        kept = folder.has_checkpoint
+    except Exception:  # (whatever it says, what stopped the run is what the user must see)
+        kept = True  # not known: nothing is removed
+    if fresh and not kept and not isinstance(err, Unwritable):
+        with contextlib.suppress(OSError):
+            folder.discard()
+    if isinstance(err, KeyboardInterrupt):
+        return _interrupted(folder, kept, fresh)
+    if isinstance(err, TrainingDiverged):
+        resume = f"`iclab resume {folder.path} --set train.lr=<smaller>`"
+        if kept:
+            advice = f"the last good checkpoints are kept: {resume}"
+        elif fresh:
+            advice = "no checkpoint was written and the run folder was removed: rerun with a smaller train.lr"
+        else:
+            advice = f"no checkpoint was written: {resume} starts it again"
+        return ConfigError(f"{name}: {err}; {advice}")
+    if isinstance(err, Unwritable):
+        return Unwritable(f"{name}: {err}, then `iclab resume {folder.path}` finishes the run (its folder is kept)")
+    return None
 
 
 def _environment(device) -> dict:
@@ -356,7 +403,9 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     report or the index). ``seed_table``: also write the folder of runs' markdown claim × seed table to
     that path; ``non_reproductions``: also write why each paper claim that does not reproduce does not
     (:mod:`iclab.report.diagnosis`: the distance to the paper's recipe, its cost, the runs at it and the ladders
-    toward it, among the runs and sweeps of the folder)."""
+    toward it, among the runs and sweeps of the folder). A run folder of a folder of runs whose files cannot be read
+    (or whose report cannot be written) is skipped and every other run reported; then a :class:`ConfigError` says
+    which, a line each."""
     path = Path(path)
     sweep, evaluation = SweepFolder(path), EvaluationFolder(path)
     kind = (
@@ -383,22 +432,34 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
         write_seed_table(path, seed_table, recipe)
     if non_reproductions is not None:
         write_non_reproductions(path, non_reproductions, recipe, recipe_distance, _paper_cost)
-    for run in runs:
-        write_report(run)
-    return write_index(path, recipe)
+    skipped = []
+    for run in runs:  # a run whose files cannot be read or written is skipped, and said so; the others are reported
+        try:
+            write_report(run)
+        except ConfigError as err:
+            skipped.append(f"skipped {run.path}: {err}")
+    index = write_index(path, recipe)
+    if skipped:  # a line per skipped run folder, after every other run is reported
+        raise ConfigError("\n".join([*skipped[:-1], f"{skipped[-1]} ({index} reports every other run)"]))
+    return index
 
 
 def parse_seeds(spec: int | str | Sequence[int]) -> list[int]:
-    """The seeds of ``iclab reproduce --seeds``: a count S (``3`` or ``"3"``: seeds 0 to S − 1), a
-    range ``"0-4"`` (both ends included) or a list of seeds."""
+    """The seeds of ``iclab reproduce --seeds``: a count S of evaluation seeds (``3`` or ``"3"``: seeds 100 to
+    100 + S − 1, from :data:`~iclab.claims.EVALUATION_SEEDS`' first, what a user asking for three seeds means), a
+    range ``"0-4"`` (both ends included: tuning seeds are named this way) or a list of seeds."""
+    first_evaluation = EVALUATION_SEEDS[0]
     if isinstance(spec, str):
         found = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", spec)
         if not found:
             raise ConfigError(f"--seeds expects a count (e.g. 3) or a range (e.g. 0-4), got {spec!r}")
         first, last = found.groups()
-        seeds = list(range(int(first))) if last is None else list(range(int(first), int(last) + 1))
+        if last is None:
+            seeds = list(range(first_evaluation, first_evaluation + int(first)))
+        else:
+            seeds = list(range(int(first), int(last) + 1))
     elif isinstance(spec, int):
-        seeds = list(range(spec))
+        seeds = list(range(first_evaluation, first_evaluation + spec))
     else:
         seeds = list(spec)
     if not seeds or any(not isinstance(s, int) or s < 0 for s in seeds):

@@ -76,7 +76,8 @@ class Claim:
     the reports link the claim to it. A claim whose required accuracy this run's models do not reach
     keeps its measured value but is judged at another scale: ``holds`` is None, ``judged_at`` names
     that scale, ``needed`` and ``reached`` are the run's two numbers and ``reason`` says what they
-    measure (see :func:`judged_at`).
+    measure (see :func:`judged_at`). A claim its config leaves nothing to measure (no prefix below d when
+    d = 1) is not judged either: ``holds`` None, no ``judged_at``, and ``reason`` says why (:func:`not_measured`).
     """
 
     id: str
@@ -102,13 +103,16 @@ class Claim:
         About(self.kind, self.subject, self.source, self.paper_value)  # validates
 
     def to_dict(self) -> dict:
-        """The ``claims.json`` entry: ``judged_at``, ``reason``, ``needed`` and ``reached`` appear only on a
-        claim judged elsewhere, ``clauses`` only on a claim of several (:func:`all_of`), ``statistic`` and
-        ``seed_test_z`` only on a claim judged over seeds (:func:`over_seeds_test`)."""
+        """The ``claims.json`` entry: ``judged_at``, ``needed`` and ``reached`` appear only on a claim judged
+        elsewhere, ``reason`` on it and on a claim not measured, ``clauses`` only on a claim of several
+        (:func:`all_of`), ``statistic`` and ``seed_test_z`` only on a claim judged over seeds
+        (:func:`over_seeds_test`)."""
         entry = asdict(self)
         if self.judged_at is None:
-            for key in ("judged_at", "reason", "needed", "reached"):
+            for key in ("judged_at", "needed", "reached"):
                 del entry[key]
+        if self.reason is None:
+            del entry["reason"]
         for key in ("clauses", "statistic", "seed_test_z"):
             if entry[key] is None:
                 del entry[key]
@@ -119,8 +123,12 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
+NOTHING_MEASURED = "nothing was measured: this config leaves the claim no case to check"
+"""The reason of a claim whose measured value is empty (:func:`not_measured`), where its experiment gives none."""
+
+
 def _claim(id, paper, statement, measured, expected, ok, about: About, figure) -> Claim:
-    return Claim(
+    claim = Claim(
         id,
         paper,
         statement,
@@ -133,6 +141,14 @@ def _claim(id, paper, statement, measured, expected, ok, about: About, figure) -
         about.paper_value,
         figure,
     )
+    empty = measured is None or (isinstance(measured, (dict, list, tuple, str)) and not measured)
+    return not_measured(claim, NOTHING_MEASURED) if empty else claim
+
+
+def not_measured(claim: Claim, reason: str) -> Claim:
+    """``claim`` left unjudged because its config gives it nothing to measure (an empty range, d = 1 for a
+    claim about k < d): ``holds`` None, never a pass, with ``reason`` saying why."""
+    return replace(claim, holds=None, reason=reason)
 
 
 def within(
@@ -422,6 +438,7 @@ class Tally:
     elsewhere: int
     kind: str | None = None
     over_seeds: int = 0
+    unmeasured: int = 0
 
     @property
     def all_hold(self) -> bool:
@@ -439,6 +456,8 @@ class Tally:
             parts.append(f"{self.elsewhere} judged at another scale")
         if self.over_seeds:
             parts.append(f"{self.over_seeds} judged over seeds")
+        if self.unmeasured:
+            parts.append(f"{self.unmeasured} not measured")
         return ", ".join(parts)
 
 
@@ -447,9 +466,11 @@ def tally(claims: Iterable[dict], kind: str | None = None) -> Tally:
     None counts apart)."""
     claims = [c for c in claims if kind is None or kind_of(c) == kind]
     pooled = sum(c["holds"] is None and "seed_test_z" in c for c in claims)
+    unmeasured = sum(verdict_text(c) == "not measured" for c in claims)
     verdicts = [c["holds"] for c in claims]
     judged = [v for v in verdicts if v is not None]
-    return Tally(sum(map(bool, judged)), len(judged), len(verdicts) - len(judged) - pooled, kind, pooled)
+    elsewhere = len(verdicts) - len(judged) - pooled - unmeasured
+    return Tally(sum(map(bool, judged)), len(judged), elsewhere, kind, pooled, unmeasured)
 
 
 def summary(claims: list[dict]) -> str:
@@ -457,17 +478,20 @@ def summary(claims: list[dict]) -> str:
     diagnostics: 3 of 3 hold``."""
     parts = [f"paper claims: {tally(claims, 'paper')}"]
     diagnostics = tally(claims, "diagnostic")
-    if diagnostics.judged or diagnostics.elsewhere or diagnostics.over_seeds:
+    if diagnostics.judged or diagnostics.elsewhere or diagnostics.over_seeds or diagnostics.unmeasured:
         parts.append(f"diagnostics: {diagnostics}")
     return "; ".join(parts)
 
 
 def verdict_text(claim: dict) -> str:
     """A ``claims.json`` entry's verdict in words (:func:`verdict_word`), or ``measured, judged at <scale>
-    scale`` for a claim judged elsewhere, ``measured, judged over seeds`` for a seed's entry of a claim judged
-    over seeds together (:func:`over_seeds_test`)."""
+    scale`` for a claim judged elsewhere, ``not measured`` for a claim its config left nothing to measure
+    (:func:`not_measured`), ``measured, judged over seeds`` for a seed's entry of a claim judged over seeds together
+    (:func:`over_seeds_test`)."""
     if claim["holds"] is None and "seed_test_z" in claim:
         return "measured, judged over seeds"
+    if claim["holds"] is None and not claim.get("judged_at") and claim.get("reason"):
+        return "not measured"
     if claim["holds"] is None:
         return f"measured, judged at {claim.get('judged_at') or 'another'} scale"
     return verdict_word(claim["holds"], kind_of(claim))

@@ -89,9 +89,10 @@ def _reproduce_verb(sub) -> None:
     reproduce.add_argument(
         "--seeds",
         metavar="S",
-        help="run every experiment once on these seeds, trained together and each judged: a count (3: seeds 0-2) "
-        "or a range (0-4), into OUT/<experiment>-seeds<first>-<last>-<timestamp>; a rerun keeps finished runs and "
-        "resumes the others (default: the evaluation seeds 100-104, which the scoreboard counts)",
+        help="run every experiment once on these seeds, trained together and each judged: a count of evaluation "
+        "seeds (3: seeds 100-102) or a range (0-4: tuning seeds are named by a range), into "
+        "OUT/<experiment>-seeds<first>-<last>-<timestamp>; a rerun keeps finished runs and resumes the others "
+        "(default: the evaluation seeds 100-104, which the scoreboard counts)",
     )
     reproduce.add_argument("--only", metavar="EXP,...", help="only these experiments (comma-separated)")
     reproduce.add_argument(
@@ -213,7 +214,10 @@ def _model_verbs(sub) -> None:
         help="reference learners (ols, ridge=<λ>, <k>-nn, averaging, gd=<η>, lasso=<α>, tree[=<depth>], "
         "xgboost, net, zero; default: ols 3-nn averaging)",
     )
-    evaluate.add_argument("--out", help="the evaluation folder (default <run>/eval-<timestamp>)")
+    evaluate.add_argument(
+        "--out",
+        help="the evaluation folder (default <run>/eval-<timestamp>; beside an export: <export>-eval-<timestamp>)",
+    )
     evaluate.add_argument("--prompts", type=int, help="evaluation prompts (default: the run's eval_prompts, else 1000)")
     evaluate.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings (default 1000)")
     evaluate.add_argument("--attention", action="store_true", help="also draw the attention maps of two prompts")
@@ -376,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return _dispatch(args, argv)
-    except ConfigError as err:
-        print(f"iclab: error: {err}", file=sys.stderr)
+    except ConfigError as err:  # one line (a line per item where it names several, e.g. skipped run folders)
+        print("\n".join(f"iclab: error: {line}" for line in str(err).splitlines()), file=sys.stderr)
         return 2
     except KeyboardInterrupt as err:  # a run says where it stopped (api.RunInterrupted); others stop cleanly
         again = "; the same command again keeps the finished runs and resumes the others"

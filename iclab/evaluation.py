@@ -90,11 +90,14 @@ def _check_evaluable(loaded: LoadedModel) -> None:
     """A regression model on interleaved or paired prompts of a linear-regression or function-class task."""
     fmt, kind = loaded.prompt_format, (loaded.metadata.get("task") or {}).get("kind")
     if not isinstance(fmt, (InterleavedFormat, PairedFormat)) or kind not in ("linear-regression", "function-class"):
-        reads = "no prompts" if fmt is None else f"{type(fmt).__name__} prompts"
-        trained = "no recorded task" if kind is None else f"a {kind} task"
+        if fmt is None and kind is None:  # e.g. algorithm-selection's probes, which read a model's hidden states
+            what = f"a {loaded.metadata.get('class')} that records no prompt format or task: iclab.load_model loads it"
+        else:
+            reads = "no prompts" if fmt is None else f"{type(fmt).__name__} prompts"
+            what = f"it reads {reads} of {'no recorded task' if kind is None else f'a {kind} task'}"
         raise ConfigError(
             f"iclab eval evaluates regression models on interleaved or paired prompts "
-            f"({', '.join(EVALUATED)}); {loaded.name!r} reads {reads} of {trained}"
+            f"({', '.join(EVALUATED)}); {loaded.name!r} is not one: {what}"
         )
 
 
@@ -141,7 +144,7 @@ def evaluate(
             (see :func:`changed_task`).
         shifts: names from :mod:`iclab.shifts` (``standard``, ``skewed``, ``scale-x=2``, ...).
         learners: names from :mod:`iclab.learners.named` (``ols``, ``ridge=0.1``, ``3-nn``, ...).
-        out: the folder to write (default ``<run>/eval-<timestamp>``).
+        out: the folder to write (default ``<run>/eval-<timestamp>``; beside an export, ``<export>-eval-<timestamp>``).
         prompts: evaluation prompts (default: the run's ``eval_prompts``, else 1000).
         bootstrap: bootstrap resamplings for the 5–95% bands.
         attention: also draw the attention maps of two prompts (transformers only).
@@ -339,7 +342,10 @@ def _write(spec: dict, out, source, rows: list[dict], draw) -> EvaluationFolder:
     """Write the evaluation folder (its metrics, the figures ``draw(folder)`` makes, its report) and relink the
     source run's report; on any failure the folder is removed (an ``out`` that existed empty is left empty)."""
     existed = out is not None and Path(out).exists()
-    folder = EvaluationFolder.create(spec, out, root=source.path)
+    if source.kind == "export":  # an export stays as it was written (what is uploaded): its evaluations go beside
+        folder = EvaluationFolder.create(spec, out, root=source.path.parent, stem=f"{source.path.name}-eval")
+    else:  # a run, or one of Garg et al.'s, keeps its evaluations
+        folder = EvaluationFolder.create(spec, out, root=source.path)
     try:
         folder.write_metrics(rows)
         draw(folder)

@@ -14,6 +14,9 @@
 from __future__ import annotations
 
 import json
+import os
+import secrets
+import shutil
 from pathlib import Path
 
 import yaml
@@ -22,7 +25,7 @@ from .claims import kind_of, paper_value_text, summary, verdict_text
 from .config import ConfigError
 from .loading import open_source
 from .models.convert import to_hub
-from .runs import RunFolder
+from .runs import SCRATCH_SUFFIX, RunFolder, unwritable
 
 
 def export(
@@ -44,13 +47,26 @@ def export(
 
     from safetensors.torch import save_file
 
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, out / "model.safetensors", metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (out / "README.md").write_text(model_card(config["iclab"], claims, source.path.name))
-    out.chmod(0o755)  # readable by whoever the folder is shared or uploaded with, whatever the umask
-    for file in out.iterdir():
-        file.chmod(0o644)
+    # Written whole or not at all: a scratch folder beside ``out``, renamed to it once every file is in.
+    scratch = out.with_name(f".{out.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        scratch.mkdir()
+        save_file(tensors, scratch / "model.safetensors", metadata={"format": "pt"})
+        (scratch / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (scratch / "README.md").write_text(model_card(config["iclab"], claims, source.path.name))
+        scratch.chmod(0o755)  # readable by whoever the folder is shared or uploaded with, whatever the umask
+        for file in scratch.iterdir():
+            file.chmod(0o644)
+        os.replace(scratch, out)  # over nothing, or over an empty folder
+    except OSError as err:  # a folder that cannot be made, a full disk, a file-size limit
+        raise unwritable(out, err, "write the export") from None
+    except Exception as err:  # safetensors' own error for a failed write
+        if "Error while serializing" not in str(err):
+            raise
+        raise unwritable(out, OSError(str(err).splitlines()[0]), "write the export") from None
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return out
 
 

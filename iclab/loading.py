@@ -25,11 +25,12 @@ import torch
 import yaml
 from torch import nn
 
+from . import probes  # noqa: F401  (registers PoolingProbes, the probes algorithm-selection checkpoints)
 from .config import ConfigError
 from .models import GPTTransformer, describe, rebuild
 from .models.convert import from_garg, from_hub, garg_config
 from .prompts import InterleavedFormat, describe_format, format_from_description
-from .runs import Checkpoint, RunFolder, read_weights
+from .runs import Checkpoint, RunFolder, read_file, read_weights
 from .tasks import task_from_description
 
 
@@ -144,7 +145,7 @@ def open_source(path: str | Path) -> Source:
     if (path / "config.json").exists():
         return _export(path)
     if (path / "config.yaml").exists():
-        config = yaml.safe_load((path / "config.yaml").read_text()) or {}
+        config = read_file(path / "config.yaml", lambda p: yaml.safe_load(p.read_text(encoding="utf-8")) or {}, dict)
         if "experiment" in config:
             return _run(path, config)
         if isinstance(config.get("model"), dict) and "family" in config["model"]:
@@ -167,18 +168,18 @@ def _run(path: Path, config: dict) -> Source:
         )
     if not checkpoints:
         raise ConfigError(f"{path} has no checkpoints")
-    return Source(path, "run", checkpoints, lambda c: read_weights(c.path), config.get("seed", 0), config)
+    return Source(path, "run", checkpoints, lambda c: read_weights(c.path, run.manifest), config.get("seed", 0), config)
 
 
 def _export(path: Path) -> Source:
     from safetensors.torch import load_file
 
-    config = json.loads((path / "config.json").read_text())
+    config = read_file(path / "config.json", lambda p: json.loads(p.read_text(encoding="utf-8")), dict)
     _, metadata = from_hub({}, config)
     checkpoint = Checkpoint(
         metadata.get("name", "model"), metadata.get("seed", 0), metadata.get("step", 0), path / "model.safetensors"
     )
-    return Source(path, "export", [checkpoint], lambda c: from_hub(load_file(c.path), config))
+    return Source(path, "export", [checkpoint], lambda c: from_hub(read_file(c.path, load_file), config))
 
 
 GARG_TASKS = {
@@ -224,7 +225,7 @@ def _garg(path: Path, config: dict) -> Source:
     if not (path / "state.pt").exists():
         raise ConfigError(f"{path} has no state.pt")
     gpt = garg_config(m["n_dims"], m["n_positions"], m["n_embd"], m["n_layer"], m["n_head"])
-    state = torch.load(path / "state.pt", map_location="cpu", weights_only=True)
+    state = read_file(path / "state.pt", lambda p: torch.load(p, map_location="cpu", weights_only=True))
     latest = Checkpoint("transformer", 0, int(state["train_step"]), path / "state.pt")
     kept = [
         Checkpoint("transformer", 0, int(match[1]), p)
@@ -243,7 +244,7 @@ def _garg(path: Path, config: dict) -> Source:
         theirs = (
             state["model_state_dict"]
             if checkpoint is latest
-            else torch.load(checkpoint.path, map_location="cpu", weights_only=True)
+            else read_file(checkpoint.path, lambda p: torch.load(p, map_location="cpu", weights_only=True))
         )
         return from_garg(theirs, gpt), {**facts, "name": checkpoint.model, "seed": 0, "step": checkpoint.step}
 

@@ -16,10 +16,13 @@ with a torn file. A sweep folder holds one run folder per grid point beside the 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import errno
 import hashlib
 import itertools
 import json
+import logging
 import os
 import re
 import secrets
@@ -27,12 +30,19 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import yaml
 
 from .claims import Claim
 from .config import ConfigError, differences, dump
+
+log = logging.getLogger(__name__)
+
+
+LOCK = ".lock"
+"""The lock file of a run folder, held while a process trains it (:meth:`RunFolder.writer`)."""
 
 
 class FolderTaken(ConfigError):
@@ -90,35 +100,124 @@ class Recipe:
         return out
 
 
-def read_weights(path: str | Path) -> tuple[dict, dict]:
-    """A weights file's state dict (CPU tensors) and its metadata (every value JSON-decoded)."""
+BUGS = (ImportError, MemoryError, TypeError, AttributeError, NameError)
+"""Errors that say something of the code or the machine, not of a file it read: :func:`read_file` lets them through."""
+
+
+def read_file(path: str | Path, read: Callable[[Path], Any], expect: type | None = None) -> Any:
+    """``read(path)``, the one place where a run's missing, unreadable or malformed file (``expect``: the type its
+    content must have) becomes a :class:`ConfigError` naming it, with what to do. An error of the code rather than of
+    the file (:data:`BUGS`: a missing package, a wrong call, no memory) is raised as it is."""
+    path = Path(path)
+    try:
+        value = read(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{path} is missing: restore it, or move its folder out of the way") from None
+    except BUGS:
+        raise
+    except Exception as err:  # OSError, a parser's error (YAML, JSON, Parquet, safetensors, pickle)
+        raise unreadable(path, err) from None
+    if expect is not None and not isinstance(value, expect):
+        raise unreadable(path, f"holds a {type(value).__name__}, not a {expect.__name__}")
+    return value
+
+
+def _yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def first_line(reason: object) -> str:
+    """An error (or a reason in words) in a few words: an ``OSError``'s own (``strerror``), else the first line of its
+    message, else its type's name."""
+    text = getattr(reason, "strerror", None) or str(reason).strip()
+    return text.splitlines()[0] if text else type(reason).__name__
+
+
+def unreadable(path: str | Path, reason: object) -> ConfigError:
+    """The :class:`ConfigError` of a damaged file: its path, why (the first line of ``reason``) and what to do."""
+    why = first_line(reason)
+    mark = getattr(reason, "problem_mark", None)  # YAML's: what it found wrong, and where
+    if mark is not None:
+        why = f"{getattr(reason, 'problem', None) or why} at line {mark.line + 1}"
+    return ConfigError(f"cannot read {path} ({why}): restore it, or move its folder out of the way")
+
+
+class Unwritable(ConfigError):
+    """A file or folder that could not be written (:func:`unwritable`): a run stopped by one is kept, to resume."""
+
+
+WRITE_FAILURES = {
+    errno.ENOSPC: "free some space on its disk",
+    errno.EDQUOT: "free some of your disk quota",
+    errno.EFBIG: "the file-size limit (ulimit -f) is too small for it",
+    errno.EACCES: "make its folder writable, or choose another",
+    errno.EPERM: "make its folder writable, or choose another",
+    errno.EROFS: "its disk is read-only: choose another folder",
+    errno.EIO: "check its disk",
+}
+"""The ``OSError`` numbers of a file that could not be written for want of room or rights (a full disk, a quota, a
+file-size limit, a read-only folder, a failing disk), with what to do: a run stopped by one is kept, to resume."""
+
+
+def unwritable(path: str | Path, err: OSError, action: str = "write") -> Unwritable:
+    """The :class:`ConfigError` of a file or folder that cannot be written (``action``: what could not be done to
+    it): its path, why and what to do (:data:`WRITE_FAILURES`; a path whose folders are missing, or else: check it)."""
+    advice = WRITE_FAILURES.get(err.errno) or (
+        "choose a path whose folders can be made" if err.errno == errno.ENOENT else "check the path"
+    )
+    return Unwritable(f"cannot {action} {path} ({err.strerror or err}): {advice}")
+
+
+def read_weights(path: str | Path, manifest: Manifest | None = None) -> tuple[dict, dict]:
+    """A weights file's state dict (CPU tensors) and its metadata (every value JSON-decoded); a damaged file is a
+    :class:`ConfigError` naming it (:func:`read_file`), so is one that differs from its entry in the run's manifest
+    (``manifest``: the run's, when the caller holds it; else it is found beside the file)."""
     from safetensors import safe_open
     from safetensors.torch import load_file
 
-    with safe_open(str(path), "np") as f:
-        metadata = f.metadata() or {}
-    return load_file(str(path)), {k: json.loads(v) for k, v in metadata.items() if k != "format"}
+    def read(path: Path) -> tuple[dict, dict]:
+        with safe_open(str(path), "np") as f:
+            metadata = f.metadata() or {}
+        return load_file(str(path)), {k: json.loads(v) for k, v in metadata.items() if k != "format"}
+
+    manifest = manifest or Manifest.of(path)  # every reader of a run's weights passes here: the check against it
+    if manifest is not None:
+        manifest.check(path)
+    return read_file(path, read)
 
 
 def _weights_step(path: Path) -> int:
     from safetensors import safe_open
 
-    with safe_open(str(path), "np") as f:
-        return int(f.metadata()["step"])
+    def read(path: Path) -> int:
+        with safe_open(str(path), "np") as f:
+            return int((f.metadata() or {})["step"])
+
+    return read_file(path, read)
 
 
 SCRATCH_SUFFIX = ".iclab-tmp"
 """The suffix of :func:`write_atomic`'s temporary files (``.<name>.<random>.iclab-tmp``)."""
 
 
-def write_atomic(path: str | Path, content: str | Callable[[Path], None], exclusive: bool = False) -> None:
+def write_atomic(
+    path: str | Path, content: str | Callable[[Path], None], exclusive: bool = False, durable: bool = False
+) -> None:
     """Write ``path`` whole or not at all.
 
     ``content`` (UTF-8 text, or a function that writes the file at the path it is given) goes to
     a temporary file beside ``path``, which then takes its place in one rename: a reader, or a
     run killed mid-write, sees the old file or the new one, never part of one (the temporary file
     of a killed writer may stay behind). ``exclusive``: raise ``FileExistsError`` instead of
-    replacing an existing file (a hard link, which never replaces).
+    replacing an existing file (a hard link, which never replaces). ``durable``: the temporary file is flushed to the
+    disk (fsync) before the rename, and the folder after it, so that a machine that crashes then (a power cut) finds
+    the new file whole, not an empty one (for a small file the run's state hangs on: the checkpoint manifest). A file
+    that cannot be written (a full disk, a read-only folder, a file-size limit) is a :class:`ConfigError` naming it
+    (:func:`unwritable`).
     """
     path = Path(path)
     scratch = path.with_name(f".{path.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
@@ -127,12 +226,282 @@ def write_atomic(path: str | Path, content: str | Callable[[Path], None], exclus
             scratch.write_text(content, encoding="utf-8")
         else:
             content(scratch)
+        if durable:
+            _sync(scratch)
         if exclusive:
             os.link(scratch, path)
         else:
             os.replace(scratch, path)
+        if durable:
+            with contextlib.suppress(OSError):  # (a filesystem that cannot sync a folder: the file itself is)
+                _sync(path.parent)
+    except OSError as err:  # a full disk, a read-only folder, a file-size limit: one line naming the file
+        if exclusive and isinstance(err, FileExistsError):
+            raise
+        raise unwritable(path, err) from None
     finally:
-        scratch.unlink(missing_ok=True)
+        try:
+            scratch.unlink(missing_ok=True)
+        except OSError:  # a folder that cannot be read or written holds no scratch file of ours
+            pass
+
+
+def _sync(path: Path) -> None:
+    """Flush a file's or a folder's data to the disk (fsync)."""
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+
+
+MANIFEST = "manifest.json"
+"""The checkpoint manifest's file name, in a run's ``checkpoints/`` (see :class:`Manifest`)."""
+
+
+class DamagedCheckpoint(ConfigError):
+    """A checkpoint file whose bytes are not those the manifest recorded when it was written."""
+
+
+def sha256_of(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes, read in chunks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+class Manifest:
+    """``checkpoints/manifest.json``: every checkpoint file a run has written (the latest weights and state, the
+    previous ones, the kept steps), by its path relative to ``checkpoints/``, with its sha256, size and step::
+
+        {"version": 1, "files": {"<model>/seed<k>/model.safetensors": {"sha256": ..., "bytes": ..., "step": ...}}}
+
+    The training loop records a checkpoint here once its files are written whole (the manifest's rewrite, atomic and
+    flushed to the disk, is the moment the checkpoint counts; see :mod:`iclab.train`), and every reader checks a file
+    against its entry: a file that changed since (truncated, overwritten, a bad disk) is a :class:`DamagedCheckpoint`.
+    A file with no entry, as in a run written before manifests, is read unchecked. So are all of them when the
+    manifest itself cannot be read (empty or torn after a crash of the machine, overwritten): it counts as absent,
+    with one warning line (one per object), and the run's next save writes it anew.
+    """
+
+    def __init__(self, folder: str | Path):
+        self.folder = Path(folder)
+        self._warned = False
+
+    file = property(lambda self: self.folder / MANIFEST)
+
+    @classmethod
+    def of(cls, checkpoint: str | Path) -> Manifest | None:
+        """The manifest of the run holding ``checkpoint`` (``checkpoints/<model>/seed<k>/<file>``), or None when
+        the file lies elsewhere or its run has none."""
+        folder = Path(checkpoint).parent.parent.parent
+        return cls(folder) if folder.name == "checkpoints" and (folder / MANIFEST).exists() else None
+
+    def files(self) -> dict[str, dict]:
+        """Every entry, by path relative to ``checkpoints/`` (one read of the manifest; empty without one, or with
+        one that cannot be read)."""
+        try:
+            text = self.file.read_text(encoding="utf-8")
+            if not text.strip():
+                raise ValueError("it is empty")
+            content = json.loads(text)
+            files = content.get("files") if isinstance(content, dict) else None
+            if not isinstance(files, dict) or not all(
+                isinstance(e, dict) and {"sha256", "bytes", "step"} <= e.keys() for e in files.values()
+            ):
+                raise ValueError("it is not a checkpoint manifest")
+            return files
+        except FileNotFoundError:
+            return {}
+        except BUGS:
+            raise
+        except Exception as err:  # unreadable, empty, torn, not a manifest: as absent, said once
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "%s cannot be read (%s): it is ignored, the checkpoints are read unchecked (the run's next save "
+                    "writes it anew)",
+                    self.file,
+                    first_line(err),
+                )
+            return {}
+
+    def entries(self) -> dict[Path, dict]:
+        """Every entry by its file's path (one read of the manifest, as :meth:`files`)."""
+        return {self.folder / key: entry for key, entry in self.files().items()}
+
+    def _key(self, path: str | Path) -> str:
+        return Path(path).relative_to(self.folder).as_posix()
+
+    def entry(self, path: str | Path) -> dict | None:
+        """The entry of the checkpoint file at ``path``, or None when none was recorded."""
+        return self.files().get(self._key(path))
+
+    def update(self, entries: dict[Path, dict | None], current: dict[Path, dict] | None = None) -> None:
+        """Record ``entries`` (path → entry; None removes one) in one atomic rewrite, flushed to the disk before its
+        rename. ``current``: the entries as :meth:`entries` read them just before (by the one writer of the run),
+        so that the manifest is not read again."""
+        files = self.files() if current is None else {self._key(path): entry for path, entry in current.items()}
+        for path, entry in entries.items():
+            if entry is None:
+                files.pop(self._key(path), None)
+            else:
+                files[self._key(path)] = entry
+        text = json.dumps({"version": 1, "files": dict(sorted(files.items()))}, indent=1) + "\n"
+        write_atomic(self.file, text, durable=True)
+
+    @staticmethod
+    def matches(path: str | Path, entry: dict | None) -> bool:
+        """Whether the file at ``path`` is the one ``entry`` records (its size, then its sha256)."""
+        path = Path(path)
+        if entry is None or not path.is_file() or path.stat().st_size != entry["bytes"]:
+            return False
+        return sha256_of(path) == entry["sha256"]
+
+    def check(self, path: str | Path) -> None:
+        """Raise :class:`DamagedCheckpoint` unless the file at ``path`` is the one recorded (a file with no entry
+        passes unchecked)."""
+        entry = self.entry(path)
+        if entry is not None and not self.matches(path, entry):
+            raise DamagedCheckpoint(
+                f"{path} is damaged: it is not the file written at step {entry['step']} (its sha256 differs from "
+                f"{self.file}'s); choose another checkpoint (--step), or train the run again"
+            )
+
+
+class FolderBusy(ConfigError):
+    """A folder whose lock another process holds (:class:`Lock`)."""
+
+
+class Lock:
+    """An exclusive lock on the file ``path`` (``fcntl.flock``), holding its holder's process id, host and start.
+
+    The kernel releases a flock when its process ends, however it ends, so a killed holder never leaves the lock
+    held; what it wrote in the file is left behind, and the next holder says in one line (a warning) that it took
+    the lock over. A holder that ends normally empties the file first. ``wait``: block until the lock is free,
+    else raise :class:`FolderBusy` at once, naming the holder (``busy`` words the refusal, its ``{holder}`` replaced
+    by, e.g., ``"process 12 on node-3 since 2025-01-02T10:04:05+00:00"``). Entering the same object again while it
+    is held does nothing, so one writer may take it at each level of its calls; a second open of the file, even in
+    the same process, is refused. On a filesystem that refuses locks (``ENOLCK``, ``ENOSYS``, ``EOPNOTSUPP``: some
+    network disks) a warning line names the folder and the holder goes on without the lock.
+    """
+
+    def __init__(self, path: str | Path, busy: str | None = None, wait: bool = False):
+        self.path, self.wait = Path(path), wait
+        self.busy = busy or f"{self.path} is locked by {{holder}}"
+        self._file, self._depth = None, 0
+
+    def __enter__(self) -> Lock:
+        if self._depth == 0:
+            self._acquire()
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._release()
+
+    def _acquire(self) -> None:
+        import fcntl
+        import socket
+
+        try:
+            handle = open(self.path, "a+", encoding="utf-8")  # a+: created when absent, never emptied by opening
+        except OSError as err:
+            raise unwritable(self.path, err, "lock") from None
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+        except BlockingIOError:  # held: its holder may not have written itself in yet (or a reader holds it shared)
+            holder = _holder(handle, held=True) or "another process"
+            handle.close()
+            raise FolderBusy(self.busy.replace("{holder}", holder)) from None
+        except OSError as err:
+            handle.close()
+            if err.errno not in UNLOCKABLE:
+                raise unwritable(self.path, err, "lock") from None
+            log.warning(
+                "cannot lock %s (%s): its filesystem has no locks, so nothing keeps a second process from writing "
+                "%s at the same time",
+                self.path,
+                first_line(err),
+                self.path.parent,
+            )
+            return
+        left = _holder(handle)
+        if left is not None:
+            log.warning("took over the lock %s from %s, which was stopped without releasing it", self.path, left)
+        self._file = handle
+        now = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": now}) + "\n")
+            handle.flush()
+        except OSError:  # a full disk: the lock holds all the same, only the others' messages name no holder
+            pass
+
+    def _release(self) -> None:
+        import fcntl
+
+        handle, self._file = self._file, None
+        if handle is None:  # held without a lock (a filesystem with none)
+            return
+        try:
+            handle.truncate(0)  # a lock released normally leaves no holder for the next to report
+        except OSError:  # its disk is full: the flock goes all the same
+            pass
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        with contextlib.suppress(OSError):  # (what a full disk kept it from writing is not flushed again)
+            handle.close()
+
+    def holder(self) -> str | None:
+        """Who holds the lock now (``"process <pid> on <host> since <time>"``), or None when it is free."""
+        import fcntl
+
+        try:
+            handle = open(self.path, encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                return None
+            except BlockingIOError:
+                return _holder(handle, held=True) or "another process"
+            except OSError:  # a filesystem with no locks: no holder can be known
+                return None
+
+
+UNLOCKABLE = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP)
+"""The ``flock`` errors of a filesystem that has no locks (some network disks): :class:`Lock` goes on without one."""
+
+
+def _holder(handle, held: bool = False) -> str | None:
+    """The holder a lock file names (``"process <pid> on <host> since <time>"``), or None when it is empty.
+    ``held``: the lock is held now, so a process of this host that is gone left it to one it started."""
+    import socket
+
+    handle.seek(0)
+    try:
+        facts = json.loads(handle.read() or "null")
+    except ValueError:
+        return "an unknown process"
+    if not isinstance(facts, dict):
+        return None
+    text = f"process {facts.get('pid')} on {facts.get('host')} since {facts.get('since')}"
+    if held and facts.get("host") == socket.gethostname() and not _alive(facts.get("pid")):
+        text += " (gone; a process it started may hold the lock still)"
+    return text
+
+
+def _alive(pid) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, ValueError, TypeError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class _Folder:
@@ -149,7 +518,10 @@ class _Folder:
     def figure(self, name: str) -> Path:
         """Path for ``figures/<name>.png`` (the folder is created)."""
         folder = self.path / self.figure_folder
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise unwritable(folder, err, "create the folder") from None
         return folder / f"{name}.png"
 
     def figures(self) -> list[Path]:
@@ -171,6 +543,8 @@ class RunFolder(_Folder):
     def __init__(self, path: str | Path):
         super().__init__(path)
         self._created = False  # whether create() made the directory itself
+        self._writer: Lock | None = None
+        self._manifest: Manifest | None = None
 
     @classmethod
     def create(
@@ -203,15 +577,37 @@ class RunFolder(_Folder):
             if not self.path.is_dir():
                 raise FolderTaken(f"{self.path} already exists and is not a folder") from None
         except OSError as err:  # a parent that is a file, no permission, a read-only disk
-            raise ConfigError(f"cannot create the run folder {self.path}: {err.strerror}") from None
+            raise unwritable(self.path, err, "create the run folder") from None
         try:
             write_atomic(self.config_file, dump(config), exclusive=True)
         except FileExistsError:
-            raise FolderTaken(f"{self.path} already exists and is not empty; runs are never overwritten") from None
+            raise self._taken() from None
+        except ConfigError:  # a full disk: the folder made for it goes again
+            if self._created:
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
         # Another process's scratch file is no content: it is claiming this folder too, and loses.
         if any(p != self.config_file and not p.name.endswith(SCRATCH_SUFFIX) for p in self.path.iterdir()):
             self.config_file.unlink()
-            raise FolderTaken(f"{self.path} already exists and is not empty; runs are never overwritten")
+            raise self._taken()
+
+    def _taken(self) -> FolderTaken:
+        """The refusal of a folder that holds a run, naming the process that trains it now, if one does."""
+        holder = Lock(self.lock_file).holder()
+        now = f" (it is being trained by {holder})" if holder else ""
+        return FolderTaken(f"{self.path} already exists and is not empty{now}; runs are never overwritten")
+
+    def writer(self) -> Lock:
+        """The lock of the one process that writes this run (``.lock``, :class:`Lock`): ``with run.writer():``
+        around training it; another process that tries while it is held is refused in one line naming the
+        holder. One :class:`RunFolder` gives one lock, which its holder may enter again."""
+        if self._writer is None:
+            self._writer = Lock(
+                self.lock_file,
+                f"{self.path} is being trained by {{holder}}; a run has one writer: wait for it to end, or stop it, "
+                f"then `iclab resume {self.path}`",
+            )
+        return self._writer
 
     def discard(self) -> None:
         """Remove what :meth:`create` made: the folder (or, for an ``out`` that existed empty, its contents)."""
@@ -221,13 +617,13 @@ class RunFolder(_Folder):
             self._remove_all_but()
 
     def restart(self) -> None:
-        """Remove everything but ``config.yaml``: a run stopped before its first checkpoint starts
-        again from its config as if it were new."""
-        self._remove_all_but(self.config_file)
+        """Remove everything but ``config.yaml`` (and the lock its writer holds): a run stopped before its first
+        checkpoint starts again from its config as if it were new."""
+        self._remove_all_but(self.config_file, self.lock_file)
 
-    def _remove_all_but(self, kept: Path | None = None) -> None:
+    def _remove_all_but(self, *kept: Path) -> None:
         for child in self.path.iterdir():
-            if child == kept:
+            if child in kept:
                 continue
             if child.is_dir():
                 shutil.rmtree(child)
@@ -247,6 +643,15 @@ class RunFolder(_Folder):
     claims_file = property(lambda self: self.path / "claims.json")
     info_file = property(lambda self: self.path / "run.json")
     checkpoints = property(lambda self: self.path / "checkpoints")
+    lock_file = property(lambda self: self.path / LOCK)
+
+    @property
+    def manifest(self) -> Manifest:
+        """The run's checkpoint :class:`Manifest` (``checkpoints/manifest.json``), one object per folder object (so
+        a manifest that cannot be read is said once)."""
+        if self._manifest is None:
+            self._manifest = Manifest(self.checkpoints)
+        return self._manifest
 
     @property
     def finished(self) -> bool:
@@ -262,7 +667,10 @@ class RunFolder(_Folder):
         """Whether any model has written a checkpoint (what :func:`iclab.resume` continues from)."""
         from .train import STATE  # the layout's names; imported on use (torch), as the readers below
 
-        return bool(self.legacy_checkpoints()) or any(self.checkpoints.glob(f"*/seed*/{STATE}"))
+        if self.legacy_checkpoints() or any(self.checkpoints.glob(f"*/seed*/{STATE}")):
+            return True
+        # A save stopped between its renames may have moved the latest state aside: the manifest knows it.
+        return any(key.endswith(f"/{STATE}") for key in self.manifest.files())
 
     def legacy_checkpoints(self) -> list[Path]:
         """The one-file checkpoints of a run written before the current layout (they resume, but
@@ -274,7 +682,7 @@ class RunFolder(_Folder):
         also the latest is listed once, as the latest)."""
         from .train import WEIGHTS
 
-        found = {}
+        found, recorded = {}, self.manifest.entries()
         for folder in sorted(self.checkpoints.glob("*/seed*")):
             seed = re.fullmatch(r"seed(\d+)", folder.name)
             if seed is None:
@@ -284,8 +692,9 @@ class RunFolder(_Folder):
                 for p in folder.glob("step*.safetensors")
                 if (m := re.fullmatch(r"step(\d+)\.safetensors", p.name))
             }
-            if (folder / WEIGHTS).exists():
-                kept[_weights_step(folder / WEIGHTS)] = folder / WEIGHTS
+            if (folder / WEIGHTS).exists():  # its step: the manifest's, else (an older run) the file's own
+                entry = recorded.get(folder / WEIGHTS)
+                kept[entry["step"] if entry else _weights_step(folder / WEIGHTS)] = folder / WEIGHTS
             for step, path in kept.items():
                 found[folder.parent.name, int(seed[1]), step] = Checkpoint(folder.parent.name, int(seed[1]), step, path)
         return [found[key] for key in sorted(found)]
@@ -295,7 +704,7 @@ class RunFolder(_Folder):
         write_atomic(self.config_file, dump(config))
 
     def read_config(self) -> dict:
-        return yaml.safe_load(self.config_file.read_text())
+        return read_file(self.config_file, _yaml, dict)
 
     def write_metrics(self, rows: list[dict]) -> None:
         """Long format: one row per (setting, model, seed, step, n, metric) with its value."""
@@ -311,13 +720,14 @@ class RunFolder(_Folder):
         write_atomic(self.metrics_file, lambda path: frame.to_parquet(path, index=False))
 
     def read_metrics(self) -> pd.DataFrame:
-        return pd.read_parquet(self.metrics_file)
+        return read_file(self.metrics_file, pd.read_parquet)
 
     def seed_figures(self, seed: int) -> RunFolder:
         """This folder, its figures going to ``figures/seed<seed>/`` (those of a run's later seeds: the
         report shows the first seed's, in ``figures/``)."""
         view = RunFolder(self.path)
         view.figure_folder = f"figures/seed{seed}"
+        view._manifest = self.manifest
         return view
 
     def write_claims(self, claims: list[Claim | dict]) -> None:
@@ -326,7 +736,13 @@ class RunFolder(_Folder):
         write_atomic(self.claims_file, json.dumps(entries, indent=2, default=float) + "\n")
 
     def read_claims(self) -> list[dict]:
-        return json.loads(self.claims_file.read_text()) if self.claims_file.exists() else []
+        """``claims.json``, or ``[]`` for an unfinished run; a damaged file is a :class:`ConfigError` naming it."""
+        if not self.claims_file.exists():
+            return []
+        claims = read_file(self.claims_file, _json, list)
+        if not all(isinstance(c, dict) and "id" in c and "holds" in c for c in claims):
+            raise unreadable(self.claims_file, "an entry is not a claim (an object with an id and holds)")
+        return claims
 
     def write_info(self, info: dict) -> None:
         """``run.json``: the environment and timing of the session that finished the run."""
@@ -334,7 +750,7 @@ class RunFolder(_Folder):
 
     def read_info(self) -> dict:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
-        return json.loads(self.info_file.read_text()) if self.info_file.exists() else {}
+        return read_file(self.info_file, _json, dict) if self.info_file.exists() else {}
 
 
 class SweepFolder(_Folder):
@@ -362,7 +778,10 @@ class SweepFolder(_Folder):
         if out is None:
             out = _new_folder(Path(root) / f"sweep-{spec['experiment']}-{dt.datetime.now():%Y%m%d-%H%M%S}")
         sweep = cls(out)
-        sweep.path.mkdir(parents=True, exist_ok=True)
+        try:
+            sweep.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # a parent that is a file, no permission, a read-only disk
+            raise unwritable(sweep.path, err, "create the folder") from None
         try:
             write_atomic(sweep.spec_file, dump(spec), exclusive=True)
         except FileExistsError:
@@ -378,7 +797,7 @@ class SweepFolder(_Folder):
         return sweep
 
     def read_spec(self) -> dict:
-        return yaml.safe_load(self.spec_file.read_text())
+        return read_file(self.spec_file, _yaml, dict)
 
     def write_spec(self, spec: dict) -> None:
         """Rewrite ``sweep.yaml`` (e.g. with a resume's new trial resources)."""
@@ -390,7 +809,7 @@ class SweepFolder(_Folder):
 
     def read_table(self, path: Path) -> pd.DataFrame:
         """One of the sweep's parquet tables (empty when it was not written)."""
-        return pd.read_parquet(path) if path.exists() else pd.DataFrame()
+        return read_file(path, pd.read_parquet) if path.exists() else pd.DataFrame()
 
 
 class EvaluationFolder(_Folder):
@@ -411,16 +830,27 @@ class EvaluationFolder(_Folder):
     read_metrics = RunFolder.read_metrics
 
     @classmethod
-    def create(cls, spec: dict, out: str | Path | None = None, root: str | Path = ".") -> EvaluationFolder:
+    def create(
+        cls, spec: dict, out: str | Path | None = None, root: str | Path = ".", stem: str = "eval"
+    ) -> EvaluationFolder:
         """A new folder holding ``evaluation.yaml``: ``out`` (which must not exist, or be empty), else
-        ``<root>/eval-<timestamp>`` (numbered when taken)."""
+        ``<root>/<stem>-<timestamp>`` (numbered when taken)."""
+        made = out is None or not Path(out).exists()
         if out is None:
-            out = _new_folder(Path(root) / f"eval-{dt.datetime.now():%Y%m%d-%H%M%S}")
+            out = _new_folder(Path(root) / f"{stem}-{dt.datetime.now():%Y%m%d-%H%M%S}")
         else:
             cls.refuse_taken(out)
+            try:
+                Path(out).mkdir(parents=True, exist_ok=True)
+            except OSError as err:  # a parent that is a file, no permission, a read-only disk
+                raise unwritable(out, err, "create the folder") from None
         folder = cls(out)
-        folder.path.mkdir(parents=True, exist_ok=True)
-        folder.spec_file.write_text(dump(spec))
+        try:
+            write_atomic(folder.spec_file, dump(spec))
+        except ConfigError:  # a full disk: nothing of the evaluation stays
+            if made:
+                shutil.rmtree(folder.path, ignore_errors=True)
+            raise
         return folder
 
     @staticmethod
@@ -439,7 +869,7 @@ class EvaluationFolder(_Folder):
         return folder
 
     def read_spec(self) -> dict:
-        return yaml.safe_load(self.spec_file.read_text())
+        return read_file(self.spec_file, _yaml, dict)
 
 
 def _new_folder(path: Path) -> Path:
@@ -452,4 +882,4 @@ def _new_folder(path: Path) -> Path:
         except FileExistsError:
             continue
         except OSError as err:  # a parent that is a file, no permission, a read-only disk
-            raise ConfigError(f"cannot create the folder {candidate}: {err.strerror}") from None
+            raise unwritable(candidate, err, "create the folder") from None

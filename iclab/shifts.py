@@ -8,26 +8,24 @@ it return ``x_query = xs`` (the usual prefix evaluation). Labels of moved or new
 with ``task.labels`` and the episode's ``truth``, so the function stays the prompt's own and the
 labels keep the task's noise (or its signs, for classification); an example shown again keeps its label.
 
-=====================  ===============================================================================
-name                   shifted prompt
-=====================  ===============================================================================
-``standard``           none
-``skewed``             x ← Tx, T = U diag(λ) Uᵀ √(d / Σλ²), λ_i = 1/i, U a random rotation (one per
-                       evaluation): covariance eigenvalues ∝ 1/i², trace d
-``subspace``           the same with λ = 1 on ⌊d/2⌋ directions, 0 on the rest: x in a random
-                       ⌊d/2⌋-dimensional subspace, E‖x‖² = d
-``scale-x=s``          x ← s·x (labels follow)
-``scale-y=s``          y ← s·y
-``noisy``              y ← c·(y + σε), ε ~ N(0, 1), σ = 1, c = √(E[y²] / (E[y²] + σ²)) (Garg et al.
-                       rescale by the batch's empirical std; we by its expectation)
-``random-orthants``    context x_i ← |x_i| ⊙ s with one random sign vector s per prompt (all in one
-                       orthant); the query after k examples is the unshifted x_{k+1}, in a random orthant
-``orthogonal``         the query after k < d examples is x_{k+1} minus its projection on the span of
-                       x_1…x_k, rescaled to ‖x_{k+1}‖ (K = min(N, d))
-``overlapping``        the query after k ≥ 1 examples is a copy of one of them, chosen uniformly, label and all
-``duplicated``         every context example is shown twice in a row (x_1, x_1, x_2, x_2, …); the
-                       query after k examples is a fresh input (ours: not among Garg et al.'s)
-=====================  ===============================================================================
+The shifts by name (what the shifted prompt is):
+
+- ``standard``: none
+- ``skewed``: x ← Tx, T = U diag(λ) Uᵀ √(d / Σλ²), λ_i = 1/i, U a random rotation (one per evaluation):
+  covariance eigenvalues ∝ 1/i², trace d
+- ``subspace``: the same with λ = 1 on ⌊d/2⌋ directions, 0 on the rest: x in a random ⌊d/2⌋-dimensional
+  subspace, E‖x‖² = d
+- ``scale-x=s``: x ← s·x (labels follow)
+- ``scale-y=s``: y ← s·y
+- ``noisy``: y ← c·(y + σε), ε ~ N(0, 1), σ = 1, c = √(E[y²] / (E[y²] + σ²)) (Garg et al. rescale by the
+  batch's empirical std; we by its expectation)
+- ``random-orthants``: context x_i ← |x_i| ⊙ s with one random sign vector s per prompt (all in one orthant); the
+  query after k examples is the unshifted x_{k+1}, in a random orthant
+- ``orthogonal``: the query after k < d examples is x_{k+1} minus its projection on the span of x_1…x_k, rescaled
+  to ‖x_{k+1}‖ (K = min(N, d))
+- ``overlapping``: the query after k ≥ 1 examples is a copy of one of them, chosen uniformly, label and all
+- ``duplicated``: every context example is shown twice in a row (x_1, x_1, x_2, x_2, …); the query after k
+  examples is a fresh input (ours: not among Garg et al.'s)
 
 ``error_scale`` is the factor a shift applies to the zero predictor's expected error (s² for the
 scalings, 1 otherwise): Garg et al.'s figures draw the trivial level there.

@@ -31,7 +31,7 @@ import pandas as pd
 from . import api, experiments
 from .config import ConfigError, parse_assignment, parse_value
 from .report import write_sweep_report
-from .runs import RunFolder, SweepFolder, write_atomic
+from .runs import Lock, RunFolder, SweepFolder, write_atomic
 
 
 @dataclass
@@ -306,17 +306,14 @@ def _run_point(
     The point is run under an exclusive lock on ``.locks/<point>.lock`` in the sweep folder: a
     worker orphaned by a killed driver goes on with its point for a while, and a resumed sweep must
     wait for it rather than run the same folder twice (the lock dies with its process, so a killed
-    worker never leaves it held)."""
-    import fcntl
-
+    worker never leaves it held: :class:`~iclab.runs.Lock`, as a run folder's own lock)."""
     import torch
 
     torch.set_num_threads(max(1, math.floor(cpus)))
     folder = Path(path)
     locks = folder.parent / ".locks"
     locks.mkdir(exist_ok=True)
-    with open(locks / f"{folder.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with Lock(locks / f"{folder.name}.lock", wait=True):
         try:
             run = RunFolder(folder)
             if run.finished:  # finished by the orphaned worker we waited for

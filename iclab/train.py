@@ -15,11 +15,20 @@ Checkpoints of model ``name`` and seed k live in ``<checkpoint_dir>/<name>/seed<
     state.safetensors   optimizer state (``optim.<param>.<state>``) and the logged history
                         (``history.<metric>.step`` / ``.value``); metadata: step
     step<N>.safetensors the weights at a step of ``train.keep``, with the same metadata
+    previous/           the checkpoint before the latest (model and state), with a manifest
 
-Each file is written to a temporary name and renamed, the state before the weights, so an
-interrupted save leaves the previous pair (or a complete new weights file that resume puts in
-place). Runs written before this layout hold one ``<name>-seed<k>.safetensors`` per seed (model.*,
-optim.* and history.* tensors; metadata: step); training resumes from them and writes the new layout.
+Each file is written whole to a temporary name (``model.tmp``, on the disk) and renamed into place, so a
+checkpoint file is never seen half-written. A run's training is given its manifest (:class:`iclab.runs.Manifest`):
+the files of a save, every seed's, are recorded in it (the sha256 of the bytes written, their size checked on the
+disk) in one atomic rewrite, which is when the save counts; the latest pair then moves to ``previous/`` as the new
+one takes its place. A save stopped before that rewrite leaves the checkpoints as they were; one stopped after it
+is finished on resume. A resume checks each file against its entry (its sha256: a save hashes each file once, the
+bytes it writes, and reads nothing back); a damaged latest (truncated, overwritten) falls back to the previous
+checkpoint, for every seed of the model, with one warning line, and the next save replaces it. Without a manifest
+(a bare :func:`train` with ``checkpoint_dir``, a run written before manifests) there is no ``previous/``, the state
+is renamed before the weights and a resume finishes an interrupted save from the files' steps. Runs written before
+this layout hold one ``<name>-seed<k>.safetensors`` per seed (model.*, optim.* and history.* tensors; metadata:
+step); training resumes from them and writes the new layout.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -37,11 +47,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
@@ -367,6 +377,21 @@ def held_out(measures: Mapping[str, Callable[[nn.Module, int], float]]) -> Callb
 WEIGHTS, STATE = "model.safetensors", "state.safetensors"
 """The latest weights and the training state in a seed's checkpoint folder."""
 
+PREVIOUS = "previous"
+"""The subfolder of a seed's checkpoint folder that holds the checkpoint before the latest (with a manifest)."""
+
+
+class CheckpointManifest(Protocol):
+    """What the loop needs of a run's checkpoint manifest (:class:`iclab.runs.Manifest`): every file's entry
+    ``{"sha256", "bytes", "step"}`` by its path (one read), an atomic update of several (given the entries just read,
+    which it does not read again), and whether a file is an entry's (its size and sha256)."""
+
+    def entries(self) -> dict[Path, dict]: ...
+
+    def update(self, entries: dict[Path, dict | None], current: dict[Path, dict] | None = None) -> None: ...
+
+    def matches(self, path: Path, entry: dict | None) -> bool: ...
+
 
 def checkpoint_folder(directory: str | Path, name: str, seed: int) -> Path:
     """``<directory>/<name>/seed<seed>``: the checkpoints of one model and seed."""
@@ -402,12 +427,28 @@ def _pending(path: Path) -> Path:
     return path.with_suffix(".tmp")
 
 
-def _write_pending(tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str]) -> Path:
-    """Write what belongs at ``path`` to a temporary file beside it and return that file, which the
-    caller renames to ``path`` (so ``path`` is always complete)."""
+def _previous(path: Path) -> Path:
+    """Where a latest weights or state file goes when its successor takes its place (with a manifest)."""
+    return path.parent / PREVIOUS / path.name
+
+
+def _write_pending(tensors: Mapping[str, torch.Tensor], path: Path, metadata: Mapping[str, str]) -> tuple[Path, dict]:
+    """Write what belongs at ``path`` to a temporary file beside it, on the disk (fsync), which the caller renames to
+    ``path`` (so ``path`` is always complete); returns that file and its manifest entry (the sha256 of the bytes
+    written, taken once from memory, their number, the step). A failed write (a full disk) is an ``OSError`` naming
+    ``path``."""
+    data = save({k: v.contiguous().cpu() for k, v in tensors.items()}, metadata=dict(metadata))
     tmp = _pending(path)
-    save_file({k: v.contiguous().cpu() for k, v in tensors.items()}, tmp, metadata=dict(metadata))
-    return tmp
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)  # the part written gives back its room on a full disk
+        raise OSError(err.errno, err.strerror, str(path)) from None
+    return tmp, {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "step": int(metadata["step"])}
 
 
 def train(
@@ -424,6 +465,7 @@ def train(
     init: Sequence[nn.Module] | None = None,
     describe: Callable[[nn.Module], Mapping[str, Any]] | None = None,
     on_log: Callable[[list[dict]], None] | None = None,
+    manifest: CheckpointManifest | None = None,
 ) -> TrainResult:
     """Train one model per seed on ``data`` (a :class:`FreshPrompts`, :class:`FixedTrainingSet` or
     any object with ``batch(seed, step, device, batch_size) -> Prompt``; the loop asks for
@@ -437,7 +479,9 @@ def train(
     ``{metric: per-seed values}`` to record (:data:`Callback`). ``describe(model)`` gives the JSON-able
     facts the weights files record about the model (its class and arguments, prompt format, task, ...: the loop itself
     knows no model or task). ``on_log(rows)`` gets the history rows (``seed, step, metric, value``) of
-    every logging step as they are recorded (a live log of the run).
+    every logging step as they are recorded (a live log of the run). ``manifest`` (a run's
+    :class:`iclab.runs.Manifest`) records every checkpoint file written with its sha256, keeps the checkpoint before
+    the latest, and makes a resume check them and fall back from a damaged latest (see the module docstring).
     """
     if init is not None and len(init) != len(seeds):
         raise ValueError(f"init has {len(init)} models for {len(seeds)} seeds")
@@ -448,7 +492,7 @@ def train(
     models, history = [], []
     for group in groups:
         trainer = _SeedGroup(
-            make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe, starts
+            make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe, starts, manifest
         )
         trainer.run(progress, callback, on_log)
         models += trainer.models()
@@ -475,9 +519,13 @@ def _matmul_precision(precision: str):
 class _SeedGroup:
     """Several seeds of one model trained in lockstep with stacked parameters."""
 
-    def __init__(self, make_model, data, config, seeds, device, checkpoint_dir, name, describe=None, starts=None):
+    def __init__(
+        self, make_model, data, config, seeds, device, checkpoint_dir, name, describe=None, starts=None, manifest=None
+    ):
         self.data, self.config, self.seeds, self.device = data, config, seeds, device
         self.checkpoint_dir = None if checkpoint_dir is None else Path(checkpoint_dir)
+        self.manifest = manifest
+        self._fell_back = False  # resumed from older files than the latest on disk, which the next save replaces
         self.name, self.kept = name, set(config.kept_steps())
         members = [make_model(generator(seed, "init")).to(device) for seed in seeds]
         for seed, member in zip(seeds, members):
@@ -703,16 +751,18 @@ class _SeedGroup:
 
     def _save_kept(self):
         self._check_finite()
+        written = {}
         for k, seed in enumerate(self.seeds):
             folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
             folder.mkdir(parents=True, exist_ok=True)
             path = kept_weights(folder, self.step)
-            os.replace(_write_pending(self._weights(k), path, self._metadata(seed)), path)
+            written[path] = _write_pending(self._weights(k), path, self._metadata(seed))
+        self._commit(written)
 
     def _save(self):
         self._check_finite()
         state = self.optimizer.state_dict()["state"]
-        pending = []
+        written = {}
         for k, seed in enumerate(self.seeds):
             folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
             folder.mkdir(parents=True, exist_ok=True)
@@ -725,20 +775,68 @@ class _SeedGroup:
                 picked = [r for r in rows if r["metric"] == metric]
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
-            weights = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
-            pending.append((seed, folder, _write_pending(tensors, folder / STATE, {"step": str(self.step)}), weights))
-        # Every seed's files are whole before any takes its place: a kill leaves each seed at the step before
-        # or with its new files ready (see _finish_group_save).
-        for seed, folder, state_file, weights in pending:
-            os.replace(state_file, folder / STATE)
-            os.replace(weights, folder / WEIGHTS)
+            # The state before the weights: without a manifest, a seed whose state is in place has committed.
+            written[folder / STATE] = _write_pending(tensors, folder / STATE, {"step": str(self.step)})
+            written[folder / WEIGHTS] = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
+        self._commit(written)
+        self._fell_back = False
+        for seed in self.seeds:
             legacy_checkpoint(self.checkpoint_dir, self.name, seed).unlink(missing_ok=True)  # now superseded
 
+    def _commit(self, written: dict[Path, tuple[Path, dict]]) -> None:
+        """Put the files of one save (``{path: (its temporary file, its entry)}``, every seed's) in place.
+
+        Every file is whole before any takes its place. With a manifest (read once here), each file's size is checked
+        against its entry (its sha256 was taken from the bytes written), the manifest then records them all in one
+        rewrite (the commit: a save stopped after it is finished on resume, :meth:`_finish_save`; one stopped before
+        it leaves the files it had to overwrite), and a latest weights or state file moves to ``previous/`` as its
+        successor takes its place: unless the run fell back from it (damaged, or ahead of the step it resumed from),
+        which is replaced, ``previous/`` keeping what the run resumed from. Without one, a kill leaves each seed at
+        the step before or with its new files ready (:meth:`_finish_group_save`)."""
+        if self.manifest is None:
+            for path, (tmp, _) in written.items():
+                os.replace(tmp, path)
+            return
+        recorded = self.manifest.entries()
+        entries, moving = {}, set()
+        for path, (tmp, entry) in written.items():
+            if tmp.stat().st_size != entry["bytes"]:
+                raise OSError(errno.EIO, "the checkpoint was not written whole", str(path))
+            entries[path] = entry
+            if path.name in (WEIGHTS, STATE) and not self._fell_back and recorded.get(path) and path.exists():
+                entries[_previous(path)] = recorded[path]
+                moving.add(path)
+        self.manifest.update(entries, recorded)
+        for path in written:
+            if path in moving:
+                _previous(path).parent.mkdir(exist_ok=True)
+                os.replace(path, _previous(path))
+            os.replace(_pending(path), path)
+
+    def _finish_save(self, recorded: Mapping[Path, dict]) -> None:
+        """Finish a save stopped after its commit (``recorded``: the manifest's entries): a temporary file whose
+        sha256 is its final path's entry takes its place, the file there first moving to ``previous/`` when it is the
+        one the manifest now records there (else it is one the run fell back from, and is replaced); a temporary file
+        the manifest does not record was never committed and waits to be overwritten."""
+        for seed in self.seeds:
+            folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+            for path in (folder / STATE, folder / WEIGHTS):
+                if _pending(path).exists() and self.manifest.matches(_pending(path), recorded.get(path)):
+                    if self.manifest.matches(path, recorded.get(_previous(path))):
+                        _previous(path).parent.mkdir(exist_ok=True)
+                        os.replace(path, _previous(path))
+                    os.replace(_pending(path), path)
+
     def _finish_group_save(self):
-        """Finish a save of the seeds stopped while their files took their places: a seed still at an
-        older step whose new files (both whole) are at the step another seed reached takes them, so the
-        seeds resume from one step."""
+        """Finish a save stopped while its files took their places, in a run without a manifest (written before
+        manifests): a seed whose state is in place and whose weights are ready takes them; a seed still at an
+        older step whose new files (both whole) are at the step another seed reached takes them, so the seeds
+        resume from one step."""
         folders = [checkpoint_folder(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
+        for folder in folders:
+            state = _pending_step(folder / STATE)
+            if state is not None and _pending_step(_pending(folder / WEIGHTS)) == state:
+                os.replace(_pending(folder / WEIGHTS), folder / WEIGHTS)
         saved = [_pending_step(folder / STATE) for folder in folders]
         latest = max((step for step in saved if step is not None), default=None)
         for folder, step in zip(folders, saved):
@@ -747,37 +845,88 @@ class _SeedGroup:
                 os.replace(ready[0], folder / STATE)
                 os.replace(ready[1], folder / WEIGHTS)
 
-    def _load(self, seed: int) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | None:
-        """Seed's (weights, state tensors, step) from its checkpoint, or None when it has none."""
-        folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
+    def _checkpoint_in(
+        self, folder: Path, recorded: Mapping[Path, dict]
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor], int] | str | None:
+        """The (weights, state tensors, step) of the checkpoint in ``folder`` (a seed's latest, or its ``previous/``);
+        None when it holds none; otherwise why it cannot be used (a file that differs from its entry in ``recorded``,
+        the manifest's, cannot be read or is missing, weights and state at different steps)."""
         weights, state = folder / WEIGHTS, folder / STATE
-        pending = _pending(weights)
-        if state.exists() and _pending_step(pending) == _saved_step(state):
-            os.replace(pending, weights)  # a save stopped between its two renames: finish it
-        if state.exists() and weights.exists():
-            step = _saved_step(state)
-            if _saved_step(weights) != step:
-                raise ConfigError(
-                    f"the weights and state of {self.name} seed {seed} are at different steps; cannot resume"
-                )
-            return load_file(weights, device=str(self.device)), load_file(state, device=str(self.device)), step
+        if not weights.exists() and not state.exists():
+            return None
+        for path in (weights, state):
+            entry = recorded.get(path)
+            if not path.exists():
+                return f"{path} is missing"
+            if entry is not None and not self.manifest.matches(path, entry):
+                return f"{path} is damaged (not the file the manifest recorded)"
+        try:
+            steps = {_saved_step(weights), _saved_step(state)}
+            tensors = load_file(weights, device=str(self.device)), load_file(state, device=str(self.device))
+        except (OSError, SafetensorError, KeyError, ValueError) as err:
+            return f"{folder} cannot be read ({err})"
+        if len(steps) != 1:
+            return f"the weights and state in {folder} are at different steps {sorted(steps)}"
+        return *tensors, steps.pop()
+
+    def _latest(self, seed: int, recorded: Mapping[Path, dict]):
+        """Seed's latest checkpoint, as :meth:`_checkpoint_in` gives it (from a one-file checkpoint of the layout
+        before this one, where that is all it has)."""
+        found = self._checkpoint_in(checkpoint_folder(self.checkpoint_dir, self.name, seed), recorded)
         legacy = legacy_checkpoint(self.checkpoint_dir, self.name, seed)
-        if legacy.exists():
-            tensors = load_file(legacy, device=str(self.device))
-            model = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
-            return model, {k: v for k, v in tensors.items() if not k.startswith("model.")}, _saved_step(legacy)
-        return None
+        if found is not None or not legacy.exists():
+            return found
+        try:
+            tensors, step = load_file(legacy, device=str(self.device)), _saved_step(legacy)
+        except (OSError, SafetensorError, KeyError, ValueError) as err:
+            return f"{legacy} cannot be read ({err})"
+        model = {k.removeprefix("model."): v for k, v in tensors.items() if k.startswith("model.")}
+        return model, {k: v for k, v in tensors.items() if not k.startswith("model.")}, step
+
+    def _fall_back(self, latest: list, recorded: Mapping[Path, dict]) -> list | None:
+        """Every seed's checkpoint at the latest step all of them have usable, from their latest and previous ones,
+        when their latest are not all usable at one step (``latest``: :meth:`_latest` of each seed); None to train
+        from the start. A warning (one line) says what was wrong and where training goes on from."""
+        problems = [found for found in latest if isinstance(found, str)]
+        if not problems and any(found is None for found in latest):
+            return None  # a seed never saved: the seeds start together
+        options = []
+        for seed, found in zip(self.seeds, latest):
+            previous = self._checkpoint_in(checkpoint_folder(self.checkpoint_dir, self.name, seed) / PREVIOUS, recorded)
+            options.append({f[2]: f for f in (found, previous) if isinstance(f, tuple)})
+        steps = set.intersection(*(set(o) for o in options))
+        if not problems:
+            if not steps:
+                found = sorted({f[2] for f in latest})
+                raise ConfigError(f"checkpoints of {self.name} are at different steps {found}; cannot resume")
+            problems = ["its seeds' latest checkpoints are at different steps"]
+        self._fell_back = True
+        if not steps:
+            log.warning(
+                "%s: %s; no usable checkpoint is left: it trains again from the start", self.name, "; ".join(problems)
+            )
+            return None
+        step = max(steps)
+        log.warning("%s: %s; it resumes from its previous checkpoint, at step %d", self.name, "; ".join(problems), step)
+        return [o[step] for o in options]
 
     def _resume(self):
         if self.checkpoint_dir is None:
             return
-        self._finish_group_save()
-        found = [self._load(seed) for seed in self.seeds]
-        if any(f is None for f in found):
-            return
+        folders = [checkpoint_folder(self.checkpoint_dir, self.name, seed) for seed in self.seeds]
+        recorded = (
+            {} if self.manifest is None else self.manifest.entries()
+        )  # (finishing a save leaves them as they are)
+        if any(recorded.get(folder / STATE) for folder in folders):
+            self._finish_save(recorded)
+        else:
+            self._finish_group_save()
+        found = [self._latest(seed, recorded) for seed in self.seeds]
+        if not all(isinstance(f, tuple) for f in found) or len({f[2] for f in found}) != 1:
+            found = self._fall_back(found, recorded)
+            if found is None:
+                return
         steps = {step for _, _, step in found}
-        if len(steps) != 1:
-            raise ConfigError(f"checkpoints of {self.name} are at different steps {sorted(steps)}; cannot resume")
         with torch.no_grad():
             for n, p in self.params.items():
                 p.copy_(torch.stack([weights[n] for weights, _, _ in found]))

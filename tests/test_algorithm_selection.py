@@ -222,10 +222,11 @@ def test_tiny_run_writes_every_figure_and_claim(tmp_path):
     assert all(c["holds"] is not None for c in long.claims)
     metrics = result.metrics
     assert set(metrics.setting.dropna()) == {"training", "noiseless", "noise", "depth", "probes", "constructions"}
-    # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one.
+    # The σ = 0 model of the default depth serves (a), (b) and (c); the probed model is (c)'s 2-layer one. (A
+    # model saved twice also keeps its checkpoint before the latest in previous/.)
     checkpoints = {
         str(p.relative_to(tmp_path / "run" / "checkpoints"))
-        for p in (tmp_path / "run" / "checkpoints").rglob("model.safetensors")
+        for p in (tmp_path / "run" / "checkpoints").glob("*/seed*/model.safetensors")
     }
     assert checkpoints == {
         "gpt-d3-L4-sigma0-tau1/seed0/model.safetensors",
@@ -428,3 +429,34 @@ def test_probe_splits_standardise_both_splits_by_the_training_split():
     torch.testing.assert_close(
         splits.targets["test"] * splits.std, raw - probe_targets(splits.episodes["train"]).mean(0)
     )
+
+
+def test_iclab_eval_of_a_probe_rebuilds_it_and_says_in_one_line_what_it_evaluates(tmp_path):
+    """Issue 55, item 4: `iclab eval RUN --model probe-linear` said the class was not rebuildable (the loader never
+    imported iclab.probes). A run folder holding algorithm-selection's probe checkpoint, read in a fresh process."""
+    import json
+    import subprocess
+    import sys
+
+    from safetensors.torch import save_file
+
+    from iclab.models import describe
+    from iclab.probes import PoolingProbes
+
+    run = tmp_path / "run"
+    folder = run / "checkpoints" / "probe-linear" / "seed0"
+    folder.mkdir(parents=True)
+    probes = PoolingProbes(2, 2, 4, 9, 16, 3, generator=generator(0))
+    facts = {**describe(probes), "experiment": "algorithm-selection", "prompt_format": None, "task": None}
+    metadata = {k: json.dumps(v) for k, v in {**facts, "name": "probe-linear", "seed": 0, "step": 3}.items()}
+    save_file(probes.state_dict(), folder / "model.safetensors", metadata={"format": "pt", **metadata})
+    (run / "config.yaml").write_text("experiment: algorithm-selection\nscale: smoke\nseed: 0\n")
+    (run / "claims.json").write_text("[]\n")
+    load = f"import iclab; print(type(iclab.load_model({str(run)!r}, model='probe-linear').model).__name__)"
+    loaded = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True)
+    assert loaded.returncode == 0 and loaded.stdout.strip() == "PoolingProbes", loaded.stderr[-2000:]
+    argv = [sys.executable, "-m", "iclab", "eval", str(run), "--model", "probe-linear"]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "'probe-linear' is not one: a PoolingProbes that records no prompt format or task" in done.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["checkpoints", "claims.json", "config.yaml"]

@@ -88,3 +88,16 @@ def test_the_test_over_seeds_on_one_or_two_samples_and_on_a_diverged_seed():
     assert C.seed_test([(60.0, float("nan")), (61.0, 59.0)], 2.0)[0] is False  # never a gain from a diverged seed
     assert C.seed_test([float("inf"), 1.0], 2.0)[0] is False
     assert C.seed_test([0.0, 0.0], 2.0)[0] is False and C.seed_test([0.3, 0.3], 2.0)[0] is True
+
+
+def test_a_claim_with_nothing_measured_is_not_measured_never_a_pass():
+    """Issue 55, item 1: an empty measured value held (`[holds] ...: measured none`)."""
+    about = C.paper("§4.3, Fig 1")
+    empty = C.holds_if("x", "P", "at every k < d", {}, "< 0.01 at every k < d", all([]), about=about)
+    assert empty.holds is None and empty.reason == C.NOTHING_MEASURED and empty.judged_at is None
+    why = C.not_measured(C.holds_if("y", "P", "s", 0.3, "< 1", True, about=about), "d = 1: no prefix below d")
+    entry = why.to_dict()
+    assert entry["holds"] is None and entry["reason"] == "d = 1: no prefix below d" and "judged_at" not in entry
+    assert verdict_text(entry) == "not measured"
+    assert summary([entry, _claim(True, about).to_dict()]) == "paper claims: 1 of 1 hold, 1 not measured"
+    assert "reason" not in _claim(True, about).to_dict()  # a judged claim has none

@@ -299,3 +299,71 @@ def test_show_against_lists_the_keys_two_recipes_differ_in(capsys):
     assert out.startswith(f"# gpt-linear: {len(distance)} keys where quick differs from paper")
     assert api.recipe_distance("gpt-linear", "quick", "quick") == {}
     assert main(["show", "gpt-linear", "--against", "paper", "--set", "train.lr=0.1"]) == 2
+
+
+# --- issue 55: off the happy path, one line and exit 2, nothing of the user's lost or half-written -----------------
+
+
+def _one_line(err: str) -> str:
+    assert err.startswith("iclab: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_claim_with_nothing_measured_is_not_measured_never_a_pass(tmp_path, capsys):
+    """Item 1: gpt-linear at d = 1 has no prefix 1 ≤ k < d for min-norm-below-d."""
+    out = tmp_path / "run"
+    assert main(["run", "gpt-linear", "--scale", "smoke", "--set", "task.d=1", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "[not measured] min-norm-below-d: measured none" in printed and "no prefix 1 ≤ k < d" in printed
+    (claim,) = [c for c in json.loads((out / "claims.json").read_text()) if c["id"] == "min-norm-below-d"]
+    assert claim["holds"] is None and claim["measured"] == {} and "d = 1" in claim["reason"]
+    assert "1 not measured" in printed
+
+
+def test_a_config_that_leaves_the_claims_no_prefix_is_refused_before_a_folder(tmp_path, capsys):
+    """Item 2: gpt-linear with task.n_context=1 trained, then crashed, leaving a folder resume crashed on."""
+    out = tmp_path / "run"
+    assert main(["run", "gpt-linear", "--scale", "smoke", "--set", "task.n_context=1", "--out", str(out)]) == 2
+    assert "task.n_context must be >= 3, got 1" in _one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("block, example", [("model", "model.n_layers=4"), ("train", "train.steps=11000")])
+def test_a_block_set_to_null_is_refused_before_a_folder(block, example, tmp_path, capsys):
+    """Item 3: --set model=null or train=null for gpt-linear gave a TypeError traceback."""
+    out = tmp_path / "run"
+    assert main(["run", "gpt-linear", "--scale", "smoke", "--set", f"{block}=null", "--out", str(out)]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"{block}=null: gpt-linear needs its {block} block" in err and f"--set {example}" in err
+    assert not out.exists()
+    assert main(["show", "function-classes", "--set", "curriculum=null"]) == 0  # a block that may be off
+
+
+def test_a_file_size_limit_hit_while_saving_a_figure_is_one_line_and_resumes(tmp_path):
+    """Item 12: `ulimit -f 60` stopped a run with an OSError traceback while it saved a figure."""
+    import resource
+
+    out = tmp_path / "run"
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (60 * 1024, resource.RLIM_INFINITY))
+    argv = [sys.executable, "-m", "iclab", "run", "gpt-linear", "--scale", "smoke", "--out", str(out)]
+    done = subprocess.run(argv, capture_output=True, text=True, preexec_fn=limit)
+    assert done.returncode == 2, done.stderr[-2000:]
+    (line,) = [line for line in done.stderr.splitlines() if line.startswith("iclab:")]
+    assert "Traceback" not in done.stderr and "(File too large)" in line and "ulimit -f" in line
+    assert f"`iclab resume {out}`" in line  # its checkpoints are kept
+    assert not list(out.rglob("*.iclab-tmp")) and not list(out.glob("figures/*.png"))  # no torn figure
+    assert main(["resume", str(out)]) == 0 and (out / "claims.json").exists()
+
+
+def test_every_smoke_scale_logs_its_training_often_enough_to_draw_a_curve():
+    """A training curve of one logged step draws nothing: each smoke training block logs at least twice."""
+    from iclab.train import TrainConfig
+
+    for name in experiments.names():
+        spec = experiments.get(name)
+        for path in spec.train_blocks:
+            block = spec.resolve("smoke")
+            for part in path.split("."):
+                block = block[part]
+            train = TrainConfig.from_config(block)
+            assert train.steps // train.log_every >= 2, (name, path, train.steps, train.log_every)

@@ -1,6 +1,7 @@
 """Trained models as objects: load_model, iclab eval / iclab.evaluate, iclab export."""
 
 import json
+import os
 import re
 import shutil
 
@@ -80,7 +81,7 @@ def test_a_loaded_model_predicts_what_its_run_measured(gpt_run):
 
 def test_kept_checkpoints_load_at_their_steps(gpt_run):
     kept = sorted(p.name for p in (gpt_run / "checkpoints" / "gpt" / "seed1").iterdir())
-    assert kept == ["model.safetensors", "state.safetensors", "step3.safetensors", "step6.safetensors"]
+    assert kept == ["model.safetensors", "previous", "state.safetensors", "step3.safetensors", "step6.safetensors"]
     early, late = load_model(gpt_run, seed=1, step=3), load_model(gpt_run, seed=1)
     assert early.step == 3 and not torch.equal(early.model.read_out.weight, late.model.read_out.weight)
 
@@ -289,3 +290,50 @@ def test_export_is_a_hub_folder_that_loads_to_the_same_model(gpt_run, tmp_path, 
     assert set(result.metrics.model) == {"gpt", "ols", "3-nn", "averaging"}
     assert main(["export", str(gpt_run), str(out), "--seed", "1"]) == 2  # never overwritten
     assert "never overwritten" in capsys.readouterr().err
+
+
+# --- issue 55: a damaged checkpoint or an unwritable output is one line, and nothing half-written ----------------
+
+
+def _one_line(err: str) -> str:
+    assert err.startswith("iclab: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_a_truncated_checkpoint_is_one_line_for_eval_and_export(gpt_run, tmp_path, capsys):
+    """Item 5: a truncated model.safetensors gave eval and export a raw SafetensorError (a resume falls back to the
+    previous good checkpoint: tests/test_faults.py)."""
+    run = shutil.copytree(gpt_run, tmp_path / "run")
+    weights = run / "checkpoints" / "gpt" / "seed0" / "model.safetensors"
+    with weights.open("r+b") as f:
+        f.truncate(5000)
+    before = sorted(tmp_path.iterdir()), sorted(run.iterdir())
+    for argv in (
+        ["eval", str(run), "--seed", "0"],
+        ["export", str(run), str(tmp_path / "export"), "--seed", "0"],
+    ):
+        assert main(argv) == 2, argv
+        assert str(weights) in _one_line(capsys.readouterr().err)
+    assert (sorted(tmp_path.iterdir()), sorted(run.iterdir())) == before  # no export, no evaluation
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line(gpt_run, tmp_path, capsys):
+    """Item 9: `iclab eval RUN --out /proc/x` and `iclab export RUN /proc/x` gave FileNotFoundError tracebacks."""
+    (tmp_path / "file").write_text("")
+    unwritable = "/proc/x" if os.path.isdir("/proc") else str(tmp_path / "file" / "x")
+    evaluations = _eval_folders(gpt_run)
+    assert main(["eval", str(gpt_run), "--seed", "0", "--out", unwritable, "--prompts", "20"]) == 2
+    assert f"cannot create the folder {unwritable} (" in _one_line(capsys.readouterr().err)
+    assert main(["export", str(gpt_run), unwritable, "--seed", "0"]) == 2
+    assert f"cannot write the export {unwritable} (" in _one_line(capsys.readouterr().err)
+    assert _eval_folders(gpt_run) == evaluations and not os.path.exists(unwritable)
+    assert not list(tmp_path.glob(".*iclab-tmp"))
+
+
+def test_an_export_is_evaluated_beside_it_and_left_as_written(gpt_run, tmp_path):
+    out = tmp_path / "export"
+    iclab.export(gpt_run, out, seed=0)
+    written = sorted(p.name for p in out.iterdir())
+    result = iclab.evaluate(out, prompts=20, bootstrap=5)
+    assert result.path.parent == tmp_path and result.path.name.startswith("export-eval-")
+    assert sorted(p.name for p in out.iterdir()) == written

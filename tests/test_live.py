@@ -84,3 +84,41 @@ def test_a_logger_whose_package_is_missing_is_refused_before_the_run(tmp_path, m
     with pytest.raises(api.ConfigError, match=r"log.wandb=true needs the wandb package: pip install 'iclab\[wandb\]'"):
         api.run("lsa-linear", "smoke", overrides=["log.wandb=true"], out=tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
+
+
+def test_wandb_without_a_login_falls_back_offline_in_one_line(tmp_path, monkeypatch, caplog):
+    """Issue 55, item 11: `log.wandb=true` with no W&B login and no terminal ended in a wandb traceback and a folder
+    with only config.yaml. W&B refuses an online run (as with no API key); the run logs offline, says so once and
+    finishes."""
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    init = wandb.init
+
+    def no_login(*args, **kwargs):
+        if kwargs.get("mode") != "offline":
+            raise wandb.errors.UsageError("No API key configured. Use `wandb login` to log in.")
+        return init(*args, **kwargs)
+
+    monkeypatch.setattr(wandb, "init", no_login)
+    out = tmp_path / "run"
+    with caplog.at_level("WARNING"):
+        result = api.run("lsa-linear", "smoke", overrides=[*SMOKE, "log.wandb=true"], out=out, progress=False)
+    (line,) = [r.getMessage() for r in caplog.records if "W&B" in r.getMessage()]
+    assert "could not start online (No API key configured." in line and f"logging offline to {out / 'wandb'}" in line
+    assert result.folder.finished and list((out / "wandb").glob("offline-run-*/run-*.wandb"))
+
+
+def test_a_logger_that_fails_while_the_run_goes_is_turned_off_in_one_line(tmp_path, monkeypatch, caplog):
+    """TensorBoard and W&B failures never end a run (a full disk under tb/, say)."""
+
+    def full(self, rows):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(live.TensorBoardWriters, "add", full)
+    with caplog.at_level("WARNING"):
+        result = api.run(
+            "lsa-linear", "smoke", overrides=[*SMOKE, "log.tensorboard=true"], out=tmp_path / "run", progress=False
+        )
+    (line,) = [r.getMessage() for r in caplog.records if "logging failed" in r.getMessage()]
+    assert line.startswith("iclab: tensorboard logging failed (No space left on device)") and result.folder.finished

@@ -237,3 +237,84 @@ def test_compare_imports_no_torch(tiny_runs):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# --- issue 55: a damaged run folder is one line naming the file; a folder of runs reports every other run ---------
+
+
+def _one_line(err: str) -> str:
+    assert err.startswith("iclab: error:") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def _copies(tiny_runs, tmp_path, *names) -> dict:
+    """Copies of the tiny runs ``names`` (keys of ``tiny_runs``) in a folder of runs of their own."""
+    root, runs = tiny_runs
+    return {name: shutil.copytree(runs[name].path, tmp_path / "runs" / runs[name].path.name) for name in names}
+
+
+def test_a_broken_config_yaml_is_one_line_for_eval_report_and_compare(tiny_runs, tmp_path, capsys):
+    """Item 6: a broken line appended to config.yaml gave yaml tracebacks."""
+    run = _copies(tiny_runs, tmp_path, "gpt")["gpt"]
+    with (run / "config.yaml").open("a") as f:
+        f.write("broken: [\n")
+    before = sorted(run.iterdir())
+    for argv in (["eval", str(run)], ["report", str(run)], ["compare", str(run), str(tiny_runs[1]["gpt"].path)]):
+        assert main(argv) == 2, argv
+        err = _one_line(capsys.readouterr().err)
+        assert f"cannot read {run / 'config.yaml'} (" in err and "at line" in err and "restore it" in err
+    assert sorted(run.iterdir()) == before  # no evaluation folder, no report rewritten
+
+
+def test_a_malformed_claims_json_skips_its_run_and_the_others_are_reported(tiny_runs, tmp_path, capsys):
+    """Item 7: one malformed claims.json made `iclab report runs` die (JSONDecodeError): no run was reported."""
+    copies = _copies(tiny_runs, tmp_path, "a", "gpt")
+    (copies["gpt"] / "claims.json").write_text("{")
+    (copies["a"] / "report.html").unlink()
+    assert main(["report", str(tmp_path / "runs")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"skipped {copies['gpt']}: cannot read {copies['gpt'] / 'claims.json'}" in err
+    assert f"({tmp_path / 'runs' / 'index.html'} reports every other run)" in err
+    assert (copies["a"] / "report.html").exists()  # the other run is reported
+    index = _Page((tmp_path / "runs" / "index.html").read_text())
+    assert "Unreadable run folders (left out)" in index.text and copies["a"].name in index.text
+
+
+def test_a_missing_metrics_parquet_is_one_line_for_compare_and_skipped_by_report(tiny_runs, tmp_path, capsys):
+    """Item 8: metrics.parquet deleted: compare crashed, report silently dropped the final metrics."""
+    copies = _copies(tiny_runs, tmp_path, "a", "b")
+    (copies["b"] / "metrics.parquet").unlink()
+    assert main(["compare", str(copies["a"]), str(copies["b"])]) == 2
+    assert f"{copies['b'] / 'metrics.parquet'} is missing" in _one_line(capsys.readouterr().err)
+    report = (copies["b"] / "report.html").read_text()
+    assert main(["report", str(tmp_path / "runs")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert f"skipped {copies['b']}: {copies['b'] / 'metrics.parquet'} is missing" in err
+    assert (copies["b"] / "report.html").read_text() == report  # not rewritten without its metrics
+    assert (copies["a"] / "report.html").exists() and (tmp_path / "runs" / "index.html").exists()
+
+
+def test_a_read_only_run_folder_is_one_line_for_report(tiny_runs, tmp_path, capsys, monkeypatch):
+    """Item 10: a read-only run folder gave `iclab report` a PermissionError traceback."""
+    import errno
+    import os
+
+    run = _copies(tiny_runs, tmp_path, "gpt")["gpt"]
+    report = (run / "report.html").read_bytes()
+    if os.geteuid() == 0:  # root writes into a read-only folder: refuse as the file system would
+        replace = os.replace
+
+        def refuse(source, target, *args, **kwargs):
+            if os.path.dirname(target) == str(run):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target))
+            return replace(source, target, *args, **kwargs)
+
+        monkeypatch.setattr(os, "replace", refuse)
+    run.chmod(0o555)
+    try:
+        assert main(["report", str(run)]) == 2
+    finally:
+        run.chmod(0o755)
+    err = _one_line(capsys.readouterr().err)
+    assert f"cannot write {run / 'report.html'} (Permission denied): make its folder writable" in err
+    assert (run / "report.html").read_bytes() == report and not list(run.glob(".*iclab-tmp"))

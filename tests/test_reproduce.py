@@ -39,20 +39,22 @@ import os, signal, sys
 from iclab import train
 from iclab.cli import main
 
-save, saves = train.save_file, []
-def save_then_die(tensors, path, *args, **kwargs):
-    save(tensors, path, *args, **kwargs)
+write, saves = train._write_pending, []
+def write_then_die(tensors, path, *args, **kwargs):
+    written = write(tensors, path, *args, **kwargs)
     if "-seeds100-101-" in str(path) and "seed101" in str(path):
         saves.append(path)
         if len(saves) == 3:
             os.kill(os.getpid(), signal.SIGKILL)
-train.save_file = save_then_die
+    return written
+train._write_pending = write_then_die
 sys.exit(main(sys.argv[1:]))
 """
 
 
 def test_seeds_are_a_count_or_a_range():
-    assert api.parse_seeds("3") == api.parse_seeds(3) == [0, 1, 2]
+    assert api.parse_seeds("3") == api.parse_seeds(3) == [100, 101, 102]  # a count: evaluation seeds
+    assert api.parse_seeds("0-2") == [0, 1, 2]  # tuning seeds: a range
     assert api.parse_seeds("0-4") == [0, 1, 2, 3, 4] and api.parse_seeds(" 2 - 3 ") == [2, 3]
     assert api.parse_seeds([5, 7]) == [5, 7]
     for bad in ("0", "3-1", "-1", "a", "1,2", "", 0):
@@ -119,7 +121,7 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path):
     other = RunFolder.create(
         "lsa-linear", {**config, "eval_prompts": 400}, out=root / "lsa-linear-seed0-20260101-000001"
     )
-    results, index = api.reproduce(root=root, seeds=1, only=["lsa-linear"], overrides=overrides, progress=False)
+    results, index = api.reproduce(root=root, seeds="0-0", only=["lsa-linear"], overrides=overrides, progress=False)
     assert not stale.path.exists()  # nothing to resume: removed and run again in a new folder
     assert other.path.exists() and not other.finished  # another config: not this reproduction's run
     assert results[0].folder.finished and results[0].path.name.startswith("lsa-linear-seed0-")

@@ -40,11 +40,12 @@ def _run(
     seeds: int = 1,
 ) -> RunFolder:
     """A run folder as iclab writes it, of its scale's current recipe (its fingerprint); ``claims`` None leaves it
-    unfinished (no run.json, no claims.json)."""
+    unfinished (no run.json, no claims.json). Its metrics.parquet holds no row."""
     run = RunFolder.create(
         experiment, {"experiment": experiment, "scale": scale, "seed": seed, "seeds": seeds}, out=root / name
     )
     if claims is not None:
+        run.write_metrics([])
         run.write_info(
             {
                 "started": (START + dt.timedelta(minutes=minute)).isoformat(),

@@ -238,8 +238,8 @@ class RunContext:
     def _train(
         self, name: str, make_model, data, config: TrainConfig, seeds: list[int], setting: str | None, kwargs: dict
     ) -> TrainResult:
-        """Model ``name`` trained for ``seeds`` by its recipe, with this run's checkpoints, device, progress bar,
-        weights facts and live log."""
+        """Model ``name`` trained for ``seeds`` by its recipe, with this run's checkpoints (and their manifest),
+        device, progress bar, weights facts and live log."""
         return train_models(
             make_model,
             data,
@@ -247,6 +247,7 @@ class RunContext:
             seeds,
             device=self.device,
             checkpoint_dir=self.folder.checkpoints,
+            manifest=self.folder.manifest,
             name=name,
             progress=self.progress,
             describe=lambda model: self._facts(model, data, setting),
@@ -377,6 +378,16 @@ def _block(config: dict, path: str) -> dict | None:
     return node if isinstance(node, dict) else None
 
 
+def _value(config: Mapping[str, Any], path: str, missing: Any = None) -> Any:
+    """The value at the dotted ``path`` of ``config`` (a block or a leaf), or ``missing`` when it is absent."""
+    node: Any = config
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return missing
+        node = node[part]
+    return node
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """A run's config, made and checked once (:meth:`Experiment.configure`, :meth:`Experiment.reconfigure`).
@@ -418,6 +429,10 @@ class Experiment:
     ``timing``: the overrides (dotted keys) that shrink a run's evaluation (prompt counts, bootstrap sizes), never
     a model, its batches or its data, for a timed run of a scale (:func:`iclab.api.time_recipe`: each model trains
     a few steps to measure what the scale's training costs).
+
+    ``nullable``: the blocks of the defaults a config may set to null (a part turned off, e.g. a curriculum) besides
+    those its defaults or a scale already set to null; any other block set to null is refused when the config is
+    checked (the run needs it).
     """
 
     name: str
@@ -430,6 +445,7 @@ class Experiment:
     continuable: bool = False
     claims_version: int = 1
     timing: dict = field(default_factory=dict)
+    nullable: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.train_blocks is None:
@@ -523,8 +539,35 @@ class Experiment:
         except ConfigError:
             raise
         except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError, IndexError) as err:
+            nulled = self._nulled(record)
+            if nulled:  # the likely cause: a value the recipe needs, set to null
+                raise ConfigError(
+                    f"{self.name} cannot run with {', '.join(f'{key}=null' for key in nulled)}: its recipe needs "
+                    f"{'a value' if len(nulled) == 1 else 'values'} there ({type(err).__name__}: {err})"
+                ) from None
             raise ConfigError(f"{self.name} cannot run this config: {type(err).__name__}: {err}") from None
         return RunConfig(record, values)
+
+    def _refuse_null_blocks(self, record: dict) -> None:
+        """A :class:`ConfigError` for a block of the defaults that ``record`` sets to null, unless the block may be
+        null (:attr:`nullable`, or null in the defaults or a scale): the run needs it."""
+        defaults = merge(self.defaults, COMMON_DEFAULTS)
+        allowed = set(self.nullable) | {
+            key for preset in (defaults, *self.scales.values()) for key, v in leaves(preset) if v is None
+        }
+        for key, value in leaves(record):
+            default = _value(defaults, key)
+            if value is None and isinstance(default, Mapping) and default and key not in allowed:
+                example, shown = next(iter(default.items()))
+                raise ConfigError(
+                    f"{key}=null: {self.name} needs its {key} block; set the block's keys one by one instead "
+                    f"(e.g. --set {key}.{example}={shown})"
+                )
+
+    def _nulled(self, record: dict) -> list[str]:
+        """The dotted keys ``record`` sets to null where the experiment's defaults hold a value or a block."""
+        defaults = merge(self.defaults, COMMON_DEFAULTS)
+        return [key for key, value in leaves(record) if value is None and _value(defaults, key) is not None]
 
     def _typed(self, record: dict) -> dict:
         """A copy of ``record`` with each block of :attr:`train_blocks` made a :class:`~iclab.train.TrainConfig`,
@@ -535,6 +578,7 @@ class Experiment:
             if SAMPLE_SIZE.search(key) and isinstance(value, int) and value < 2:
                 raise ConfigError(f"{key} must be >= 2 (a claim's statistic needs two samples), got {value}")
         check_logging(record)
+        self._refuse_null_blocks(record)
         values = merge(record, {})
         for path in self.train_blocks:
             block = _block(values, path)

@@ -233,7 +233,7 @@ SCALES = {
     "smoke": {
         "judged_at_long": [],
         "d": 3,
-        "train": {"steps": 4, "warmup": 0, "checkpoint_every": 2},
+        "train": {"steps": 4, "warmup": 0, "checkpoint_every": 2, "log_every": 1},
         "curriculum": {"every": 2},
         "model": {"n_layers": 1, "width": 16},
         "eval_prompts": 16,
@@ -325,6 +325,11 @@ def _classes(config: dict) -> list[str]:
             raise ConfigError(f"unknown function class {name!r}; choose from {', '.join(config['functions'])}")
         task = _task(config, name)
         check_training(_train_block(config, name), f"functions.{name}.train")
+        if task.n_context < 2:
+            raise ConfigError(
+                f"functions.{name}.n_context must be >= 2, got {task.n_context}: the claims compare the transformer "
+                "with the learners after k >= 1 examples"
+            )
         if name == "sparse-linear" and task.sparsity + 1 >= min(task.d, task.n_context):
             raise ConfigError(
                 f"functions.sparse-linear.sparsity must be below d − 1 = {task.d - 1} (and n_context − 1): the sparse "
@@ -954,6 +959,7 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     claims_version=2,
+    nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,
         "slow_prompts": 2,

@@ -113,8 +113,8 @@ SCALES = {
     # Smoke: the whole pipeline in seconds (training, evaluation, claims, report); its verdicts mean nothing.
     "smoke": {
         "seeds": 1,
-        "train": {"steps": 4, "warmup": 0},
-        "sine": {"train": {"steps": 4, "warmup": 0}},
+        "train": {"steps": 4, "warmup": 0, "log_every": 1},
+        "sine": {"train": {"steps": 4, "warmup": 0, "log_every": 1}},
         "depths": [2],
         "fit_prompts": 256,
         "eval_prompts": 500,

@@ -64,7 +64,12 @@ DEFAULTS = {
 
 SCALES = {
     # Smoke: the whole pipeline in seconds (training, evaluation, claims, report); its verdicts mean nothing.
-    "smoke": {"seeds": 1, "train": {"steps": 20, "warmup": 0}, "flow": {"batch_size": 256}, "eval_prompts": 500},
+    "smoke": {
+        "seeds": 1,
+        "train": {"steps": 20, "warmup": 0, "log_every": 2},
+        "flow": {"batch_size": 256},
+        "eval_prompts": 500,
+    },
     "quick": {},
     "paper": {"seeds": 5, "train": {"steps": 20000, "batch_size": 4096}, "eval_prompts": 200000},
 }

@@ -106,7 +106,7 @@ SCALES = {
         "inits": [[0.5, 1.5]],
         "size_sweep": {"sizes": [50, 100], "init": [0.5, 1.5]},
         "gradient": {"draws": 400, "batches": 4},
-        "train": {"steps": 5, "train_size": 100},
+        "train": {"steps": 5, "train_size": 100, "log_every": 1},
         "test_size": 100,
         "scatter_draws": 200,
     },
@@ -572,6 +572,10 @@ def _sweep_claim(name: str, sweep: dict[int, list[Run]], config: dict):
 
 
 def _checks(config: dict):
+    try:  # the sequences' shape, before anything trains
+        AutoregressiveSequences(config["task"]["d"], config["task"]["length"])
+    except ConfigError as err:
+        raise ConfigError(f"task: {err}") from None
     for kind, scales in config["full_model"].items():
         missing = set(scales) - set(config["starts"].get(kind, []))
         if missing:

@@ -105,7 +105,7 @@ SCALES = {
         "d_sweep_n_context": 10,
         "d_sweep_deep": [2],
         "one_hot": {"n_context": 10},
-        "train": {"steps": 5, "warmup": 0},
+        "train": {"steps": 5, "warmup": 0, "log_every": 1},
         "eval_prompts": 4096,
         "eval_batch": 1024,
         "theory": {"mean_draws": 2000, "flow_steps": 200},

@@ -11,6 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..runs import write_atomic  # noqa: E402
+
 
 def new_figure(n_panels: int = 1, width: float = 4.5, height: float = 3.4, rows: int = 1):
     """A figure with ``rows × n_panels`` axes (returned as a flat array)."""
@@ -29,10 +31,13 @@ def panel_grid(n_panels: int, width: float, height: float, columns: int = 4):
 
 
 def save(fig, path: Path) -> Path:
-    """Save as PNG and close."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    """Save as PNG, whole or not at all (:func:`iclab.runs.write_atomic`: a full disk or a file-size limit is a
+    :class:`~iclab.config.ConfigError` naming the file), and close."""
+    try:
+        fig.tight_layout()
+        write_atomic(path, lambda scratch: fig.savefig(scratch, dpi=110, format="png"))
+    finally:
+        plt.close(fig)
     return path
 
 

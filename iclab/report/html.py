@@ -238,7 +238,7 @@ def write_report(run: RunFolder) -> Path:
         parts.append("<h2 id='claims'>Claims</h2><p>None yet: the run has not finished.</p>")
     if figures:
         parts.append("<h2 id='figures'>Figures</h2>" + "".join(figure_section(f, claims) for f in figures))
-    if run.metrics_file.exists():
+    if run.finished or run.metrics_file.exists():  # a finished run's metrics are part of it: missing, it fails
         parts.append(f"<h2 id='metrics'>Final metrics (mean over seeds)</h2>{summary_table(run.read_metrics())}")
     evaluations = run.evaluations()
     if evaluations:

@@ -85,6 +85,7 @@ class Run:
     """What the scoreboard shows of one run folder; ``status`` is set by :func:`aggregate`."""
 
     def __init__(self, run: RunFolder, root: Path):
+        """Read from ``run``'s files: a damaged or missing one is a :class:`ConfigError` naming it."""
         self.folder, self.config, self.info = run, run.read_config(), run.read_info()
         self.claims = run.read_claims()
         self.figures = {f.stem for f in run.figures()}
@@ -222,6 +223,8 @@ class Scoreboard:
     root: Path
     runs: list[Run]
     rows: list[ClaimRow]
+    skipped: list[str] = field(default_factory=list)
+    """Why each run folder that could not be read was left out (one line each, naming the file)."""
 
     def counted(self) -> list[Run]:
         return [r for r in self.runs if r.status == _COUNTED]
@@ -254,7 +257,12 @@ def aggregate(root: str | Path, recipes: Callable[[str, str], Recipe | None] | N
     current :class:`~iclab.runs.Recipe` (``iclab.api.recipe``): a finished run whose fingerprint is not its
     recipe's is listed apart as older; without ``recipes`` no run is."""
     root = Path(root)
-    runs = [Run(folder, root) for folder in run_folders(root)]
+    runs, skipped = [], []
+    for folder in run_folders(root):  # a damaged folder is left out, with the line that says why
+        try:
+            runs.append(Run(folder, root))
+        except ConfigError as err:
+            skipped.append(str(err))
     newest: dict[tuple, Run] = {}
     current = functools.cache(recipes) if recipes else None
     for run in runs:  # finished or not, a run of other seeds is listed apart; so is a variant
@@ -291,7 +299,7 @@ def aggregate(root: str | Path, recipes: Callable[[str, str], Recipe | None] | N
             if entry is not None:
                 key = (experiment, scale, claim["id"])
                 rows.setdefault(key, ClaimRow(*key)).results.append((run, seed, entry))
-    return Scoreboard(root, runs, list(rows.values()))
+    return Scoreboard(root, runs, list(rows.values()), skipped)
 
 
 def _seed_list(found: list[int]) -> str:
@@ -329,7 +337,8 @@ def _verdict_cell(row: ClaimRow) -> str:
         )
     if row.holds is None:
         reason = row.elsewhere[-1].get("reason")
-        return f"<span class='elsewhere'>measured, judged at {html.escape(row.judged_at())} scale</span>" + (
+        unjudged = "not measured" if row.judged_at() == "None" else f"measured, judged at {row.judged_at()} scale"
+        return f"<span class='elsewhere'>{html.escape(unjudged)}</span>" + (
             f"<br><small>{html.escape(reason)}</small>" if reason else ""
         )
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
@@ -450,6 +459,14 @@ def _runs(board: Scoreboard) -> str:
     return out
 
 
+def _skipped(board: Scoreboard) -> str:
+    """The run folders left out because a file of theirs could not be read, with why."""
+    if not board.skipped:
+        return ""
+    items = "".join(f"<li>{html.escape(reason)}</li>" for reason in board.skipped)
+    return f"<h2 id='skipped'>Unreadable run folders (left out)</h2><ul>{items}</ul>"
+
+
 def _summary(board: Scoreboard) -> str:
     papers, diagnostics = board.of_kind("paper"), board.of_kind("diagnostic")
     judged = [row for row in papers if row.holds is not None]
@@ -491,7 +508,7 @@ def write_index(root: str | Path, recipes: Callable[[str, str], Recipe | None] |
         f"<h1>iclab scoreboard</h1>{_summary(board)}"
         f"<p>Written {stamp} from <code>{html.escape(str(board.root))}</code>.</p>"
         f"<h2 id='claims'>The papers' claims</h2>{_claims_by_paper(board)}"
-        f"{_diagnostics(board)}{_runs(board)}"
+        f"{_diagnostics(board)}{_runs(board)}{_skipped(board)}"
     )
     index = board.root / "index.html"
     write_atomic(index, page("iclab scoreboard", body))
