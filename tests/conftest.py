@@ -23,7 +23,7 @@ def tiny_runs(tmp_path_factory):
 
     torch.set_num_threads(THREADS)
     root = tmp_path_factory.mktemp("reproduction")
-    lsa = ["seed=100", "train.steps=20", "train.warmup=0", "flow.batch_size=256", "eval_prompts=500"]
+    lsa = ["seed=100", "train.steps=20", "train.warmup=0", "flow.steps=200", "eval_prompts=500"]
     lsa.append("log.tensorboard=true")
     gpt = [
         "seed=100",

@@ -17,7 +17,7 @@ from iclab import claims as C
 FUNCTIONS = ("linear", "sparse-linear", "linear-classification", "noisy-linear")
 
 UNTRAINED = {
-    "lsa-linear": {"train.lr": 0.0, "flow.lr": 0.0},
+    "lsa-linear": {"train.lr": 0.0},
     "gd-mechanism": {"train.lr": 0.0, "depth_lr": 0.0, "sine.train.lr": 0.0, "depths": [2, 4]},  # c-depth-4 too
     "algorithm-selection": {
         "train.lr": 0.0,
@@ -93,7 +93,7 @@ EXPECTED = {
     },
     "lsa-linear": {
         f"{claim}-{covariance}"
-        for claim in ("loss-at-optimum", "preconditioner", "flow-converges")
+        for claim in ("loss-at-optimum", "preconditioner")
         for covariance in ("isotropic", "anisotropic")
     },
     "task-descriptors": {
@@ -269,6 +269,35 @@ def _descriptor_flow(steps: int, start_scale: float = 1.0):
     )
     flow = gradient_flow(optimum, (w_kq, start_scale * w_pv), steps, record_every=max(1, steps // 50))
     return {claim.id: claim.holds for claim in _flow_claims(flow, 10, DEFAULTS["tolerance"])}
+
+
+def _lsa_flow_claim(steps: int, lr_fraction: float = 0.25) -> dict:
+    """lsa-linear's flow claim on one seed's flow of ``steps`` steps (d = 5, N = 20, Λ = I) with a step of
+    ``lr_fraction`` (:func:`iclab.theory.gradient_flow`)."""
+    from iclab.experiments.lsa_linear import DEFAULTS, _flow_claim
+    from iclab.models import LinearSelfAttention
+    from iclab.rng import generator
+    from iclab.tasks import linear_regression_from_config
+    from iclab.theory import descriptor_optimum, gradient_flow
+
+    task = linear_regression_from_config(DEFAULTS["task"])
+    start = LinearSelfAttention(6, init="balanced", init_scale=0.1, generator=generator(0, "contract")).layers[0]
+    loss, every = descriptor_optimum(task, None), max(1, steps // 100)
+    flow = gradient_flow(loss, start.merged(), steps, lr_fraction=lr_fraction, record_every=every)
+    config = {**DEFAULTS, "flow": {**DEFAULTS["flow"], "steps": steps}}
+    return _flow_claim({0: flow}, "isotropic", config).to_dict()
+
+
+def test_lsa_linear_flow_converges_holds_on_the_flow_and_fails_on_a_flow_stopped_early():
+    assert _lsa_flow_claim(20000)["holds"]
+    stopped = _lsa_flow_claim(5)
+    assert stopped["holds"] is False and C.failed_clauses(stopped) == ["converges to Γ⁻¹"]
+
+
+def test_lsa_linear_flow_converges_fails_on_a_step_past_the_stability_limit():
+    """A step of twice the stability limit: the discrete flow's loss rises on the way."""
+    claim = _lsa_flow_claim(2000, lr_fraction=1.0)
+    assert claim["holds"] is False and "loss never rises" in C.failed_clauses(claim)
 
 
 def test_task_descriptors_gradient_flow_converges_fails_on_a_flow_stopped_early():

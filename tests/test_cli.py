@@ -17,7 +17,7 @@ from iclab.formatting import duration
 from iclab.runs import RunFolder
 
 FAST = ["--set", "train.steps=40", "--set", "train.warmup=0", "--set", "eval_prompts=2000", "--seeds", "2"]
-FAST += ["--set", "flow.batch_size=256"]
+FAST += ["--set", "flow.steps=200"]
 
 
 @pytest.mark.parametrize(
@@ -151,7 +151,7 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
 
 
 def test_default_run_folders_are_unique(tmp_path):
-    overrides = ["train.steps=5", "train.warmup=0", "flow.batch_size=256", "eval_prompts=1000"]
+    overrides = ["train.steps=5", "train.warmup=0", "flow.steps=200", "eval_prompts=1000"]
     a, b = (api.run("lsa-linear", overrides=overrides, seeds=1, root=tmp_path, progress=False) for _ in range(2))
     assert a.path != b.path and a.path.parent == b.path.parent == tmp_path
     assert a.path.name.startswith("lsa-linear-")
@@ -256,7 +256,7 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
 
 def test_a_finished_run_continues_for_more_steps_as_a_new_run(tmp_path, capsys):
     constant = ["--set", "train.schedule=constant", "--set", "flow.schedule=constant", "--set", "train.warmup=0"]
-    constant += ["--set", "flow.batch_size=256", "--set", "eval_prompts=200"]
+    constant += ["--set", "flow.steps=200", "--set", "eval_prompts=200"]
     tiny = [*constant, "--seeds", "1", "--seed", "3"]
     parent, alone = tmp_path / "runs" / "parent", tmp_path / "alone"
     assert main(["run", "lsa-linear", "--set", "train.steps=10", *tiny, "--out", str(parent)]) == 0

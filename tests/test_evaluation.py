@@ -46,7 +46,7 @@ def lsa_run(tmp_path_factory):
     return iclab.run(
         "lsa-linear",
         seeds=1,
-        overrides=["train.steps=20", "train.warmup=0", "flow.batch_size=256", "eval_prompts=500"],
+        overrides=["train.steps=20", "train.warmup=0", "flow.steps=200", "eval_prompts=500"],
         out=root / "run",
         progress=False,
     ).path
@@ -263,7 +263,7 @@ def test_paired_format_models_evaluate_and_token_models_are_refused(lsa_run, tmp
 
 def test_a_run_records_how_it_differs_from_its_recipe(lsa_run):
     info = json.loads((lsa_run / "run.json").read_text())
-    overrides = {"train.steps": 20, "train.warmup": 0, "flow.batch_size": 256, "eval_prompts": 500}  # the fixture's
+    overrides = {"train.steps": 20, "train.warmup": 0, "flow.steps": 200, "eval_prompts": 500}  # the fixture's
     assert info["recipe_changes"] == overrides
     recipe = {"experiment": "lsa-linear", **experiments.get("lsa-linear").resolve("quick")}
     assert api.recipe_changes({**recipe, "seed": 100, "seeds": 3}) == {}  # which seeds is not the recipe

@@ -29,7 +29,7 @@ from iclab.tasks import GaussianInputs, LinearRegression
 from iclab.train import PREVIOUS, STATE, WEIGHTS, TrainConfig, data_source, train
 
 # lsa-linear at its smoke scale, smaller still: 10 steps, a checkpoint every 5, TensorBoard events (a write site).
-TINY = ["train.steps=10", "train.checkpoint_every=5", "eval_prompts=200", "flow.batch_size=64", "flow.prompts=256"]
+TINY = ["train.steps=10", "train.checkpoint_every=5", "eval_prompts=200", "flow.steps=200"]
 TINY += ["log.tensorboard=true"]
 RUN = ["run", "lsa-linear", "--scale", "smoke", *(f"--set={o}" for o in TINY)]
 THREADS = int(os.environ.get("ICLAB_TEST_THREADS", "2"))  # as conftest.py's, for the module's fixtures

@@ -21,7 +21,7 @@ TINY = [
     "--set",
     "train.warmup=0",
     "--set",
-    "flow.batch_size=256",
+    "flow.steps=200",
     "--set",
     "train.checkpoint_every=10",
     "--set",

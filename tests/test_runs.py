@@ -16,7 +16,7 @@ from iclab.runs import RunFolder
 from iclab.train import STATE, FreshPrompts, checkpoint_folder
 
 FAST = ["--set", "train.steps=6", "--set", "train.warmup=0", "--set", "eval_prompts=500", "--seeds", "2"]
-FAST += ["--set", "flow.batch_size=256"]
+FAST += ["--set", "flow.steps=200"]
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_a_run_killed_before_its_first_checkpoint_resumes_afresh_to_the_same_cla
         "train.steps=300",
         "train.warmup=0",
         "train.checkpoint_every=1000",
-        "flow.batch_size=256",
+        "flow.steps=200",
         "eval_prompts=2000",
     ]  # one checkpoint per model, at its end
     out = tmp_path / "killed"

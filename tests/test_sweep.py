@@ -25,7 +25,7 @@ TINY = [
     "--set",
     "train.warmup=0",
     "--set",
-    "flow.batch_size=256",
+    "flow.steps=200",
     "--set",
     "eval_prompts=1000",
     "--set",
