@@ -144,7 +144,9 @@ def _sweep_verb(sub) -> None:
         metavar="X",
         help="the number the ladder should move toward (default: the paper's)",
     )
-    sweep.add_argument("--address", help="join a Ray cluster (auto or ray://host:port); default: a local Ray")
+    sweep.add_argument(
+        "--address", help="join a Ray cluster (its head's HOST:PORT, auto or ray://host:port); default: a local Ray"
+    )
     sweep.add_argument("--cpus-per-trial", type=float, metavar="C", help="CPUs each point reserves (default 1)")
     sweep.add_argument(
         "--gpus-per-trial", type=float, metavar="G", help="GPUs each point reserves (default 0: runs on CPU)"

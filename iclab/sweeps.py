@@ -9,8 +9,10 @@ Each grid point is an ordinary run folder inside the sweep folder (see
 ``gpus_per_trial`` GPUs, so Ray runs as many at once as the machine (or cluster) holds. Core tasks
 rather than Ray Tune: a point is a plain function call whose run folder already checkpoints and
 resumes itself, so Tune's trial directories, schedulers and checkpoint syncing would only duplicate
-what iclab does. The driver tracks which points finished; a failed point records its error and does
-not stop the others, and a resumed sweep skips finished points and resumes interrupted ones.
+what iclab does. The driver tracks which points finished and on which Ray node; a failed point
+records its error and does not stop the others, and a resumed sweep skips finished points and
+resumes interrupted ones. A point whose node (or worker process) is lost is run again by Ray on
+another node, where it resumes the run folder the lost attempt left.
 """
 
 from __future__ import annotations
@@ -24,14 +26,28 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
 from . import api, experiments
 from .config import ConfigError, parse_assignment, parse_value
 from .report import write_sweep_report
-from .runs import Lock, RunFolder, SweepFolder, write_atomic
+from .runs import Lock, RunFolder, SweepFolder, first_line, write_atomic
+
+# How many times Ray runs a point again after its node or worker process died (each retry resumes the point's
+# folder); an exception inside a point is its result, never retried.
+LOST_NODE_RETRIES = 3
+
+
+class PointOutcome(NamedTuple):
+    """How one point ended: ``status`` (finished / failed), its ``error``, and the Ray node its last attempt ran
+    on (``node``: the node id, ``node_ip``: its address; None when not known, e.g. finished by a killed sweep)."""
+
+    status: str
+    error: str | None = None
+    node: str | None = None
+    node_ip: str | None = None
 
 
 @dataclass
@@ -57,7 +73,8 @@ class SweepResult:
 
     @property
     def points(self) -> pd.DataFrame:
-        """One row per point: grid values, ``status`` (finished / failed) and ``error``."""
+        """One row per point: grid values, ``status`` (finished / failed), ``error``, and the Ray ``node`` (id)
+        and ``node_ip`` its last attempt ran on."""
         return self.folder.read_table(self.folder.points_file)
 
     @property
@@ -139,8 +156,9 @@ def sweep(
             drawn against the swept key with a band over seeds and the paper's number as a line, and the trend
             (:func:`iclab.ladders.ladder_trend`) in the report (:func:`iclab.report.sweep.ladder`).
         claim_target: the number the ladder should move toward (default: the paper's number, where it gives one).
-        address: a Ray cluster to join (``auto`` or ``ray://host:port``); None starts a local Ray
-            with this machine's CPUs.
+        address: a Ray cluster to join (its head's ``host:port``, ``auto`` or ``ray://host:port``); None starts
+            a local Ray with this machine's CPUs. A point whose node is lost runs again on another (see
+            :data:`LOST_NODE_RETRIES`) and ``points.parquet`` names each point's node.
         cpus_per_trial: the CPUs each point reserves (and so how many run at once).
         gpus_per_trial: the GPUs each point reserves (0: it runs on the CPU).
 
@@ -248,7 +266,8 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
     spec = folder.read_spec()
     points = expand(spec["grid"])
     todo = [p for p in points if not folder.run(point_name(p)).finished]
-    status = {point_name(p): ("finished", None) for p in points if p not in todo}
+    known = _recorded_nodes(folder)
+    status = {point_name(p): known.get(point_name(p), PointOutcome("finished")) for p in points if p not in todo}
     if todo:
         started_here = not ray.is_initialized()
         if started_here:
@@ -261,7 +280,9 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
                 configure_logging=False,
             )
         try:
-            task = ray.remote(_run_point).options(num_cpus=spec["cpus_per_trial"], num_gpus=spec["gpus_per_trial"])
+            task = ray.remote(_run_point).options(
+                num_cpus=spec["cpus_per_trial"], num_gpus=spec["gpus_per_trial"], max_retries=LOST_NODE_RETRIES
+            )
             pending = {
                 task.remote(
                     str(folder.run(point_name(p)).path),
@@ -283,10 +304,13 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 name = pending.pop(done[0])
-                status[name] = ray.get(done[0])
+                try:
+                    status[name] = ray.get(done[0])
+                except ray.exceptions.RayError as err:  # lost more often than Ray retries: a resumed sweep goes on
+                    status[name] = PointOutcome("failed", f"{type(err).__name__}: {first_line(err)}")
                 bar.update()
-                if status[name][0] != "finished":
-                    bar.write(f"{name}: failed: {status[name][1]}")
+                if status[name].status != "finished":
+                    bar.write(f"{name}: failed: {status[name].error}")
             bar.close()
         finally:
             if started_here:
@@ -296,20 +320,34 @@ def _run(folder: SweepFolder, address: str | None, progress: bool) -> SweepResul
     return SweepResult(folder)
 
 
-def _run_point(
-    path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float
-) -> tuple[str, str | None]:
+def _recorded_nodes(folder: SweepFolder) -> dict[str, PointOutcome]:
+    """The finished points of an earlier pass over ``folder`` with the nodes ``points.parquet`` records for them, so
+    a resumed sweep keeps them."""
+    table = folder.read_table(folder.points_file)
+    if "node" not in table:  # never written (a killed first pass), or written before nodes were recorded
+        return {}
+    finished = table[table["status"] == "finished"]
+    return {
+        row.point: PointOutcome("finished", node=row.node, node_ip=row.node_ip)
+        for row in finished[["point", "node", "node_ip"]].itertuples()
+    }
+
+
+def _run_point(path: str, experiment: str, scale: str, overrides: dict, cpus: float, gpus: float) -> PointOutcome:
     """One grid point, in a Ray worker: resume its run folder if it has one (see :func:`iclab.resume`),
-    else run it. Returns ``(status, error)``; errors are returned, not raised, so one point failing
-    stops no other.
+    else run it. Returns its :class:`PointOutcome` with this worker's node; errors are returned, not raised, so
+    one point failing stops no other. When Ray runs it again because its node was lost, it resumes the folder
+    the lost attempt left.
 
     The point is run under an exclusive lock on ``.locks/<point>.lock`` in the sweep folder: a
     worker orphaned by a killed driver goes on with its point for a while, and a resumed sweep must
     wait for it rather than run the same folder twice (the lock dies with its process, so a killed
     worker never leaves it held: :class:`~iclab.runs.Lock`, as a run folder's own lock)."""
+    import ray
     import torch
 
     torch.set_num_threads(max(1, math.floor(cpus)))
+    node = {"node": ray.get_runtime_context().get_node_id(), "node_ip": ray.util.get_node_ip_address()}
     folder = Path(path)
     locks = folder.parent / ".locks"
     locks.mkdir(exist_ok=True)
@@ -317,7 +355,7 @@ def _run_point(
         try:
             run = RunFolder(folder)
             if run.finished:  # finished by the orphaned worker we waited for
-                return "finished", None
+                return PointOutcome("finished", **node)
             if run.config_file.exists():  # interrupted: from its checkpoints, or afresh from its config.yaml
                 api.resume(folder, device=None if gpus else "cpu", progress=False)
             else:
@@ -329,20 +367,21 @@ def _run_point(
                     device=None if gpus else "cpu",
                     progress=False,
                 )
-            return "finished", None
+            return PointOutcome("finished", **node)
         except Exception as err:  # noqa: BLE001 (any failure is the point's result, recorded with its message)
-            return "failed", f"{type(err).__name__}: {err}"
+            return PointOutcome("failed", f"{type(err).__name__}: {err}", **node)
 
 
-def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, tuple[str, str | None]]) -> None:
-    """``points.parquet``, ``sweep.parquet`` and ``claims.parquet`` from the point folders."""
+def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, PointOutcome | tuple]) -> None:
+    """``points.parquet``, ``sweep.parquet`` and ``claims.parquet`` from the point folders (``status``: each
+    point's :class:`PointOutcome`, or its leading fields, e.g. ``("finished", None)``)."""
     rows, metrics, claims = [], [], []
     for point in points:
         name = point_name(point)
-        state, error = status[name]
+        outcome = PointOutcome(*status[name])
         grid_values = {key: _cell(value) for key, value in point.items()}
-        rows.append({"point": name, **grid_values, "status": state, "error": error})
-        if state != "finished":
+        rows.append({"point": name, **grid_values, **outcome._asdict()})
+        if outcome.status != "finished":
             continue
         run = folder.run(name)
         frame = run.read_metrics()

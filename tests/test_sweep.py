@@ -116,6 +116,11 @@ def test_a_2x2_sweep_on_local_ray_writes_runs_tables_and_report(tmp_path, capsys
     assert {p.name for p in (out / "figures").iterdir()} == {"task_d.png", "train_lr.png"}
     assert "Claims across points" in (out / "report.html").read_text()
     assert "4 of 4 points finished" in capsys.readouterr().out
+    points = pd.read_parquet(out / "points.parquet")
+    assert points.node.nunique() == 1 and points.node.str.fullmatch("[0-9a-f]{56}").all()  # a local Ray: one node
+    assert points.node_ip.notna().all()
+    again = iclab.resume_sweep(out, progress=False)  # nothing left to run: the tables keep each point's node
+    assert again.points[["point", "node", "node_ip"]].equals(points[["point", "node", "node_ip"]])
     (out / "report.html").unlink()
     assert main(["report", str(out)]) == 0 and (out / "report.html").exists()
 
@@ -164,6 +169,8 @@ def test_a_killed_sweep_resumes_without_rerunning_finished_points(tmp_path):
     assert 1 <= len(finished) < 4, "the kill should land after the first point and before the last"
     result = iclab.resume_sweep(out, progress=False)  # the Python API of `iclab sweep --resume DIR`
     assert result.failed == 0 and result.table.point.nunique() == 4
+    # The killed pass wrote no table, so the node of a point it finished is not known (never a made-up one).
+    assert result.points.set_index("point").node[list(finished)].isna().all()
     assert len(list(out.glob("*/claims.json"))) == 4
     assert {name: (out / name / "claims.json").stat().st_mtime_ns for name in finished} == finished
 
