@@ -22,6 +22,8 @@ _API.update(
         "load_model": "loading",
         "evaluate": "evaluation",
         "EvaluationResult": "evaluation",
+        "identify": "identification",
+        "IdentificationResult": "identification",
         "export": "hub",
         "latest_run": "runs",
     }

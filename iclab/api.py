@@ -33,6 +33,7 @@ from .cores import CoreShare
 from .devices import pick_device
 from .experiments.base import RunConfig, RunContext
 from .formatting import spans
+from .identification.report import IDENTIFICATION, write_identification_report
 from .report import (
     run_folders,
     write_evaluation_report,
@@ -422,7 +423,8 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     if kind == "sweep":
         return write_sweep_report(sweep)
     if kind == "evaluation":
-        return write_evaluation_report(evaluation)
+        identification = evaluation.read_spec().get("kind") == IDENTIFICATION
+        return (write_identification_report if identification else write_evaluation_report)(evaluation)
     if kind == "run":
         return write_report(RunFolder.open(path))
     runs = run_folders(path)

@@ -1,4 +1,4 @@
-"""The ``iclab`` command line: list, show, run, resume, reproduce, sweep, report, compare, eval, export.
+"""The ``iclab`` command line: list, show, run, resume, reproduce, sweep, report, compare, eval, identify, export.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
 ``iclab: error: ...`` and exits with status 2; Ctrl-C prints one line (where a run stopped and how to
@@ -177,7 +177,7 @@ def _folder_verbs(sub) -> None:
 
 
 def _model_verbs(sub) -> None:
-    """``eval`` and ``export``: a trained model, evaluated or written out."""
+    """``eval``, ``identify`` and ``export``: a trained model, evaluated, identified or written out."""
     evaluate = sub.add_parser(
         "eval",
         help="evaluate a trained model against reference learners, on changed tasks and shifted prompts",
@@ -225,6 +225,46 @@ def _model_verbs(sub) -> None:
     evaluate.add_argument("--attention", action="store_true", help="also draw the attention maps of two prompts")
     evaluate.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
 
+    identify = sub.add_parser(
+        "identify",
+        help="which learner a trained model matches per prefix, in which layer, and from which training step",
+        description="Identify the learner one model of RUN (a finished run folder, an export or a Garg et al. run) "
+        "implements: per prefix the closest learner of a panel by SPD/d with bootstrap bands, per layer linear probes "
+        "with controls, with --ablate the same under a mean-ablated activation, with --timeline at every kept "
+        "checkpoint; writes an identification folder.",
+    )
+    identify.add_argument("run_dir")
+    identify.add_argument("--model", help="which of the run's models (needed when it has several)")
+    identify.add_argument("--seed", type=int, help="which of its seeds (needed when it has several)")
+    identify.add_argument("--step", type=int, help="a kept checkpoint's step (default: the latest)")
+    identify.add_argument("--timeline", action="store_true", help="identify every kept checkpoint (train.keep)")
+    identify.add_argument(
+        "--learners", action="extend", nargs="+", default=[], metavar="NAME", help="learners to add to the panel"
+    )
+    identify.add_argument(
+        "--epsilon", type=float, help="the largest SPD/d that counts as a match (default: max(σ², E[y²]/100)/d)"
+    )
+    identify.add_argument(
+        "--ablate",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="activation names to mean-ablate, one at a time (e.g. blocks.0.attn.hook_z)",
+    )
+    identify.add_argument("--no-probes", dest="probes", action="store_false", help="leave out the per-layer probes")
+    identify.add_argument(
+        "--llc", action="store_true", help="also estimate the local learning coefficient (needs iclab[devinterp])"
+    )
+    identify.add_argument("--llc-lr", type=float, help="SGLD's step size ε (default 1e-4)")
+    identify.add_argument("--llc-localization", type=float, help="SGLD's localisation γ (default 100)")
+    identify.add_argument("--llc-chains", type=int, help="SGLD chains (default 4)")
+    identify.add_argument("--llc-draws", type=int, help="draws per chain (default 200)")
+    identify.add_argument("--prompts", type=int, default=1000, help="prompts compared on (default 1000)")
+    identify.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamplings (default 1000)")
+    identify.add_argument("--out", help="the folder to write (default <run>/identify-<timestamp>)")
+    identify.add_argument("--device", help="cpu, cuda or cuda:N (default: cuda if available)")
+
     export = sub.add_parser("export", help="write a trained model in the Hugging Face Hub layout (offline)")
     export.add_argument("run_dir")
     export.add_argument("out_dir", help="the folder to write (new, or empty)")
@@ -265,6 +305,49 @@ def _eval(args, argv: list[str]) -> None:
         **options,
     )
     print(final_errors(result.metrics).to_string(float_format=lambda v: f"{v:.4g}"))
+    print(f"{result.path}: report {result.folder.report_file}")
+
+
+def _llc_settings(args) -> dict | bool:
+    """``iclab identify``'s LLC flags as :class:`iclab.identification.llc.Settings` fields (False: no LLC)."""
+    given = {"lr": args.llc_lr, "localization": args.llc_localization, "chains": args.llc_chains}
+    given = {key: value for key, value in {**given, "draws": args.llc_draws}.items() if value is not None}
+    if given and not args.llc:
+        raise ConfigError(f"--llc-{next(iter(given))} sets the LLC's sampler: add --llc")
+    return given if args.llc else False
+
+
+def _identify(args, argv: list[str]) -> None:
+    """The ``identify`` verb: identify, then print the answer at each prefix and where it went."""
+    from .identification import identify
+
+    result = identify(
+        args.run_dir,
+        args.model,
+        args.seed,
+        args.step,
+        timeline=args.timeline,
+        learners=args.learners,
+        epsilon=args.epsilon,
+        prompts=args.prompts,
+        bootstrap=args.bootstrap,
+        probes=args.probes,
+        ablate=args.ablate,
+        llc=_llc_settings(args),
+        out=args.out,
+        device=args.device,
+        command=shlex.join(["iclab", *argv]),
+    )
+    summary = result.summary
+    print(f"ε = {summary['epsilon']:.3g}; closest over k ≥ 1: {summary['closest_overall']}")
+    if summary["llc"]:
+        print(f"LLC λ̂ = {summary['llc']['mean']:.4g} ± {summary['llc']['std']:.2g} (chains' std)")
+    for answer in summary["by_prefix"]:
+        band = answer["spd"]
+        print(
+            f"k={answer['k']}: {answer['answer'] or 'none within ε'} (closest {answer['closest']}, SPD/d "
+            f"{band['mean']:.3g} [{band['low']:.3g}, {band['high']:.3g}]; runner-up {answer['runner_up']})"
+        )
     print(f"{result.path}: report {result.folder.report_file}")
 
 
@@ -433,6 +516,8 @@ def _dispatch(args, argv: list[str]) -> int:
             print(f"non-reproductions: {args.non_reproductions}")
     elif args.command == "eval":
         _eval(args, argv)
+    elif args.command == "identify":
+        _identify(args, argv)
     elif args.command == "export":
         from .hub import export
 

@@ -213,7 +213,7 @@ def test_activation_clip_bounds_tokens_and_spares_small_steps():
     with torch.no_grad():
         model = clipped(generator(3)).double()
         _, found = model(PairedFormat().encode(e).tokens, N, activations=model.activation_names())
-    assert len(found) == 6 and all(found[f"blocks.{layer}.hook_resid_post"].abs().max() == 10 for layer in range(3))
+    assert len(found) == 9 and all(found[f"blocks.{layer}.hook_resid_post"].abs().max() == 10 for layer in range(3))
 
 
 def test_deep_per_layer_recipe_trains_a_four_layer_stack():

@@ -2,7 +2,7 @@
 
     config, rng, claims, ladders, version, formatting → devices, cores, tasks, data, losses → prompts, shifts
     → models | learners | theory → train, curriculum → metrics → runs → report | loading → experiments
-    → api | evaluation | hub → sweeps → cli → __main__
+    → identification → api | evaluation | hub → sweeps → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
 top-level module must be given its layer here, which is the point: placing it is a design decision.
@@ -25,6 +25,7 @@ LAYERS = [
     {"runs"},
     {"report", "loading"},
     {"experiments"},
+    {"identification"},
     {"api", "evaluation", "hub"},
     {"sweeps"},
     {"cli"},

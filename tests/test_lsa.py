@@ -71,7 +71,7 @@ def test_queries_do_not_see_each_other_and_context_only_keys():
 def test_causal_mode_never_looks_ahead():
     p = _prompt(n=6, q=1)
     model = LinearSelfAttention(4, causal=True, init_scale=0.3, generator=generator(4)).double()
-    assert model.activation_names() == ["blocks.0.hook_resid_pre", "blocks.0.hook_resid_post"]
+    assert model.activation_names() == ["blocks.0.hook_resid_pre", "blocks.0.hook_attn_out", "blocks.0.hook_resid_post"]
     _, hidden = model(p.tokens, p.n_context, activations=["blocks.0.hook_resid_post"])
     changed = p.tokens.clone()
     changed[:, 3] += 1.0

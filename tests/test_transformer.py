@@ -335,12 +335,14 @@ def test_named_activations_come_from_the_same_pass_as_the_prediction(attention):
     tokens = torch.randn(3, 12, 4, generator=generator(9))
     names = model.activation_names()
     assert names[:2] == ["hook_embed", "hook_pos_embed"] and names[-1] == "ln_final.hook_normalized"
-    assert len(names) == 2 + 8 * 2 + 1
+    assert len(names) == 2 + 13 * 2 + 1
     prediction, found = model(tokens, 6, activations=names)
     torch.testing.assert_close(prediction, model(tokens, 6), rtol=1e-5, atol=1e-6)
     assert set(found) == set(names)
-    assert found["blocks.1.attn.hook_pattern"].shape == (3, 2, 12, 12)
-    assert all(found[n].shape == (3, 12, 16) for n in names if not n.endswith("hook_pattern"))
+    assert found["blocks.1.attn.hook_pattern"].shape == found["blocks.1.attn.hook_attn_scores"].shape == (3, 2, 12, 12)
+    per_head = ("hook_q", "hook_k", "hook_v", "hook_z")
+    assert all(found[f"blocks.1.attn.{n}"].shape == (3, 12, 2, 8) for n in per_head)  # (B, T, H, d_h)
+    assert all(found[n].shape == (3, 12, 16) for n in names if ".attn." not in n)
     torch.testing.assert_close(found["blocks.0.hook_resid_pre"], found["hook_embed"] + found["hook_pos_embed"])
     for layer, block in enumerate(model.layers):
         at = lambda name: found[f"blocks.{layer}.{name}"]

@@ -12,7 +12,12 @@ is ``blocks.{l}`` here and ``layers.{l}`` in the state dict.
 * ``hook_pos_embed`` ``(B, T, W)``: the learned positions added to it;
 * ``blocks.{l}.hook_resid_pre`` ``(B, T, W)``: block l's input (block 0's: the read-in plus positions);
 * ``blocks.{l}.ln1.hook_normalized`` ``(B, T, W)``: LN(h), what the attention reads;
+* ``blocks.{l}.attn.hook_q``, ``.attn.hook_k``, ``.attn.hook_v`` ``(B, T, H, d_h)``: every head's queries, keys and
+  values;
+* ``blocks.{l}.attn.hook_attn_scores`` ``(B, H, T, T)``: the logits QKᵀ/√d_h with the causal mask (−inf) and the
+  a·XXᵀ term added, what the softmax reads;
 * ``blocks.{l}.attn.hook_pattern`` ``(B, H, T, T)``: the attention matrices A_h (rows: queries, summing to 1);
+* ``blocks.{l}.attn.hook_z`` ``(B, T, H, d_h)``: every head's output A_h V_h, before the output map;
 * ``blocks.{l}.hook_attn_out`` ``(B, T, W)``: the attention's output;
 * ``blocks.{l}.hook_resid_mid`` ``(B, T, W)``: the block's input plus the attention's output;
 * ``blocks.{l}.ln2.hook_normalized`` ``(B, T, W)``: what the MLP reads;
@@ -22,8 +27,13 @@ is ``blocks.{l}`` here and ``layers.{l}`` in the state dict.
   its rows at the read positions).
 
 :class:`~iclab.models.LinearSelfAttention` (and :class:`~iclab.models.FeatureLSA`, whose names are its
-LSA's): ``blocks.{l}.hook_resid_pre`` and ``blocks.{l}.hook_resid_post``, ``(B, T, D)``, for every
-applied layer l (a shared layer applied L times has L blocks).
+LSA's): ``blocks.{l}.hook_resid_pre``, ``blocks.{l}.hook_attn_out`` (the attention's output, what the layer
+adds to the tokens) and ``blocks.{l}.hook_resid_post``, ``(B, T, D)``, for every applied layer l (a shared layer
+applied L times has L blocks).
+
+Activations can be written as well as read: a model whose ``activation_edits`` maps names to functions applies each
+to its activation as it is computed, and the pass goes on with the result (:mod:`iclab.models.interventions` sets
+them for the length of a ``with`` block: patching, zero- and mean-ablation).
 
 :func:`residual_stream` names the hidden states of a model of L blocks, after the read-in and after
 each block, as probes read them.
@@ -31,7 +41,7 @@ each block, as probes read them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -40,7 +50,12 @@ from ..config import ConfigError
 BLOCK_HOOKS = (
     "hook_resid_pre",
     "ln1.hook_normalized",
+    "attn.hook_q",
+    "attn.hook_k",
+    "attn.hook_v",
+    "attn.hook_attn_scores",
     "attn.hook_pattern",
+    "attn.hook_z",
     "hook_attn_out",
     "hook_resid_mid",
     "ln2.hook_normalized",
@@ -63,41 +78,59 @@ def residual_stream(n_layers: int) -> list[str]:
 
 
 class ActivationCache:
-    """The activations one forward pass was asked for: a model records what it computes with
-    :meth:`record`, and only the names asked for are kept in :attr:`found` (so recording costs
-    nothing otherwise). :meth:`scope` gives a part of the model (a block) its own prefix."""
+    """The activations one forward pass was asked for, and the edits it applies: a model passes what it computes
+    through :meth:`record`, which keeps only the names asked for in :attr:`found` (so recording costs nothing
+    otherwise) and returns the value the pass goes on with (edited when an edit names it). :meth:`scope` gives a
+    part of the model (a block) its own prefix."""
 
-    def __init__(self, names: Iterable[str] = (), prefix: str = "", found: dict[str, torch.Tensor] | None = None):
+    def __init__(
+        self,
+        names: Iterable[str] = (),
+        prefix: str = "",
+        found: dict[str, torch.Tensor] | None = None,
+        edits: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] | None = None,
+    ):
         self.names, self.prefix = frozenset(names), prefix
         self.found: dict[str, torch.Tensor] = {} if found is None else found
+        self.edits = {} if edits is None else edits
 
     @classmethod
-    def asked(cls, names: Iterable[str] | None, available: Callable[[], Sequence[str]]) -> ActivationCache:
+    def asked(
+        cls,
+        names: Iterable[str] | None,
+        available: Callable[[], Sequence[str]],
+        edits: Mapping[str, Callable[[torch.Tensor], torch.Tensor]] | None = None,
+    ) -> ActivationCache:
         """A cache for ``names`` (None: nothing, the training path), which must all be in
         ``available()`` (the model's names, listed only when something is asked for): an unknown one
-        is a :class:`~iclab.config.ConfigError` that lists them."""
+        is a :class:`~iclab.config.ConfigError` that lists them. ``edits``: the model's ``activation_edits``."""
         if names is None:
-            return cls()
+            return cls(edits=edits)
         names = [names] if isinstance(names, str) else list(names)
         available = available()
         unknown = sorted(set(names) - set(available))
         if unknown:
             raise ConfigError(f"unknown activation(s) {', '.join(unknown)}; this model has: {', '.join(available)}")
-        return cls(names)
+        return cls(names, edits=edits)
 
     def __bool__(self) -> bool:
-        """Whether anything at all was asked for."""
-        return bool(self.names)
+        """Whether anything at all was asked for or is edited (the pass then computes every activation)."""
+        return bool(self.names or self.edits)
 
     def wants(self, name: str) -> bool:
-        """Whether ``name`` (under this cache's prefix) was asked for."""
-        return self.prefix + name in self.names
+        """Whether ``name`` (under this cache's prefix) was asked for or is edited."""
+        return self.prefix + name in self.names or self.prefix + name in self.edits
 
-    def record(self, name: str, value: torch.Tensor) -> None:
-        """Keep ``value`` as ``name`` (under this cache's prefix) if it was asked for."""
-        if self.wants(name):
-            self.found[self.prefix + name] = value
+    def record(self, name: str, value: torch.Tensor) -> torch.Tensor:
+        """The value the pass goes on with: ``value``, or its edit when one names ``name`` (under this cache's
+        prefix); kept as ``name`` if it was asked for."""
+        full = self.prefix + name
+        if full in self.edits:
+            value = self.edits[full](value)
+        if full in self.names:
+            self.found[full] = value
+        return value
 
     def scope(self, prefix: str) -> ActivationCache:
         """The same cache for a part of the model whose names start with ``prefix`` (e.g. ``blocks.0.``)."""
-        return ActivationCache(self.names, self.prefix + prefix, self.found)
+        return ActivationCache(self.names, self.prefix + prefix, self.found, self.edits)

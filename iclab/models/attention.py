@@ -28,6 +28,10 @@ back to a slow per-seed loop), so seeds trained together through ``torch.func.vm
 ``math``; the two agree to float rounding."""
 
 
+RECORDED = ("hook_q", "hook_k", "hook_v", "hook_attn_scores", "hook_pattern", "hook_z")
+"""The attention's own named activations (under ``blocks.{l}.attn.``), computed by its written-out path."""
+
+
 class SelfAttention(nn.Module):
     """Multi-head softmax self-attention with optional a·XXᵀ and b·AX terms.
 
@@ -71,14 +75,19 @@ class SelfAttention(nn.Module):
         self.a = nn.Parameter(torch.zeros(n_heads)) if logit_identity else None
         self.b = nn.Parameter(torch.zeros(n_heads)) if value_identity else None
 
-    def forward(self, x: torch.Tensor, queries: slice | None = None, pattern: bool = False):
+    def forward(self, x: torch.Tensor, queries: slice | None = None, pattern: bool = False, cache=None):
         """Attention outputs ``(B, T, W)``, or only at the token positions ``queries`` (keys and
         values still come from every token; a causal query sees the tokens up to its own).
 
         With ``pattern``, also every head's attention matrix A_h ``(B, H, Tq, T)`` (rows: queries,
         summing to 1), the softmax of this same pass: SDPA does not return it, so the pass then
         takes the written-out softmax (``math``) path, which agrees with SDPA to float rounding.
+        With a ``cache`` (an :class:`~iclab.models.activations.ActivationCache` scoped to ``attn.``) that asks for
+        or edits any of the attention's own activations (:data:`RECORDED`), the written-out path passes its queries,
+        keys, values, scores, pattern and head outputs through it (:mod:`iclab.models.activations`).
         """
+        if cache is not None and any(cache.wants(name) for name in RECORDED):
+            return self._recorded(x, queries, cache)
         batch = x.shape[0]
         inner = self.n_heads * self.head_dim
         q, k, v = self._qkv(x, queries)  # (B, H, Tq, d_h), (B, H, T, d_h), (B, H, T, d_h)
@@ -100,6 +109,24 @@ class SelfAttention(nn.Module):
         if self.b is not None:
             out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim :])
         return (out, weights) if pattern else out
+
+    def _recorded(self, x: torch.Tensor, queries: slice | None, cache) -> torch.Tensor:
+        """:meth:`forward` written out step by step, each step's named activation read or edited through ``cache``
+        (TransformerLens's layouts: q, k, v and z ``(B, T, H, d_h)``, scores and pattern ``(B, H, Tq, T)``)."""
+        heads_first = lambda name, value: cache.record(name, value.transpose(1, 2)).transpose(1, 2)  # noqa: E731
+        q, k, v = (heads_first(f"hook_{name}", part) for name, part in zip("qkv", self._qkv(x, queries)))
+        if self.b is not None:
+            v = torch.cat([v, x[:, None].expand(-1, self.n_heads, -1, -1)], dim=-1)  # as in forward
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)  # (B, H, Tq, T)
+        mask = self._logit_bias(x, queries)
+        scores = cache.record("hook_attn_scores", scores if mask is None else scores + mask)
+        weights = cache.record("hook_pattern", scores.softmax(-1))
+        heads = (F.dropout(weights, self.dropout) if self.training and self.dropout else weights) @ v
+        z = cache.record("hook_z", heads[..., : self.head_dim].transpose(1, 2))  # (B, Tq, H, d_h)
+        out = self.out(z.flatten(2))
+        if self.b is not None:
+            out = out + torch.einsum("h,bhtw->btw", self.identity_scale * self.b, heads[..., self.head_dim :])
+        return out
 
     def _qkv(self, x: torch.Tensor, queries: slice | None):
         """Queries (at the positions ``queries`` only), keys and values, each ``(B, H, ·, d_h)``."""

@@ -14,7 +14,7 @@ Parameters are merged (``layers.{l}.w_kq``, ``layers.{l}.w_pv``) or separate
 (``layers.{l}.w_q, w_k, w_v, w_p`` with W_KQ = W_Kᵀ W_Q and W_PV = W_P W_V); every matrix
 is D×D. With ``shared=True`` one layer's weights are applied ``n_layers`` times (only
 ``layers.0.*`` exists). Its named activations (:mod:`iclab.models.activations`) are every applied
-layer's input and output tokens.
+layer's input tokens, its attention's output and its output tokens.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ class LSALayer(nn.Module):
         return self.w_k.T @ self.w_q, self.w_p @ self.w_v
 
     def forward(self, h: torch.Tensor, n_context: int, causal: bool = False, normalize: bool = True):
+        return h + self.attend(h, n_context, causal, normalize)
+
+    def attend(self, h: torch.Tensor, n_context: int, causal: bool = False, normalize: bool = True) -> torch.Tensor:
+        """What the layer adds to the tokens: the attention's output ``(B, T, D)``."""
         w_kq, w_pv = self.merged()
         context = h[:, :n_context]
         if not causal:
@@ -57,13 +61,13 @@ class LSALayer(nn.Module):
             gram = context.transpose(1, 2) @ context
             if normalize:
                 gram = gram / n_context
-            return h + h @ (w_kq.T @ gram @ w_pv.T)
+            return h @ (w_kq.T @ gram @ w_pv.T)
         t = h.shape[1]
         mask = torch.ones(t, n_context, dtype=h.dtype, device=h.device).tril()
         if normalize:
             mask = mask / mask.sum(1, keepdim=True)
         scores = (h @ w_kq.T) @ context.transpose(1, 2) * mask
-        return h + scores @ context @ w_pv.T
+        return scores @ context @ w_pv.T
 
 
 @rebuildable
@@ -136,22 +140,22 @@ class LinearSelfAttention(nn.Module):
         return self.layers[0 if self.shared else index]
 
     def activation_names(self) -> list[str]:
-        """Every name ``forward(..., activations=...)`` takes: ``blocks.{l}.hook_resid_pre`` and
-        ``blocks.{l}.hook_resid_post`` of every applied layer (see :mod:`iclab.models.activations`)."""
-        return [
-            f"blocks.{index}.{hook}" for index in range(self.n_layers) for hook in ("hook_resid_pre", "hook_resid_post")
-        ]
+        """Every name ``forward(..., activations=...)`` takes: ``blocks.{l}.hook_resid_pre``, ``hook_attn_out`` and
+        ``hook_resid_post`` of every applied layer (see :mod:`iclab.models.activations`)."""
+        hooks = ("hook_resid_pre", "hook_attn_out", "hook_resid_post")
+        return [f"blocks.{index}.{hook}" for index in range(self.n_layers) for hook in hooks]
 
     def forward(self, tokens: torch.Tensor, n_context: int, activations: Iterable[str] | None = None):
         """Predict the query labels, ``(B, T − n_context)``; with ``activations`` (names from
         :meth:`activation_names`), ``(prediction, {name: tensor})`` with those tokens ``(B, T, D)``."""
-        cache = ActivationCache.asked(activations, self.activation_names)
+        cache = ActivationCache.asked(activations, self.activation_names, getattr(self, "activation_edits", None))
         h = tokens  # (B, T, D)
         for index in range(self.n_layers):
-            cache.record(f"blocks.{index}.hook_resid_pre", h)
-            h = self.layer(index)(h, n_context, self.causal, self.normalize)
+            block = cache.scope(f"blocks.{index}.")  # each activation read, or edited, through the cache
+            h = block.record("hook_resid_pre", h)
+            h = h + block.record("hook_attn_out", self.layer(index).attend(h, n_context, self.causal, self.normalize))
             if self.clip is not None:
                 h = h.clamp(-self.clip, self.clip)
-            cache.record(f"blocks.{index}.hook_resid_post", h)
+            h = block.record("hook_resid_post", h)
         prediction = self.readout_sign * h[:, n_context:, -1]  # (B, T − n_context)
         return (prediction, cache.found) if activations is not None else prediction

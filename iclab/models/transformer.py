@@ -88,25 +88,14 @@ class Block(nn.Module):
             attended = self.drop(self.attn(self.ln_attn(h), queries))
             h = (h if queries is None else h[:, queries]) + attended
             return h + self.drop(self.mlp(self.ln_mlp(h)))
-        cache.record("hook_resid_pre", h)  # (B, T, W)
-        x = self.ln_attn(h)
-        cache.record("ln1.hook_normalized", x)
-        if cache.wants("attn.hook_pattern"):
-            attended, pattern = self.attn(x, queries, pattern=True)
-            cache.record("attn.hook_pattern", pattern)  # (B, H, Tq, T)
-        else:
-            attended = self.attn(x, queries)
-        attended = self.drop(attended)
-        cache.record("hook_attn_out", attended)
-        h = (h if queries is None else h[:, queries]) + attended
-        cache.record("hook_resid_mid", h)
-        x = self.ln_mlp(h)
-        cache.record("ln2.hook_normalized", x)
-        out = self.drop(self.mlp(x))
-        cache.record("hook_mlp_out", out)
-        h = h + out
-        cache.record("hook_resid_post", h)
-        return h
+        # Every activation goes through the cache, which keeps those asked for and returns its edit, if any.
+        h = cache.record("hook_resid_pre", h)  # (B, T, W)
+        x = cache.record("ln1.hook_normalized", self.ln_attn(h))
+        attended = cache.record("hook_attn_out", self.drop(self.attn(x, queries, cache=cache.scope("attn."))))
+        h = cache.record("hook_resid_mid", (h if queries is None else h[:, queries]) + attended)
+        x = cache.record("ln2.hook_normalized", self.ln_mlp(h))
+        out = cache.record("hook_mlp_out", self.drop(self.mlp(x)))
+        return cache.record("hook_resid_post", h + out)
 
 
 @dataclass(frozen=True)
@@ -295,28 +284,24 @@ class GPTTransformer(nn.Module):
         tensor})``: those activations of this pass (:mod:`iclab.models.activations`), every block then
         computing every position.
         """
-        cache = ActivationCache.asked(activations, self.activation_names)
+        cache = ActivationCache.asked(activations, self.activation_names, getattr(self, "activation_edits", None))
         h = self.read_in(tokens) if self.embedding is None else self.embedding(tokens)  # (B, T, W)
         if self.cls_token is not None:
             h = torch.cat([h, self.cls_token.expand(h.shape[0], 1, -1)], dim=1)
         t = h.shape[1]
         if t > self.max_tokens:
             raise ConfigError(f"sequence has {t} tokens but the transformer has {self.max_tokens} positions")
-        cache.record("hook_embed", h)
-        cache.record("hook_pos_embed", self.positions[:t].expand_as(h))
-        h = self.drop(h + self.positions[:t])
+        h = cache.record("hook_embed", h)
+        h = self.drop(h + cache.record("hook_pos_embed", self.positions[:t].expand_as(h)))
         read = self._read(t, n_context)
         if cache:
             for index, block in enumerate(self.layers):
                 h = block(h, cache=cache.scope(f"blocks.{index}."))
-            if cache.wants("ln_final.hook_normalized"):
-                cache.record("ln_final.hook_normalized", self.ln_out(h))
-            h = h[:, read]
+            h = cache.record("ln_final.hook_normalized", self.ln_out(h))[:, read]  # (B, n_read, W)
         else:
             # Only the read positions of the last block reach the output: skip the rest of its work.
             for block in self.layers[:-1]:
                 h = block(h)
-            h = self.layers[-1](h, read)
-        h = self.ln_out(h)  # (B, n_read, W)
+            h = self.ln_out(self.layers[-1](h, read))  # (B, n_read, W)
         prediction = h @ self.embedding.weight.T if self.read_out is None else self.read_out(h)[..., 0]
         return (prediction, cache.found) if activations is not None else prediction
