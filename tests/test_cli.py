@@ -111,8 +111,7 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
     assert sorted(
         str(p.relative_to(out / "checkpoints")) for p in (out / "checkpoints").rglob("*.safetensors")
     ) == sorted(
-        f"lsa-{flow}{s}/seed{k}/{f}.safetensors"
-        for flow in ("", "flow-")
+        f"lsa-{s}/seed{k}/{f}.safetensors"
         for s in ("anisotropic", "isotropic")
         for k in (0, 1)
         for f in ("model", "state")
@@ -255,7 +254,7 @@ def test_ctrl_c_ends_in_one_line_that_says_how_to_go_on(tmp_path, monkeypatch, c
 
 
 def test_a_finished_run_continues_for_more_steps_as_a_new_run(tmp_path, capsys):
-    constant = ["--set", "train.schedule=constant", "--set", "flow.schedule=constant", "--set", "train.warmup=0"]
+    constant = ["--set", "train.schedule=constant", "--set", "train.warmup=0"]
     constant += ["--set", "flow.steps=200", "--set", "eval_prompts=200"]
     tiny = [*constant, "--seeds", "1", "--seed", "3"]
     parent, alone = tmp_path / "runs" / "parent", tmp_path / "alone"
