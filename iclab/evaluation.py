@@ -13,7 +13,6 @@ Everything is checked before anything is written: a bad choice writes no folder.
 from __future__ import annotations
 
 import math
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,10 +36,11 @@ from .metrics import (
 )
 from .models import GPTTransformer
 from .prompts import InterleavedFormat, PairedFormat, describe_format
-from .report import write_evaluation_report, write_report
+from .report import write_evaluation_report
+from .report.evaluation import write_evaluation_folder
 from .report.figures import band_line, new_figure, save
 from .rng import generator
-from .runs import EvaluationFolder, RunFolder
+from .runs import EvaluationFolder
 from .shifts import shift as make_shift
 from .tasks import task_from_description
 from .version import __version__
@@ -339,25 +339,16 @@ def _spec(request: _Request, source, checkpoints: list, latest: LoadedModel, pla
 
 
 def _write(spec: dict, out, source, rows: list[dict], draw) -> EvaluationFolder:
-    """Write the evaluation folder (its metrics, the figures ``draw(folder)`` makes, its report) and relink the
-    source run's report; on any failure the folder is removed (an ``out`` that existed empty is left empty)."""
-    existed = out is not None and Path(out).exists()
-    if source.kind == "export":  # an export stays as it was written (what is uploaded): its evaluations go beside
-        folder = EvaluationFolder.create(spec, out, root=source.path.parent, stem=f"{source.path.name}-eval")
-    else:  # a run, or one of Garg et al.'s, keeps its evaluations
-        folder = EvaluationFolder.create(spec, out, root=source.path)
-    try:
+    """Write the evaluation folder (its metrics, the figures ``draw(folder)`` makes, its report) beside an export or
+    inside the source's folder, and relink the source run's report
+    (:func:`iclab.report.evaluation.write_evaluation_folder`)."""
+
+    def fill(folder: EvaluationFolder) -> None:
         folder.write_metrics(rows)
         draw(folder)
         write_evaluation_report(folder)
-        if source.kind == "run" and folder.path.parent.resolve() == source.path.resolve():
-            write_report(RunFolder(source.path))  # the run's report links its evaluations
-    except BaseException:
-        shutil.rmtree(folder.path)
-        if existed:
-            folder.path.mkdir()
-        raise
-    return folder
+
+    return write_evaluation_folder(spec, out, source, "eval", fill)
 
 
 def _figures(folder: EvaluationFolder, curves: dict, spec: dict, loaded: LoadedModel, maps) -> None:

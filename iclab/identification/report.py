@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import html
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from ..config import dump
 from ..metrics import band_rows
-from ..report import write_report
+from ..report.evaluation import write_evaluation_folder
 from ..report.figures import band_line, new_figure, panel_grid, save
 from ..report.html import figure_section, page
-from ..runs import EvaluationFolder, RunFolder, read_file, write_atomic
+from ..runs import EvaluationFolder, read_file, write_atomic
 
 SUMMARY = "summary.json"
 IDENTIFICATION = "identification"
@@ -35,14 +34,8 @@ CONTROL = "zero (control)"
 def write(spec: dict, summary: dict, spds: dict, ilwds: dict, out, source) -> EvaluationFolder:
     """Write the folder (inside a run or a Garg et al. run; beside an export; for a model of one's own, in the
     current folder) and relink the run's report; on any failure the folder is removed."""
-    existed = out is not None and Path(out).exists()
-    if source is None:
-        folder = EvaluationFolder.create(spec, out, root=".", stem="identify")
-    elif source.kind == "export":
-        folder = EvaluationFolder.create(spec, out, root=source.path.parent, stem=f"{source.path.name}-identify")
-    else:
-        folder = EvaluationFolder.create(spec, out, root=source.path, stem="identify")
-    try:
+
+    def fill(folder: EvaluationFolder) -> None:
         write_atomic(folder.path / SUMMARY, json.dumps(summary, indent=1, ensure_ascii=False, default=_plain) + "\n")
         rows = [
             {"setting": "identify", "model": learner, "seed": spec["seed"], **row}
@@ -53,14 +46,8 @@ def write(spec: dict, summary: dict, spds: dict, ilwds: dict, out, source) -> Ev
         folder.write_metrics(rows)
         draw(folder, summary)
         write_identification_report(folder)
-        if source is not None and source.kind == "run" and folder.path.parent.resolve() == source.path.resolve():
-            write_report(RunFolder(source.path))  # the run's report links its identifications
-    except BaseException:
-        shutil.rmtree(folder.path)
-        if existed:
-            folder.path.mkdir()
-        raise
-    return folder
+
+    return write_evaluation_folder(spec, out, source, "identify", fill)
 
 
 def _plain(value):

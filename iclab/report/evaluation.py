@@ -4,11 +4,13 @@ errors at the largest prefix, the figures and the evaluation's record."""
 from __future__ import annotations
 
 import html
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from ..config import dump
-from ..runs import EvaluationFolder
-from .html import figure_section, page
+from ..runs import EvaluationFolder, RunFolder
+from .html import figure_section, page, write_report
 
 
 def final_errors(metrics):
@@ -51,3 +53,30 @@ def write_evaluation_report(folder: EvaluationFolder) -> Path:
     parts.append(f"<h2 id='evaluation'>Evaluation</h2><pre>{html.escape(dump(spec))}</pre>")
     folder.report_file.write_text(page(title, "".join(parts)))
     return folder.report_file
+
+
+def write_evaluation_folder(
+    spec: dict, out, source, stem: str, fill: Callable[[EvaluationFolder], None]
+) -> EvaluationFolder:
+    """A new evaluation folder holding ``spec``, filled by ``fill(folder)`` (its metrics, figures and report), and
+    the source run's report relinked to it. Where it goes: ``out``, else ``<stem>-<stamp>`` inside ``source``'s
+    folder (a run, or one of Garg et al.'s, keeps what is made of it), beside an export (which stays as it was
+    written: ``<export>-<stem>-<stamp>``), or in the current folder for no source (a model of one's own). On any
+    failure the folder is removed (an ``out`` that existed empty is left empty)."""
+    existed = out is not None and Path(out).exists()
+    if source is None:
+        folder = EvaluationFolder.create(spec, out, root=".", stem=stem)
+    elif source.kind == "export":
+        folder = EvaluationFolder.create(spec, out, root=source.path.parent, stem=f"{source.path.name}-{stem}")
+    else:
+        folder = EvaluationFolder.create(spec, out, root=source.path, stem=stem)
+    try:
+        fill(folder)
+        if source is not None and source.kind == "run" and folder.path.parent.resolve() == source.path.resolve():
+            write_report(RunFolder(source.path))  # the run's report links what was made of it
+    except BaseException:
+        shutil.rmtree(folder.path)
+        if existed:
+            folder.path.mkdir()
+        raise
+    return folder
