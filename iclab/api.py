@@ -315,15 +315,17 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
             folder.write_metrics(context.rows)
             live.close(context.rows, claims)
             live = None  # closed: a failure below has none to close
+            wall = time.perf_counter() - wall
             folder.write_info(
                 {
                     **_environment(device),
                     "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second
                     "resumed": not fresh,
-                    "wall_seconds": round(time.perf_counter() - wall, 2),
+                    "wall_seconds": round(wall, 2),
                     "cpu_seconds": round(time.process_time() - cpu, 2),
                     "recipe_changes": changes,
                     "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,
+                    "time": context.ledger.summary(wall, [claim["id"] for claim in claims]),
                 }
             )
             folder.write_claims(claims)

@@ -145,13 +145,18 @@ class _Untrained:
     experiment runs that experiment alone)."""
 
     def __init__(self, root):
-        self.root, self.claims = root, {}
+        self.root, self.claims, self.times = root, {}, {}
 
     def __getitem__(self, name: str) -> list[dict]:
         if name not in self.claims:
-            out = self.root / name
-            self.claims[name] = iclab.run(name, "smoke", overrides=UNTRAINED[name], out=out, progress=False).claims
+            result = iclab.run(name, "smoke", overrides=UNTRAINED[name], out=self.root / name, progress=False)
+            self.claims[name], self.times[name] = result.claims, result.folder.read_info()["time"]
         return self.claims[name]
+
+    def time(self, name: str) -> dict:
+        """The run's ``run.json`` ``time`` (where its wall time went, :mod:`iclab.ledger`)."""
+        self[name]
+        return self.times[name]
 
 
 @pytest.fixture(scope="module")
@@ -188,6 +193,18 @@ def test_no_paper_claim_about_a_trained_model_holds_on_an_untrained_one(untraine
     assert not side, f"these fail on untrained models only by a side clause (failed clauses): {side}"
     listed = {c["id"] for c in trained} & NEGATIVE
     assert all(c["holds"] for c in trained if c["id"] in listed), "a negative claim must hold on untrained models"
+
+
+@pytest.mark.parametrize("experiment", list(UNTRAINED))
+def test_every_claim_has_a_cost(untrained, experiment):
+    """Each claim is served by a part of its run (its cost counts the training and evaluation it needs), and each
+    part serves a claim: the parts' claim patterns fit the experiment's claims."""
+    time = untrained.time(experiment)
+    ids = {c["id"] for c in untrained[experiment]}
+    assert set(time["claims"]) == ids
+    assert not sorted(i for i, entry in time["claims"].items() if not entry["parts"]), "claims no part serves"
+    assert not sorted(name for name, part in time["parts"].items() if not part["claims"]), "parts serving no claim"
+    assert all(0 < entry["share"] <= 1 for entry in time["claims"].values())
 
 
 EXTENSIONS = {"function-classes": {f"tracks-{name}" for name in ("noisy-linear", "linear-classification", "quadratic")}}

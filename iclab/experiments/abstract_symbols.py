@@ -542,9 +542,12 @@ def _kernel(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """The sweep, copying and the kernel view; claims and figures."""
-    losses = _sweep(ctx, config, ctx.seeds)
-    errors = _copying(ctx, config, ctx.seeds)
-    kernels = _kernel(config)
+    with ctx.part("sweep", claims=["*", "!copy-*", "!*-kernel-*"]):
+        losses = _sweep(ctx, config, ctx.seeds)
+    with ctx.part("copying", claims=["copy-*"]):
+        errors = _copying(ctx, config, ctx.seeds)
+    with ctx.part("kernel", claims=["*-kernel-*"]):
+        kernels = _kernel(config)
     for spec, maps in kernels.items():
         for label, result in maps.items():
             for metric, value in (

@@ -343,8 +343,13 @@ def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
 def run(config: dict, ctx: RunContext):
     """Train the models of parts (a)–(d) (each once), compare them with the learners, probe, run the
     constructions of (e), check claims."""
-    parts = (_noiseless, _noise, _depth, _probes, _constructions)
-    return [claim for part in parts for claim in part(config, ctx)]
+    parts = {"a-noiseless": _noiseless, "b-noise": _noise, "c-depth": _depth, "d-probes": _probes}
+    parts["e-constructions"] = _constructions
+    claims = []
+    for name, part in parts.items():
+        with ctx.part(name, claims=[f"{name[0]}-*"]):
+            claims += part(config, ctx)
+    return claims
 
 
 # (a) noiseless: SPD and ILWD against every learner at every prefix length.

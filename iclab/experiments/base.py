@@ -36,6 +36,7 @@ import torch
 from ..claims import Claim
 from ..config import ConfigError, leaves, merge, resolve, set_key
 from ..cores import CoreShare
+from ..ledger import Ledger
 from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
@@ -91,6 +92,8 @@ class RunContext:
     time per step is recorded in :attr:`costs` (:meth:`_timed`); None: every model trains as its recipe says."""
     costs: list[dict] = field(default_factory=list)
     """A timed run's models: name, seeds, the steps the recipe plans and the measured seconds per step."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """Where the run's time goes, part by part (:meth:`part`; ``run.json`` ``time``)."""
     _trained: dict[str, list[tuple[dict, TrainResult]]] = field(default_factory=dict, repr=False)
 
     @property
@@ -110,6 +113,12 @@ class RunContext:
             together=self.seeds,
             folder=self.folder if seed == self.seeds[0] else self.folder.seed_figures(seed),
         )
+
+    def part(self, name: str, claims: Iterable[str]):
+        """A context timing the block as part ``name`` of the run, the part the claims matching ``claims`` need
+        (:mod:`iclab.ledger`: fnmatch patterns of claim ids, ``!`` excludes). Wrap each part of ``run``, e.g.
+        ``with ctx.part("one-layer", claims=["a-*"]):``."""
+        return self.ledger.part(name, list(claims))
 
     def log(self, **row: Any) -> None:
         """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``. On a
@@ -223,11 +232,14 @@ class RunContext:
         recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
         trained = self._trained_already(name, make_model, recipe, seeds, wanted)
         if trained is not None:
+            self.ledger.uses(name)
             return trained
+        started = time.perf_counter()
         if self.timing is not None:
             result = self._timed(name, make_model, data, config, seeds, kwargs)
         else:
             result = self._train(name, make_model, data, config, seeds, setting, kwargs)
+        self.ledger.trained(name, time.perf_counter() - started)
         for row in result.history:
             self.log(setting=setting, model=name, **row)
         if self.live is not None:

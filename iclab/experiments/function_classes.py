@@ -441,16 +441,30 @@ def run(config: dict, ctx: RunContext):
     seeds = ctx.seeds
     curves, slow_errors, models = {}, {}, {}
     for name in names:
-        task = _task(config, name)
-        result = _train_class(config, ctx, name, task, fmt, models)
-        models[name] = result.models
-        curves[name], slow = _evaluate_class(config, ctx, name, task, result, fmt)
-        slow_errors.update(slow)
-        _log(ctx, name, curves[name], error_metric(task))
-    ood = _shift_curves(config, ctx, models["linear"], fmt) if "linear" in names else {}
+        with ctx.part(name, claims=[f"tracks-{name}", f"beats-knn-and-averaging-{name}", *_OWN_CLAIMS.get(name, ())]):
+            task = _task(config, name)
+            result = _train_class(config, ctx, name, task, fmt, models)
+            models[name] = result.models
+            curves[name], slow = _evaluate_class(config, ctx, name, task, result, fmt)
+            slow_errors.update(slow)
+            _log(ctx, name, curves[name], error_metric(task))
+    ood = {}
+    if "linear" in names:
+        with ctx.part("shifts", claims=["ood-*"]):
+            ctx.ledger.uses("linear")
+            ood = _shift_curves(config, ctx, models["linear"], fmt)
     claims = _claims(config, names, seeds, curves, slow_errors, ood)
     _figures(ctx, config, names, seeds, curves, ood)
     return claims
+
+
+_OWN_CLAIMS = {
+    "sparse-linear": ("sparse-*",),
+    "relu-net": ("relu-matches-net-gd",),
+    "decision-tree": ("tree-beats-greedy-and-boosted",),
+}
+"""The claims of a class besides ``tracks-<class>`` and ``beats-knn-and-averaging-<class>`` (patterns, for
+:meth:`RunContext.part`)."""
 
 
 def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: dict):
@@ -458,6 +472,8 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
     when it names one."""
     arch = _model_config(config, name)
     source = config["functions"][name]["init_from"]
+    if source:
+        ctx.ledger.uses(source)
     return ctx.trained(
         name,
         lambda g: GPTTransformer(

@@ -543,10 +543,14 @@ def _checks(config: dict):
 def run(config: dict, ctx: RunContext):
     """Run (a)–(d) and draw the figures."""
     s = _Linear(config, ctx)
-    one_layer = _one_layer(s)
-    recurrent = _recurrent(s)
-    deeper = _per_layer(s, one_layer)
-    sine_claims, zero = _sine(config, ctx)
+    with ctx.part("one-layer", claims=["a-*", "c-loss-falls-with-depth"]):
+        one_layer = _one_layer(s)
+    with ctx.part("recurrent", claims=["b-*"]):
+        recurrent = _recurrent(s)
+    with ctx.part("per-layer", claims=["c-*"]):
+        deeper = _per_layer(s, one_layer)
+    with ctx.part("sine", claims=["d-*"]):
+        sine_claims, zero = _sine(config, ctx)
     _figures(ctx, one_layer, recurrent, deeper, zero)
     return [c for part in (one_layer, recurrent, *deeper) for c in part.claims] + sine_claims
 

@@ -125,13 +125,23 @@ def run(config: dict, ctx: RunContext):
     task = linear_regression_from_config(config["task"])
     d, n = task.d, task.n_context
     fmt = InterleavedFormat()
-    result = ctx.trained(
-        "gpt",
-        lambda g: GPTTransformer(_gpt_config(config, d, n), g),
-        train=config["train"],
-        setting="linear",
-        **_data(config, task, fmt),
-    )
+    with ctx.part("training", claims=["*"]):
+        result = ctx.trained(
+            "gpt",
+            lambda g: GPTTransformer(_gpt_config(config, d, n), g),
+            train=config["train"],
+            setting="linear",
+            **_data(config, task, fmt),
+        )
+    with ctx.part("evaluation", claims=["*"]):
+        claims = _evaluate(config, ctx, task, result, fmt)
+    return claims
+
+
+def _evaluate(config: dict, ctx: RunContext, task, result, fmt) -> list:
+    """The trained models and the learners at every prefix length, their distances to OLS and 3-NN, the claims
+    and figures."""
+    d, n = task.d, task.n_context
 
     episode = ctx.eval_episode(task, config["eval_prompts"])
     gd_lr = gd_step_optimum(task).lr

@@ -255,7 +255,10 @@ def _tasks(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """Run both covariance settings, check the claims and draw the figures."""
-    settings = [_setting(name, task, config, ctx) for name, task in _tasks(config).items()]
+    settings = []
+    for name, task in _tasks(config).items():
+        with ctx.part(name, claims=[f"*-{name}"]):
+            settings.append(_setting(name, task, config, ctx))
     _figures(ctx, settings)
     return [claim for s in settings for claim in _claims(s, config)]
 

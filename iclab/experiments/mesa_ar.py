@@ -588,18 +588,20 @@ def _checks(config: dict):
 
 def run(config: dict, ctx: RunContext):
     """Train every start × variant × initialisation, the size sweep, check the claims, draw the figures."""
-    settings = [
-        _setting(kind, float(scale), float(scale) in map(float, config["full_model"].get(kind, [])), config, ctx)
-        for kind, scales in config["starts"].items()
-        for scale in scales
-    ]
+    settings = []
+    for kind, scales in config["starts"].items():
+        for scale in map(float, scales):
+            with ctx.part(f"{kind}-{scale:g}", claims=[f"*-{kind}-{scale:g}"]):
+                full = scale in map(float, config["full_model"].get(kind, []))
+                settings.append(_setting(kind, scale, full, config, ctx))
     ones = next((s for s in settings if s.kind == "ones" and s.gradients), None)
     contrast = max(ones.gradients, key=lambda g: g.z) if ones else None
     claims = [c for s in settings for c in _claims(s, config, contrast)]
     sweep_setting = next((s for s in settings if s.name == "gaussian-1" and s.full), None)
     sweep = None
     if sweep_setting is not None and config["size_sweep"]["sizes"]:
-        sweep = _size_sweep(sweep_setting, config, ctx)
+        with ctx.part("size-sweep", claims=["offdiag-shrinks-with-m-*"]):
+            sweep = _size_sweep(sweep_setting, config, ctx)
         claims.append(_sweep_claim(sweep_setting.name, sweep, config))
     _figures(ctx, settings, sweep)
     return claims

@@ -213,26 +213,28 @@ def run(config: dict, ctx: RunContext):
 
     final, histories, a_values, masses = {}, {}, {}, {}
     for variant in config["variants"]:
-        result = ctx.trained(
-            variant,
-            _make_model(variant, vocab_size, config),
-            TokenBlocks(blocks["train"]),
-            train={**config["train"], "loss": "cross_entropy"},
-            setting="lm",
-            callback=evaluate,
-            together=True,  # the validation split is the same for every seed
-        )
-        histories[variant] = ctx.history("val_perplexity", model=variant)
-        final[variant] = {
-            split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
-            for split in ("validation", "test")
-        }
-        masses[variant] = torch.stack(
-            [diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]]) for m in result.models]
-        )  # (S, L, H)
-        if VARIANTS[variant]:
-            a_values[variant] = torch.stack([m.identity_terms()["a"] for m in result.models])  # (S, L, H)
-        _log_variant(ctx, variant, result.seeds, final[variant], masses[variant], a_values.get(variant))
+        # every gain compares a variant with the plain model: the plain part serves them all
+        with ctx.part(variant, claims=["*-gain"] if variant == "plain" else [f"{variant}-gain"]):
+            result = ctx.trained(
+                variant,
+                _make_model(variant, vocab_size, config),
+                TokenBlocks(blocks["train"]),
+                train={**config["train"], "loss": "cross_entropy"},
+                setting="lm",
+                callback=evaluate,
+                together=True,  # the validation split is the same for every seed
+            )
+            histories[variant] = ctx.history("val_perplexity", model=variant)
+            final[variant] = {
+                split: [math.exp(next_token_loss(m, blocks[split], batch)) for m in result.models]
+                for split in ("validation", "test")
+            }
+            masses[variant] = torch.stack(
+                [diagonal_mass(m, blocks["validation"][: config["eval"]["diagonal_blocks"]]) for m in result.models]
+            )  # (S, L, H)
+            if VARIANTS[variant]:
+                a_values[variant] = torch.stack([m.identity_terms()["a"] for m in result.models])  # (S, L, H)
+            _log_variant(ctx, variant, result.seeds, final[variant], masses[variant], a_values.get(variant))
     claims = _claims(config, final)
     _figures(ctx, config, histories, final, a_values, masses)
     return claims

@@ -773,9 +773,16 @@ def _flow_claims(flow, n: int, tol: dict) -> list:
 
 def run(config: dict, ctx: RunContext):
     """Theory and one-layer models vs N, deeper models, the d sweep, the one-hot variant, the gradient flow."""
-    by_n = _one_layer_by_n(config, ctx)
-    claims = by_n.claims + _depth(config, ctx) + _d_sweep(config, ctx) + _one_hot(config, ctx)
-    flow, flow_claims = _gradient_flow(by_n.optima[config["n_contexts"][0]], config, ctx)
+    with ctx.part("one-layer-by-n", claims=["theory-*", "trained-*", "one-layer-*", "*query-descriptor-blocks-*"]):
+        by_n = _one_layer_by_n(config, ctx)
+    with ctx.part("depth", claims=["deeper-*", "descriptors-help-every-depth", "gap-narrows-with-depth"]):
+        claims = by_n.claims + _depth(config, ctx)
+    with ctx.part("d-sweep", claims=["gap-grows-with-d*"]):
+        claims += _d_sweep(config, ctx)
+    with ctx.part("one-hot", claims=["one-hot-*"]):
+        claims += _one_hot(config, ctx)
+    with ctx.part("gradient-flow", claims=["gradient-flow-*"]):
+        flow, flow_claims = _gradient_flow(by_n.optima[config["n_contexts"][0]], config, ctx)
     _figures(ctx, config, by_n, flow)
     return claims + flow_claims
 

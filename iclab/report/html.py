@@ -192,6 +192,28 @@ def environment_table(config: dict, info: dict) -> str:
     )
 
 
+def time_table(info: dict) -> str:
+    """Where the run's wall time went (``run.json`` ``time``, :mod:`iclab.ledger`): each part's time and share, the
+    models it trained or reused and the claims it serves, then the time outside every part; empty for a run that
+    recorded none."""
+    spent = info.get("time")
+    if not spent:
+        return ""
+    rows = []
+    for name, part in spent["parts"].items():
+        models = [*part["training"], *(f"{m} (reused)" for m in part["reused"])]
+        rows.append(
+            (name, duration(part["seconds"]), f"{part['share']:.0%}", ", ".join(models), ", ".join(part["claims"]))
+        )
+    rows.append(("outside parts (figures, claims over seeds)", duration(spent["outside_parts_seconds"]), "", "", ""))
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return (
+        "<h3 id='time'>Where the time went</h3><p>A claim's cost is the parts it needs (their training and "
+        "evaluation) and the models they reuse; claims of one part share it.</p><div class='scroll'><table>"
+        "<tr><th>part</th><th>time</th><th>share</th><th>models</th><th>claims</th></tr>" + body + "</table></div>"
+    )
+
+
 def summary_table(metrics: pd.DataFrame) -> str:
     """Final evaluation metrics (rows without a step), averaged over seeds, as a table."""
     final = metrics[metrics["step"].isna()]
@@ -228,7 +250,8 @@ def write_report(run: RunFolder) -> Path:
         + (f" ({SMOKE_NOTE})" if config.get("scale") == SMOKE_SCALE else "")
         + ".</p>"
     )
-    parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, run.read_info())}")
+    info = run.read_info()
+    parts.append(f"<h2 id='run'>Run</h2>{environment_table(config, info)}{time_table(info)}")
     if claims:
         parts.append(
             f"<h2 id='claims'>Claims</h2><p class='summary'>{html.escape(summary(claims))}.</p>"

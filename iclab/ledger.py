@@ -1,0 +1,115 @@
+"""Where a run's time goes: the parts of an experiment, the models each trains or reuses, and the claims each
+serves, so that a recipe's cost shows per finding (``run.json`` ``time``; docs/performance.md).
+
+An experiment wraps each part of its run in ``with ctx.part(name, claims=[...])`` (:meth:`Ledger.part`): the
+part's wall time (its training and its evaluation) is summed over the seed passes, the models ``ctx.trained``
+trains inside it are timed, and a model trained by another part and asked for again here is noted as reused. A
+claim *needs* the parts whose ``claims`` patterns match its id (:func:`fnmatch.fnmatchcase` patterns; one
+starting with ``!`` excludes) and the models those parts reuse: its cost is their seconds, counted once each,
+and its share is that cost over the run's wall time. Claims of one part share its cost, so shares do not sum to
+one. Time outside every part (the claims over seeds, the figures, the report) is reported as such.
+
+A resumed run times only what it did since it resumed (``run.json`` ``resumed`` says so).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+OUTSIDE = "(outside parts)"
+"""The part a model trained outside every part is booked to."""
+
+
+@dataclass
+class Part:
+    """One part's time: its wall seconds, the seconds each model it trained took, the models it reused from
+    other parts, and the patterns of the claims it serves."""
+
+    claims: tuple[str, ...]
+    seconds: float = 0.0
+    training: dict[str, float] = field(default_factory=dict)
+    reused: set[str] = field(default_factory=set)
+
+    def serves(self, claim: str) -> bool:
+        """Whether the claim ``claim`` (an id) needs this part: some pattern matches it and no ``!`` pattern does."""
+        wanted = [p for p in self.claims if not p.startswith("!")]
+        excluded = [p[1:] for p in self.claims if p.startswith("!")]
+        return any(fnmatchcase(claim, p) for p in wanted) and not any(fnmatchcase(claim, p) for p in excluded)
+
+
+@dataclass
+class Ledger:
+    """The parts of one run and their time (see the module's docstring); shared by every seed pass of the run."""
+
+    parts: dict[str, Part] = field(default_factory=dict)
+    _open: str | None = None
+
+    @contextmanager
+    def part(self, name: str, claims: Sequence[str]) -> Iterator[None]:
+        """Time the block as part ``name``, serving the claims matching ``claims`` (patterns). Entered again
+        (the next seed's pass), the time adds up; parts do not nest."""
+        if self._open is not None:
+            raise RuntimeError(f"part {name!r} opened inside part {self._open!r}: parts do not nest")
+        if isinstance(claims, str):
+            raise TypeError("claims is a list of patterns, not one string")
+        part = self.parts.setdefault(name, Part(tuple(claims)))
+        if part.claims != tuple(claims):
+            raise ValueError(f"part {name!r} was opened before with other claim patterns")
+        self._open, started = name, time.perf_counter()
+        try:
+            yield
+        finally:
+            part.seconds += time.perf_counter() - started
+            self._open = None
+
+    def trained(self, model: str, seconds: float) -> None:
+        """Book ``seconds`` of training of ``model`` to the open part (or to :data:`OUTSIDE`)."""
+        part = self.parts.setdefault(OUTSIDE, Part(())) if self._open is None else self.parts[self._open]
+        part.training[model] = part.training.get(model, 0.0) + seconds
+
+    def uses(self, model: str) -> None:
+        """Note that the open part uses ``model``, trained by another part (asked for again, or a warm start's
+        source); nothing outside a part."""
+        if self._open is not None:
+            self.parts[self._open].reused.add(model)
+
+    def summary(self, wall_seconds: float, claims: Iterable[str]) -> dict:
+        """``run.json``'s ``time``: the run's wall seconds, each part's seconds, share, training per model, reused
+        models and the claims it serves, the seconds outside every part, and each claim's parts, seconds and
+        share (:attr:`parts` and the module's docstring say how they are counted)."""
+        claims = list(dict.fromkeys(claims))
+        wall = max(wall_seconds, 1e-9)
+        trainer = {m: name for name, part in self.parts.items() for m in part.training}
+        timed = {name: part for name, part in self.parts.items() if name != OUTSIDE}
+        inside = sum(part.seconds for part in timed.values())
+        out = {
+            "wall_seconds": round(wall_seconds, 2),
+            "parts": {
+                name: {
+                    "seconds": round(part.seconds, 2),
+                    "share": round(part.seconds / wall, 4),
+                    "training": {m: round(s, 2) for m, s in part.training.items()},
+                    "reused": sorted(part.reused - part.training.keys()),
+                    "claims": [c for c in claims if part.serves(c)],
+                }
+                for name, part in timed.items()
+            },
+            "outside_parts_seconds": round(max(wall_seconds - inside, 0.0), 2),
+            "claims": {},
+        }
+        for claim in claims:
+            needed = [name for name, part in timed.items() if part.serves(claim)]
+            seconds = sum(timed[name].seconds for name in needed)
+            reused = {m for name in needed for m in timed[name].reused if trainer.get(m) not in needed}
+            seconds += sum(self.parts[trainer[m]].training[m] for m in reused if m in trainer)
+            out["claims"][claim] = {
+                "parts": needed,
+                "reused": sorted(reused),
+                "seconds": round(seconds, 2),
+                "share": round(seconds / wall, 4),
+            }
+        return out

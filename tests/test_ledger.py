@@ -1,0 +1,77 @@
+"""Where a run's time goes (iclab.ledger): parts, the models they train and reuse, each claim's cost."""
+
+import pytest
+
+from iclab import ledger as L
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """A clock that moves only when told: ``clock.now += seconds``."""
+
+    class Clock:
+        now = 0.0
+
+    monkeypatch.setattr(L.time, "perf_counter", lambda: Clock.now)
+    return Clock
+
+
+def test_claims_cost_their_parts_and_the_models_they_reuse(clock):
+    ledger = L.Ledger()
+    with ledger.part("one-layer", claims=["a-*", "c-falls"]):
+        ledger.trained("lsa1", 6.0)
+        clock.now += 10.0
+    with ledger.part("deep", claims=["c-*"]):
+        ledger.uses("lsa1")  # trained by one-layer, asked for again
+        clock.now += 30.0
+    with ledger.part("one-layer", claims=["a-*", "c-falls"]):  # the next seed's pass
+        clock.now += 2.0
+    out = ledger.summary(50.0, ["a-loss", "c-depth", "c-falls", "z-none"])
+    assert out["parts"]["one-layer"] == {
+        "seconds": 12.0,
+        "share": 0.24,
+        "training": {"lsa1": 6.0},
+        "reused": [],
+        "claims": ["a-loss", "c-falls"],
+    }
+    assert out["parts"]["deep"]["reused"] == ["lsa1"]
+    assert out["outside_parts_seconds"] == 8.0
+    # c-depth needs deep's 30 s and the 6 s of training it reused; c-falls both parts, each counted once
+    assert out["claims"]["c-depth"] == {"parts": ["deep"], "reused": ["lsa1"], "seconds": 36.0, "share": 0.72}
+    assert out["claims"]["c-falls"]["seconds"] == 42.0 and out["claims"]["c-falls"]["reused"] == []
+    assert out["claims"]["a-loss"]["seconds"] == 12.0
+    assert out["claims"]["z-none"] == {"parts": [], "reused": [], "seconds": 0.0, "share": 0.0}
+
+
+def test_exclusions_and_training_outside_parts(clock):
+    ledger = L.Ledger()
+    ledger.trained("probe", 1.5)  # outside every part: booked apart, never a claim's
+    with ledger.part("sweep", claims=["*", "!copy-*"]):
+        clock.now += 4.0
+    out = ledger.summary(5.0, ["aba-plain", "copy-w16"])
+    assert out["claims"]["aba-plain"]["parts"] == ["sweep"] and out["claims"]["copy-w16"]["parts"] == []
+    assert L.OUTSIDE not in out["parts"] and out["outside_parts_seconds"] == 1.0
+
+
+def test_parts_do_not_nest_or_change_their_claims(clock):
+    ledger = L.Ledger()
+    with ledger.part("a", claims=["a-*"]), pytest.raises(RuntimeError, match="do not nest"):
+        with ledger.part("b", claims=["b-*"]):
+            pass
+    with pytest.raises(ValueError, match="other claim patterns"), ledger.part("a", claims=["x-*"]):
+        pass
+    with pytest.raises(TypeError, match="list of patterns"), ledger.part("c", claims="c-*"):
+        pass
+
+
+def test_the_run_report_shows_where_the_time_went(clock):
+    from iclab.report.html import time_table
+
+    ledger = L.Ledger()
+    with ledger.part("one-layer", claims=["a-*"]):
+        ledger.trained("lsa1", 6.0)
+        clock.now += 90.0
+    table = time_table({"time": ledger.summary(100.0, ["a-loss"])})
+    assert "<td>one-layer</td><td>1 min 30 s</td><td>90%</td><td>lsa1</td><td>a-loss</td>" in table
+    assert "<td>10 s</td>" in table  # outside parts
+    assert time_table({}) == ""  # a run from before the ledger
