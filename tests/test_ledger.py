@@ -1,8 +1,12 @@
 """Where a run's time goes (iclab.ledger): parts, the models they train and reuse, each claim's cost."""
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 
 from iclab import ledger as L
+from iclab.formatting import duration
 
 
 @pytest.fixture
@@ -75,3 +79,22 @@ def test_the_run_report_shows_where_the_time_went(clock):
     assert "<td>one-layer</td><td>1 min 30 s</td><td>90%</td><td>lsa1</td><td>a-loss</td>" in table
     assert "<td>10 s</td>" in table  # outside parts
     assert time_table({}) == ""  # a run from before the ledger
+
+
+def test_the_claim_costs_page_is_the_runs_records(tiny_runs, tmp_path, monkeypatch):
+    """tools/claim_costs.py writes a table per counted run from its run.json alone: each part, its time and share,
+    the claims it serves with their verdicts."""
+    path = Path(__file__).resolve().parent.parent / "tools" / "claim_costs.py"
+    spec = importlib.util.spec_from_file_location("claim_costs", path)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    monkeypatch.setattr(tool, "PAGE", tmp_path / "claim-costs.md")
+    root, runs = tiny_runs
+    tool.main(root)
+    page = (tmp_path / "claim-costs.md").read_text()
+    counted = runs["b"].folder  # the newer of the two lsa-linear runs counts for seed 100
+    spent = counted.read_info()["time"]
+    assert f"## lsa-linear (quick, seed 100)\n\n`{counted.path.name}`" in page
+    isotropic = spent["parts"]["isotropic"]
+    assert f"| isotropic | {duration(isotropic['seconds'])} | {isotropic['share']:.0%} |" in page
+    assert "`loss-at-optimum-isotropic`" in page and "## gpt-linear (quick, seed 100)" in page
