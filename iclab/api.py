@@ -309,13 +309,13 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
                 folder, device, progress, experiment=spec.name, config=config.values, live=live, cores=share
             )
             changes = recipe_changes(record)
-            started, wall, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
+            started, clock, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
             with share:
                 claims = over_seeds(spec.run_seeds(config.values, context))
             folder.write_metrics(context.rows)
             live.close(context.rows, claims)
             live = None  # closed: a failure below has none to close
-            wall = time.perf_counter() - wall
+            wall = time.perf_counter() - clock
             folder.write_info(
                 {
                     **_environment(device),

@@ -1,13 +1,16 @@
 """Where a run's time goes: the parts of an experiment, the models each trains or reuses, and the claims each
-serves, so that a recipe's cost shows per finding (``run.json`` ``time``; docs/performance.md).
+serves, so that a recipe's cost shows per finding (``run.json`` ``time``; docs/claim-costs.md).
 
 An experiment wraps each part of its run in ``with ctx.part(name, claims=[...])`` (:meth:`Ledger.part`): the
 part's wall time (its training and its evaluation) is summed over the seed passes, the models ``ctx.trained``
-trains inside it are timed, and a model trained by another part and asked for again here is noted as reused. A
-claim *needs* the parts whose ``claims`` patterns match its id (:func:`fnmatch.fnmatchcase` patterns; one
-starting with ``!`` excludes) and the models those parts reuse: its cost is their seconds, counted once each,
-and its share is that cost over the run's wall time. Claims of one part share its cost, so shares do not sum to
-one. Time outside every part (the claims over seeds, the figures, the report) is reported as such.
+trains inside it are timed, and a model trained by another part and asked for again here (or named as a warm
+start's source) is noted as reused. A claim *needs* the parts whose ``claims`` patterns match its id
+(:func:`fnmatch.fnmatchcase` patterns; one starting with ``!`` excludes) and the models those parts reuse: its cost is
+their seconds, counted once each, and its share is that cost over the run's wall time. Claims of one part share its
+cost, so shares do not sum to one. What a part reads of another besides its models (a closed form computed there)
+is not charged, nor the source of a reused model's own warm start; the time outside every part (shared set-up,
+figures drawn outside a part, the claims judged over seeds, writing the metrics) is reported as such, with the
+models trained there.
 
 A resumed run times only what it did since it resumed (``run.json`` ``resumed`` says so).
 """
@@ -19,9 +22,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-
-OUTSIDE = "(outside parts)"
-"""The part a model trained outside every part is booked to."""
 
 
 @dataclass
@@ -46,16 +46,18 @@ class Ledger:
     """The parts of one run and their time (see the module's docstring); shared by every seed pass of the run."""
 
     parts: dict[str, Part] = field(default_factory=dict)
-    _open: str | None = None
+    outside: dict[str, float] = field(default_factory=dict)
+    """Training seconds of the models trained outside every part."""
+    _open: str | None = field(default=None, init=False, repr=False)
 
     @contextmanager
     def part(self, name: str, claims: Sequence[str]) -> Iterator[None]:
-        """Time the block as part ``name``, serving the claims matching ``claims`` (patterns). Entered again
-        (the next seed's pass), the time adds up; parts do not nest."""
+        """Time the block as part ``name``, serving the claims matching ``claims`` (a list of patterns). Entered
+        again (the next seed's pass), the time adds up; parts do not nest."""
+        if isinstance(claims, str):
+            raise TypeError(f"part {name!r}: claims is a list of patterns, not one string")
         if self._open is not None:
             raise RuntimeError(f"part {name!r} opened inside part {self._open!r}: parts do not nest")
-        if isinstance(claims, str):
-            raise TypeError("claims is a list of patterns, not one string")
         part = self.parts.setdefault(name, Part(tuple(claims)))
         if part.claims != tuple(claims):
             raise ValueError(f"part {name!r} was opened before with other claim patterns")
@@ -67,9 +69,9 @@ class Ledger:
             self._open = None
 
     def trained(self, model: str, seconds: float) -> None:
-        """Book ``seconds`` of training of ``model`` to the open part (or to :data:`OUTSIDE`)."""
-        part = self.parts.setdefault(OUTSIDE, Part(())) if self._open is None else self.parts[self._open]
-        part.training[model] = part.training.get(model, 0.0) + seconds
+        """Book ``seconds`` of training of ``model`` to the open part (or to :attr:`outside`)."""
+        book = self.outside if self._open is None else self.parts[self._open].training
+        book[model] = book.get(model, 0.0) + seconds
 
     def uses(self, model: str) -> None:
         """Note that the open part uses ``model``, trained by another part (asked for again, or a warm start's
@@ -78,14 +80,12 @@ class Ledger:
             self.parts[self._open].reused.add(model)
 
     def summary(self, wall_seconds: float, claims: Iterable[str]) -> dict:
-        """``run.json``'s ``time``: the run's wall seconds, each part's seconds, share, training per model, reused
-        models and the claims it serves, the seconds outside every part, and each claim's parts, seconds and
-        share (:attr:`parts` and the module's docstring say how they are counted)."""
+        """``run.json``'s ``time``: the run's wall seconds; each part's seconds, share, training per model, reused
+        models and the claims it serves; the seconds outside every part and the models trained there; each claim's
+        parts, reused models, seconds and share (the module's docstring says how they are counted)."""
         claims = list(dict.fromkeys(claims))
         wall = max(wall_seconds, 1e-9)
-        trainer = {m: name for name, part in self.parts.items() for m in part.training}
-        timed = {name: part for name, part in self.parts.items() if name != OUTSIDE}
-        inside = sum(part.seconds for part in timed.values())
+        inside = sum(part.seconds for part in self.parts.values())
         out = {
             "wall_seconds": round(wall_seconds, 2),
             "parts": {
@@ -96,16 +96,18 @@ class Ledger:
                     "reused": sorted(part.reused - part.training.keys()),
                     "claims": [c for c in claims if part.serves(c)],
                 }
-                for name, part in timed.items()
+                for name, part in self.parts.items()
             },
             "outside_parts_seconds": round(max(wall_seconds - inside, 0.0), 2),
+            "outside_parts_training": {m: round(s, 2) for m, s in self.outside.items()},
             "claims": {},
         }
         for claim in claims:
-            needed = [name for name, part in timed.items() if part.serves(claim)]
-            seconds = sum(timed[name].seconds for name in needed)
-            reused = {m for name in needed for m in timed[name].reused if trainer.get(m) not in needed}
-            seconds += sum(self.parts[trainer[m]].training[m] for m in reused if m in trainer)
+            needed = [name for name, part in self.parts.items() if part.serves(claim)]
+            reused = {m for name in needed for m in self.parts[name].reused} - {
+                m for name in needed for m in self.parts[name].training
+            }
+            seconds = sum(self.parts[name].seconds for name in needed) + sum(self._training(m) for m in reused)
             out["claims"][claim] = {
                 "parts": needed,
                 "reused": sorted(reused),
@@ -113,3 +115,12 @@ class Ledger:
                 "share": round(seconds / wall, 4),
             }
         return out
+
+    def _training(self, model: str) -> float:
+        """Every second spent training ``model``, in any part or outside them."""
+        return self.outside.get(model, 0.0) + sum(part.training.get(model, 0.0) for part in self.parts.values())
+
+
+def models_text(part: dict) -> str:
+    """A part's models as the reports list them: those it trained, then those it reused (``lsa2, lsa1 (reused)``)."""
+    return ", ".join([*part["training"], *(f"{m} (reused)" for m in part["reused"])])

@@ -49,12 +49,38 @@ def test_claims_cost_their_parts_and_the_models_they_reuse(clock):
 
 def test_exclusions_and_training_outside_parts(clock):
     ledger = L.Ledger()
-    ledger.trained("probe", 1.5)  # outside every part: booked apart, never a claim's
+    ledger.trained("probe", 1.5)  # outside every part: booked apart, charged to a part that reuses it
     with ledger.part("sweep", claims=["*", "!copy-*"]):
         clock.now += 4.0
-    out = ledger.summary(5.0, ["aba-plain", "copy-w16"])
-    assert out["claims"]["aba-plain"]["parts"] == ["sweep"] and out["claims"]["copy-w16"]["parts"] == []
-    assert L.OUTSIDE not in out["parts"] and out["outside_parts_seconds"] == 1.0
+    with ledger.part("copy", claims=["copy-*"]):
+        ledger.uses("probe")
+        clock.now += 1.0
+    out = ledger.summary(6.0, ["aba-plain", "copy-w16"])
+    assert out["claims"]["aba-plain"]["parts"] == ["sweep"] and out["claims"]["copy-w16"]["parts"] == ["copy"]
+    assert out["outside_parts_training"] == {"probe": 1.5} and out["outside_parts_seconds"] == 1.0
+    assert out["claims"]["copy-w16"]["seconds"] == 2.5
+
+
+def test_a_model_trained_together_and_asked_for_on_the_next_pass_is_not_charged_twice(clock):
+    """A run context's passes share its ledger: the first pass trains the seeds together, the next reuses them."""
+    import dataclasses
+
+    from iclab.experiments.base import RunContext
+
+    ctx = RunContext(folder=None, device=None, config={"seed": 100, "seeds": 2})
+    for seed in ctx.seeds:
+        seed_ctx = ctx.for_seed(seed) if seed == ctx.seeds[0] else dataclasses.replace(ctx, together=ctx.seeds)
+        with seed_ctx.part("one-layer", claims=["a-*"]):
+            if seed == ctx.seeds[0]:
+                seed_ctx.ledger.trained("lsa", 3.0)
+            else:
+                seed_ctx.ledger.uses("lsa")
+            clock.now += 5.0
+    out = ctx.ledger.summary(10.0, ["a-loss"])
+    assert out["parts"]["one-layer"]["seconds"] == 10.0 and out["parts"]["one-layer"]["reused"] == []
+    assert out["claims"]["a-loss"]["seconds"] == 10.0
+    with pytest.raises(TypeError, match="list of patterns"), ctx.part("b", claims="b-*"):
+        pass
 
 
 def test_parts_do_not_nest_or_change_their_claims(clock):

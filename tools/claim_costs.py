@@ -15,6 +15,7 @@ from pathlib import Path
 
 from iclab.api import recipe
 from iclab.formatting import duration
+from iclab.ledger import models_text
 from iclab.report import aggregate
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "claim-costs.md"
@@ -24,11 +25,12 @@ HEAD = """# What each claim costs
 *Written by `python tools/claim_costs.py ROOT` from the counted runs on the evaluation seeds; do not edit by hand.*
 
 Each run books its wall time to the parts of its experiment (`ctx.part`, see [the design](design.md)): a part's time
-is its training and its evaluation, summed over the run's seeds, which train together. A claim needs the parts that
-serve it and the models they reuse from other parts, so its cost is their time; claims of one part share it, and the
-shares of a run do not add up to one. The rest of the wall time (figures, claims judged over seeds, the report) is
-outside every part. A run finished by a resume times only its last session. Verdicts: ✓ holds, ✗ does not
-reproduce, – not judged at this scale (see [the seed table](seed-table.md)).
+is its training and its evaluation over all the run's seeds (most models train the seeds together). A claim needs
+the parts that serve it and the models they reuse from other parts, so its cost is their time; claims of one part
+share it, and the shares of a run do not add up to one. The rest of the wall time (shared set-up, figures drawn
+outside a part, claims judged over seeds, writing the metrics) is outside every part. A run finished by a resume
+times only its last session. Verdicts over the run's seeds: ✓ holds, ✗ does not reproduce, – not judged at this
+scale (see [the seed table](seed-table.md)).
 """
 
 
@@ -49,14 +51,20 @@ def section(run) -> list[str]:
         f"`{run.folder.path.name}`: {duration(spent['wall_seconds'])} of wall on {run.info.get('threads', '?')} "
         f"thread(s), commit {commit}{', finished by a resume' if run.info.get('resumed') else ''}.",
         "",
-        "| part | time | share | models trained (reused) | claims it serves |",
+        "| part | time | share | models trained, reused | claims it serves |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, part in spent["parts"].items():
-        models = [*part["training"], *(f"({m})" for m in part["reused"])]
-        served = ", ".join(f"{_verdict(claims.get(c))} `{c}`" for c in part["claims"])
-        lines.append(f"| {name} | {duration(part['seconds'])} | {part['share']:.0%} | {', '.join(models)} | {served} |")
-    lines.append(f"| outside parts | {duration(spent['outside_parts_seconds'])} | | | |")
+        served = ", ".join(f"`{c}`" for c in part["claims"])
+        lines.append(f"| {name} | {duration(part['seconds'])} | {part['share']:.0%} | {models_text(part)} | {served} |")
+    outside = ", ".join(spent.get("outside_parts_training", {}))
+    lines.append(f"| outside parts | {duration(spent['outside_parts_seconds'])} | | {outside} | |")
+    lines += ["", "| claim | verdict | cost | share | parts | reused models |", "| --- | --- | --- | --- | --- | --- |"]
+    for claim, cost in sorted(spent["claims"].items(), key=lambda item: -item[1]["seconds"]):
+        lines.append(
+            f"| `{claim}` | {_verdict(claims.get(claim))} | {duration(cost['seconds'])} | {cost['share']:.0%} | "
+            f"{', '.join(cost['parts'])} | {', '.join(cost['reused'])} |"
+        )
     return [*lines, ""]
 
 

@@ -452,11 +452,13 @@ def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
     losses = {}
     for spec, points in _points(config["sweep"]).items():
         losses[spec] = {}
-        for n, model in points:
-            task = _task(spec, n, config)
-            make, name, epochs = _make_model(model, task, config), f"{spec}-{model}-n{n}", config["train"]["epochs"]
-            result = _fit(ctx, config, task, n, model, seeds, make, name, spec, "mse", "mse", epochs)
-            losses[spec].setdefault(model, {})[n] = [result[s]["test"] for s in seeds]
+        with ctx.part(spec, claims=[f"{spec}-*", f"!{spec}-kernel-*"]):  # a task's claims are named after it
+            for n, model in points:
+                task = _task(spec, n, config)
+                make, name = _make_model(model, task, config), f"{spec}-{model}-n{n}"
+                epochs = config["train"]["epochs"]
+                result = _fit(ctx, config, task, n, model, seeds, make, name, spec, "mse", "mse", epochs)
+                losses[spec].setdefault(model, {})[n] = [result[s]["test"] for s in seeds]
     return losses
 
 
@@ -542,8 +544,7 @@ def _kernel(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """The sweep, copying and the kernel view; claims and figures."""
-    with ctx.part("sweep", claims=["*", "!copy-*", "!*-kernel-*"]):
-        losses = _sweep(ctx, config, ctx.seeds)
+    losses = _sweep(ctx, config, ctx.seeds)
     with ctx.part("copying", claims=["copy-*"]):
         errors = _copying(ctx, config, ctx.seeds)
     with ctx.part("kernel", claims=["*-kernel-*"]):

@@ -343,11 +343,16 @@ def _data(config: dict, d: int, sigma: float, tau: float) -> dict:
 def run(config: dict, ctx: RunContext):
     """Train the models of parts (a)–(d) (each once), compare them with the learners, probe, run the
     constructions of (e), check claims."""
-    parts = {"a-noiseless": _noiseless, "b-noise": _noise, "c-depth": _depth, "d-probes": _probes}
-    parts["e-constructions"] = _constructions
+    parts = (
+        ("a-noiseless", _noiseless, ["a-*"]),
+        ("b-noise", _noise, ["b-*"]),
+        ("c-depth", _depth, ["c-*"]),
+        ("d-probes", _probes, ["d-*"]),
+        ("e-constructions", _constructions, ["e-*"]),
+    )
     claims = []
-    for name, part in parts.items():
-        with ctx.part(name, claims=[f"{name[0]}-*"]):
+    for name, part, served in parts:
+        with ctx.part(name, claims=served):
             claims += part(config, ctx)
     return claims
 

@@ -27,7 +27,8 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,11 +115,11 @@ class RunContext:
             folder=self.folder if seed == self.seeds[0] else self.folder.seed_figures(seed),
         )
 
-    def part(self, name: str, claims: Iterable[str]):
+    def part(self, name: str, claims: Sequence[str]) -> AbstractContextManager[None]:
         """A context timing the block as part ``name`` of the run, the part the claims matching ``claims`` need
-        (:mod:`iclab.ledger`: fnmatch patterns of claim ids, ``!`` excludes). Wrap each part of ``run``, e.g.
-        ``with ctx.part("one-layer", claims=["a-*"]):``."""
-        return self.ledger.part(name, list(claims))
+        (:mod:`iclab.ledger`: a list of fnmatch patterns of claim ids, ``!`` excludes). Wrap each part of ``run``,
+        e.g. ``with ctx.part("one-layer", claims=["a-*"]):``."""
+        return self.ledger.part(name, claims)
 
     def log(self, **row: Any) -> None:
         """Record one metric row, e.g. ``log(setting="iso", model="ols", metric="mse", value=1.2)``. On a

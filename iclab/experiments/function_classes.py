@@ -434,6 +434,15 @@ def _errors(task, prediction: torch.Tensor, target: torch.Tensor, config: dict, 
     return normalised_errors(task, prediction, target, config["bootstrap"], config["seed"], error_scale)
 
 
+_OWN_CLAIMS = {
+    "sparse-linear": ("sparse-*",),
+    "relu-net": ("relu-matches-net-gd",),
+    "decision-tree": ("tree-beats-greedy-and-boosted",),
+}
+"""The claims of a class besides ``tracks-<class>`` and ``beats-knn-and-averaging-<class>`` (patterns, for
+:meth:`RunContext.part`)."""
+
+
 def run(config: dict, ctx: RunContext):
     """Train one transformer per class, evaluate it with the baselines, then the linear model under shifts."""
     names = config["classes"]
@@ -456,15 +465,6 @@ def run(config: dict, ctx: RunContext):
     claims = _claims(config, names, seeds, curves, slow_errors, ood)
     _figures(ctx, config, names, seeds, curves, ood)
     return claims
-
-
-_OWN_CLAIMS = {
-    "sparse-linear": ("sparse-*",),
-    "relu-net": ("relu-matches-net-gd",),
-    "decision-tree": ("tree-beats-greedy-and-boosted",),
-}
-"""The claims of a class besides ``tracks-<class>`` and ``beats-knn-and-averaging-<class>`` (patterns, for
-:meth:`RunContext.part`)."""
 
 
 def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: dict):

@@ -419,10 +419,12 @@ def _per_layer(s: _Linear, one_layer: Part) -> list[Part]:
         clipped = depth >= clip["from_depth"]
         note = f" (tokens clipped to ±{clip['value']:g})" if clipped else ""
         name = f"per-layer-{depth}"
-        shared = GDPlusPlus.fit(s.fit_sample, depth, shared=True, start=(s.gd1.lr, 0.0))
-        gdpp = GDPlusPlus.fit(s.fit_sample, depth, shared=False, start=(shared.lrs, shared.gammas))
-        s.log_fit(name, gdpp)
-        part = s.train(name, depth, False, [gdpp], lr=s.config["depth_lr"], clip=clip["value"] if clipped else None)
+        with s.ctx.part(name, claims=[f"c-depth-{depth}-*", "c-loss-falls-with-depth"]):
+            shared = GDPlusPlus.fit(s.fit_sample, depth, shared=True, start=(s.gd1.lr, 0.0))
+            gdpp = GDPlusPlus.fit(s.fit_sample, depth, shared=False, start=(shared.lrs, shared.gammas))
+            s.log_fit(name, gdpp)
+            clip_at = clip["value"] if clipped else None
+            part = s.train(name, depth, False, [gdpp], lr=s.config["depth_lr"], clip=clip_at)
         part.references = {"per-step GD++": gdpp.name}
         part.claims = [_matches_gd_plus_plus_claim(depth, part, gdpp.name, note, tol)]
         parts.append(part)
@@ -547,8 +549,7 @@ def run(config: dict, ctx: RunContext):
         one_layer = _one_layer(s)
     with ctx.part("recurrent", claims=["b-*"]):
         recurrent = _recurrent(s)
-    with ctx.part("per-layer", claims=["c-*"]):
-        deeper = _per_layer(s, one_layer)
+    deeper = _per_layer(s, one_layer)
     with ctx.part("sine", claims=["d-*"]):
         sine_claims, zero = _sine(config, ctx)
     _figures(ctx, one_layer, recurrent, deeper, zero)

@@ -283,9 +283,14 @@ def _train_runs(
     return runs
 
 
+def _setting_name(kind: str, scale: float) -> str:
+    """A start distribution's name in the setting's claims and rows, e.g. ``gaussian-1``."""
+    return f"{kind}-{scale:g}"
+
+
 def _setting(kind: str, scale: float, full: bool, config: dict, ctx: RunContext) -> Setting:
     """Both variants (the full one when ``full``) from every init on one start distribution."""
-    name = f"{kind}-{scale:g}"
+    name = _setting_name(kind, scale)
     task = AutoregressiveSequences(config["task"]["d"], config["task"]["length"], StartDistribution(kind, scale))
     optimum = product_optimum(task)
     size = config["train"]["train_size"]
@@ -591,7 +596,7 @@ def run(config: dict, ctx: RunContext):
     settings = []
     for kind, scales in config["starts"].items():
         for scale in map(float, scales):
-            with ctx.part(f"{kind}-{scale:g}", claims=[f"*-{kind}-{scale:g}"]):
+            with ctx.part(_setting_name(kind, scale), claims=[f"*-{_setting_name(kind, scale)}"]):
                 full = scale in map(float, config["full_model"].get(kind, []))
                 settings.append(_setting(kind, scale, full, config, ctx))
     ones = next((s for s in settings if s.kind == "ones" and s.gradients), None)

@@ -604,7 +604,8 @@ def _models_by_depth(config: dict, ctx: RunContext) -> tuple[dict[int, dict[str 
 
 
 def _d_sweep(config: dict, ctx: RunContext) -> list:
-    """One layer at one N for every input dimension d, beside the exact optimum's gap; then each deeper LSA."""
+    """One layer at one N for every input dimension d, beside the exact optimum's gap (each deeper LSA's sweep is
+    :func:`_deep_gap_grows`)."""
     theory_cfg, tol = config["theory"], config["tolerance"]
     n_d = config["d_sweep_n_context"]
     gaps, theory_gaps = _gaps_by_d(1, config, ctx), {}
@@ -634,7 +635,6 @@ def _d_sweep(config: dict, ctx: RunContext) -> list:
             _grows_and_helps(gaps, tol),
             about=C.paper("App. B.2, Table 1 (the gap widens as d grows)"),
         ),
-        *(_deep_gap_grows(layers, config, ctx) for layers in config["d_sweep_deep"]),
     ]
 
 
@@ -773,12 +773,17 @@ def _flow_claims(flow, n: int, tol: dict) -> list:
 
 def run(config: dict, ctx: RunContext):
     """Theory and one-layer models vs N, deeper models, the d sweep, the one-hot variant, the gradient flow."""
-    with ctx.part("one-layer-by-n", claims=["theory-*", "trained-*", "one-layer-*", "*query-descriptor-blocks-*"]):
+    # the gradient flow starts from the first N's optimum, computed with the one-layer models: that part serves it
+    by_n_claims = ["theory-*", "trained-*", "one-layer-*", "query-descriptor-blocks-*", "gradient-flow-*"]
+    with ctx.part("one-layer-by-n", claims=by_n_claims):
         by_n = _one_layer_by_n(config, ctx)
     with ctx.part("depth", claims=["deeper-*", "descriptors-help-every-depth", "gap-narrows-with-depth"]):
         claims = by_n.claims + _depth(config, ctx)
-    with ctx.part("d-sweep", claims=["gap-grows-with-d*"]):
+    with ctx.part("d-sweep", claims=["gap-grows-with-d"]):
         claims += _d_sweep(config, ctx)
+    for layers in config["d_sweep_deep"]:
+        with ctx.part(f"d-sweep-{layers}-layers", claims=[f"gap-grows-with-d-{layers}-layers"]):
+            claims.append(_deep_gap_grows(layers, config, ctx))
     with ctx.part("one-hot", claims=["one-hot-*"]):
         claims += _one_hot(config, ctx)
     with ctx.part("gradient-flow", claims=["gradient-flow-*"]):

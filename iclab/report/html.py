@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..claims import SMOKE_NOTE, SMOKE_SCALE, kind_of, measured_text, paper_value_text, summary, verdict_text
 from ..formatting import duration
+from ..ledger import models_text
 from ..runs import RunFolder, write_atomic
 
 _STYLE = """
@@ -199,18 +200,28 @@ def time_table(info: dict) -> str:
     spent = info.get("time")
     if not spent:
         return ""
-    rows = []
-    for name, part in spent["parts"].items():
-        models = [*part["training"], *(f"{m} (reused)" for m in part["reused"])]
-        rows.append(
-            (name, duration(part["seconds"]), f"{part['share']:.0%}", ", ".join(models), ", ".join(part["claims"]))
-        )
-    rows.append(("outside parts (figures, claims over seeds)", duration(spent["outside_parts_seconds"]), "", "", ""))
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    parts = [
+        (name, duration(part["seconds"]), f"{part['share']:.0%}", models_text(part), ", ".join(part["claims"]))
+        for name, part in spent["parts"].items()
+    ]
+    outside = ", ".join(spent.get("outside_parts_training", {}))
+    parts.append(("outside parts", duration(spent["outside_parts_seconds"]), "", outside, ""))
+    claims = [
+        (claim, duration(cost["seconds"]), f"{cost['share']:.0%}", ", ".join(cost["parts"]), ", ".join(cost["reused"]))
+        for claim, cost in spent["claims"].items()
+    ]
+
+    def table(head: tuple[str, ...], rows: list[tuple]) -> str:
+        cells = lambda row, tag: "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in row)
+        body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
+        return f"<div class='scroll'><table><tr>{cells(head, 'th')}</tr>{body}</table></div>"
+
     return (
-        "<h3 id='time'>Where the time went</h3><p>A claim's cost is the parts it needs (their training and "
-        "evaluation) and the models they reuse; claims of one part share it.</p><div class='scroll'><table>"
-        "<tr><th>part</th><th>time</th><th>share</th><th>models</th><th>claims</th></tr>" + body + "</table></div>"
+        "<h3 id='time'>Where the time went</h3><p>Each part's training and evaluation; a claim's cost is the parts it "
+        "needs and the models they reuse (claims of one part share it). Outside parts: shared set-up, figures drawn "
+        "outside a part, claims judged over seeds, writing the metrics.</p>"
+        + table(("part", "time", "share", "models trained (reused)", "claims it serves"), parts)
+        + table(("claim", "cost", "share", "parts", "reused models"), claims)
     )
 
 
