@@ -47,7 +47,10 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
             _claim("laddered", False, measured=0.4),
             _claim("unexplained", False, measured=0.5),
         ]
-        _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
+        run = _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
+        if seed == 100:  # one run recorded where its time went (iclab.ledger)
+            spent = {"wall_seconds": 30.0, "claims": {"unexplained": {"seconds": 12.0, "share": 0.4, "parts": ["iso"]}}}
+            run.write_info({**run.read_info(), "time": spent})
     for k, seed in enumerate(range(100, 103)):  # the paper's recipe, where the first holds and the third does not
         claims = [_claim("small-recipe", True, measured=0.04), _claim("unexplained", False, measured=0.5)]
         _run(root, f"lsa-linear-paper-seed{seed}", seed, claims, minute=20 + k, scale="paper")
@@ -69,4 +72,6 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
     assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page
     assert "the paper recipe's cost on this machine is not measured" in page
+    assert "**Its cost at this scale:** 12 s of `lsa-linear-seed100`'s 30 s (40%; parts iso)." in page
+    assert page.count("**Its cost at this scale:**") == 1  # the runs that recorded none say nothing
     assert "## `fine`" not in page and json.dumps(page)  # a claim that reproduces has no section

@@ -7,7 +7,8 @@ seeds fails), :func:`diagnose` gathers:
 - the distance: the config values where the scale's recipe differs from the paper's (``distance(experiment,
   scale)``, :func:`iclab.api.recipe_distance`);
 - the cost of the paper's recipe on this machine, where measured or estimated (``cost(experiment)``, the
-  ``paper`` entry of ``times.json``);
+  ``paper`` entry of ``times.json``), and the claim's own cost in the runs behind its verdict (the parts it needs,
+  ``run.json`` ``time``);
 - the same claim judged at the paper's recipe, or at a scale that runs the part of it the claim needs on a CPU
   (``paper`` or ``paper-cpu``, counted runs under the root);
 - the ladders that follow the claim from the scale's recipe toward the paper's (sweep folders under the root made
@@ -157,6 +158,7 @@ def _section(d: Diagnosis) -> str:
         "",
         f"**Diagnosis:** {d.verdict}.",
         "",
+        *_cost_lines(row),
         f"**Distance to the paper's recipe** ({len(d.distance)} values):",
         "",
         *(f"- `{key}`: {mine!r} → {theirs!r}" for key, (mine, theirs) in d.distance.items()),
@@ -174,6 +176,18 @@ def _section(d: Diagnosis) -> str:
                 f"{steps.target if steps.target is not None else 'not a number'}): {steps.trend.verdict}"
             )
     return "\n".join(lines)
+
+
+def _cost_lines(row: ClaimRow) -> list[str]:
+    """What the claim cost in the runs behind its verdict (``run.json`` ``time``, :mod:`iclab.ledger`): the time of
+    the parts it needs, of the run's wall time; nothing for runs that recorded none."""
+    costs = [
+        f"{duration(cost['seconds'])} of `{run.folder.path.name}`'s {duration(spent['wall_seconds'])} "
+        f"({cost['share']:.0%}; parts {', '.join(cost['parts'])})"
+        for run in row.runs()
+        if (spent := run.info.get("time")) and (cost := spent["claims"].get(row.id))
+    ]
+    return [f"**Its cost at this scale:** {'; '.join(costs)}.", ""] if costs else []
 
 
 def _mean(values: list[float]) -> float | None:
