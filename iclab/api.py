@@ -310,6 +310,7 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
             )
             changes = recipe_changes(record)
             started, clock, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
+            checkout = _git_commit()  # the code that runs: a checkout moved while it trains does not rename it
             with share:
                 claims = over_seeds(spec.run_seeds(config.values, context))
             folder.write_metrics(context.rows)
@@ -318,7 +319,7 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
             wall = time.perf_counter() - clock
             folder.write_info(
                 {
-                    **_environment(device),
+                    **_environment(device, checkout),
                     "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second
                     "resumed": not fresh,
                     "wall_seconds": round(wall, 2),
@@ -370,12 +371,12 @@ def _stopped(err: BaseException, folder: RunFolder, name: str, fresh: bool) -> B
     return None
 
 
-def _environment(device) -> dict:
-    """What ran the experiment: iclab's version and git commit (when it runs from a checkout),
-    Python, torch, the device and torch's CPU threads."""
+def _environment(device, checkout: dict) -> dict:
+    """What ran the experiment: iclab's version and ``checkout`` (the git commit it started from, when it runs from
+    a checkout: :func:`_git_commit`), Python, torch, the device and torch's CPU threads."""
     return {
         "iclab": __version__,
-        **_git_commit(),
+        **checkout,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "device": str(device),

@@ -317,3 +317,21 @@ def test_runs_on_one_machine_share_its_cores(tmp_path, monkeypatch):
             assert share.rebalance() == 4  # off: every core, whatever runs beside
     finally:
         torch.set_num_threads(start)
+
+
+def test_run_json_names_the_commit_the_run_started_from(tmp_path, monkeypatch):
+    """A checkout moved while a run trains does not rename the code that ran: the commit is read once, at the start."""
+    from iclab.experiments.base import RunContext
+
+    checkout = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(api, "_git_commit", lambda: dict(checkout))
+    trained = RunContext.trained
+
+    def train_and_move(self, *args, **kwargs):
+        checkout.update(commit="b" * 40, dirty=True)  # the checkout moves while the run trains
+        return trained(self, *args, **kwargs)
+
+    monkeypatch.setattr(RunContext, "trained", train_and_move)
+    run = api.run("lsa-linear", "smoke", seeds=1, out=tmp_path / "run", progress=False)
+    info = run.folder.read_info()
+    assert (info["commit"], info["dirty"]) == ("a" * 40, False)
