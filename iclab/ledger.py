@@ -119,8 +119,3 @@ class Ledger:
     def _training(self, model: str) -> float:
         """Every second spent training ``model``, in any part or outside them."""
         return self.outside.get(model, 0.0) + sum(part.training.get(model, 0.0) for part in self.parts.values())
-
-
-def models_text(part: dict) -> str:
-    """A part's models as the reports list them: those it trained, then those it reused (``lsa2, lsa1 (reused)``)."""
-    return ", ".join([*part["training"], *(f"{m} (reused)" for m in part["reused"])])

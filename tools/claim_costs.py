@@ -15,8 +15,9 @@ from pathlib import Path
 
 from iclab.api import recipe
 from iclab.formatting import duration
-from iclab.ledger import models_text
 from iclab.report import aggregate
+from iclab.report.html import time_rows
+from iclab.report.index import VERDICT_MARKS
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "claim-costs.md"
 
@@ -29,21 +30,16 @@ is its training and its evaluation over all the run's seeds (most models train t
 the parts that serve it and the models they reuse from other parts, so its cost is their time; claims of one part
 share it, and the shares of a run do not add up to one. The rest of the wall time (shared set-up, figures drawn
 outside a part, claims judged over seeds, writing the metrics) is outside every part. A run finished by a resume
-times only its last session. Verdicts over the run's seeds: ✓ holds, ✗ does not reproduce, – not judged at this
-scale (see [the seed table](seed-table.md)).
+times only its last session. Verdicts over the run's seeds, marked as in [the seed table](seed-table.md): ✓ holds,
+✗ does not reproduce, ○ judged at another scale.
 """
 
 
-def _verdict(claim: dict | None) -> str:
-    if claim is None or claim.get("holds") is None:
-        return "–"
-    return "✓" if claim["holds"] else "✗"
-
-
 def section(run) -> list[str]:
-    """The markdown table of one run's parts."""
+    """One run's markdown tables: its parts, then its claims, the costliest first."""
     spent = run.info["time"]
-    claims = {c["id"]: c for c in run.claims}
+    holds = {c["id"]: c["holds"] for c in run.claims}
+    parts, claims = time_rows(spent)
     commit = run.info.get("commit", "")[:7] or "unknown commit"
     lines = [
         f"## {run.experiment} ({run.scale}, {run.label})",
@@ -54,17 +50,13 @@ def section(run) -> list[str]:
         "| part | time | share | models trained, reused | claims it serves |",
         "| --- | --- | --- | --- | --- |",
     ]
-    for name, part in spent["parts"].items():
-        served = ", ".join(f"`{c}`" for c in part["claims"])
-        lines.append(f"| {name} | {duration(part['seconds'])} | {part['share']:.0%} | {models_text(part)} | {served} |")
-    outside = ", ".join(spent.get("outside_parts_training", {}))
-    lines.append(f"| outside parts | {duration(spent['outside_parts_seconds'])} | | {outside} | |")
+    for name, time, share, models, served in parts:
+        lines.append(f"| {name} | {time} | {share} | {', '.join(models)} | {', '.join(f'`{c}`' for c in served)} |")
     lines += ["", "| claim | verdict | cost | share | parts | reused models |", "| --- | --- | --- | --- | --- | --- |"]
-    for claim, cost in sorted(spent["claims"].items(), key=lambda item: -item[1]["seconds"]):
-        lines.append(
-            f"| `{claim}` | {_verdict(claims.get(claim))} | {duration(cost['seconds'])} | {cost['share']:.0%} | "
-            f"{', '.join(cost['parts'])} | {', '.join(cost['reused'])} |"
-        )
+    costliest = sorted(claims, key=lambda row: -spent["claims"][row[0]]["seconds"])
+    for claim, cost, share, needed, reused in costliest:
+        mark = VERDICT_MARKS[holds[claim]]
+        lines.append(f"| `{claim}` | {mark} | {cost} | {share} | {', '.join(needed)} | {', '.join(reused)} |")
     return [*lines, ""]
 
 

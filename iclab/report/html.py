@@ -15,7 +15,6 @@ import pandas as pd
 
 from ..claims import SMOKE_NOTE, SMOKE_SCALE, kind_of, measured_text, paper_value_text, summary, verdict_text
 from ..formatting import duration
-from ..ledger import models_text
 from ..runs import RunFolder, write_atomic
 
 _STYLE = """
@@ -193,26 +192,42 @@ def environment_table(config: dict, info: dict) -> str:
     )
 
 
+def time_rows(spent: dict) -> tuple[list[tuple], list[tuple]]:
+    """The rows of a run's ``time`` (``run.json``, :mod:`iclab.ledger`) as the reports show them: per part its name,
+    time, share, models (those it trained, then those it reused, marked) and the ids of the claims it serves, the time
+    outside every part last; per claim its id, cost, share, parts and reused models. Lists of names stay lists, for
+    the page or the markdown to format."""
+    parts = [
+        (
+            name,
+            duration(part["seconds"]),
+            f"{part['share']:.0%}",
+            [*part["training"], *(f"{m} (reused)" for m in part["reused"])],
+            part["claims"],
+        )
+        for name, part in spent["parts"].items()
+    ]
+    outside = list(spent.get("outside_parts_training", {}))
+    parts.append(("outside parts", duration(spent["outside_parts_seconds"]), "", outside, []))
+    claims = [
+        (claim, duration(cost["seconds"]), f"{cost['share']:.0%}", cost["parts"], cost["reused"])
+        for claim, cost in spent["claims"].items()
+    ]
+    return parts, claims
+
+
 def time_table(info: dict) -> str:
-    """Where the run's wall time went (``run.json`` ``time``, :mod:`iclab.ledger`): each part's time and share, the
-    models it trained or reused and the claims it serves, then the time outside every part; empty for a run that
+    """Where the run's wall time went (:func:`time_rows`): each part's time and share, the models it trained or
+    reused and the claims it serves, then the time outside every part, and each claim's cost; empty for a run that
     recorded none."""
     spent = info.get("time")
     if not spent:
         return ""
-    parts = [
-        (name, duration(part["seconds"]), f"{part['share']:.0%}", models_text(part), ", ".join(part["claims"]))
-        for name, part in spent["parts"].items()
-    ]
-    outside = ", ".join(spent.get("outside_parts_training", {}))
-    parts.append(("outside parts", duration(spent["outside_parts_seconds"]), "", outside, ""))
-    claims = [
-        (claim, duration(cost["seconds"]), f"{cost['share']:.0%}", ", ".join(cost["parts"]), ", ".join(cost["reused"]))
-        for claim, cost in spent["claims"].items()
-    ]
+    parts, claims = time_rows(spent)
 
     def table(head: tuple[str, ...], rows: list[tuple]) -> str:
-        cells = lambda row, tag: "".join(f"<{tag}>{html.escape(str(v))}</{tag}>" for v in row)
+        text = lambda v: ", ".join(v) if isinstance(v, list) else v
+        cells = lambda row, tag: "".join(f"<{tag}>{html.escape(text(v))}</{tag}>" for v in row)
         body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
         return f"<div class='scroll'><table><tr>{cells(head, 'th')}</tr>{body}</table></div>"
 

@@ -64,7 +64,8 @@ COUNTED_RUNS = (
     "from the recipe), runs of an older recipe or older claims (their fingerprint is not the current one) and "
     "smoke runs are listed but not counted"
 )
-_MARKS = {True: "✓", False: "✗", None: "○"}  # holds, fails, judged at another scale
+VERDICT_MARKS = {True: "✓", False: "✗", None: "○"}
+"""A verdict as the seed table marks it: holds, fails, measured but judged at another scale or over seeds."""
 
 
 def on_evaluation_seeds(config: dict) -> bool:
@@ -359,7 +360,7 @@ def _measured_cell(row: ClaimRow) -> str:
     else:
         summary = f"per seed ({count})"
     items = "".join(
-        f"<li>seed {seed}: {_MARKS[claim['holds']]} {value(claim['measured'])} · "
+        f"<li>seed {seed}: {VERDICT_MARKS[claim['holds']]} {value(claim['measured'])} · "
         f"{link(run.report, 'claim', claim_anchor(claim['id']))}"
         + (f" · {run.evidence(claim)}" if claim.get("figure") in run.figures else "")
         + "</li>"
@@ -570,7 +571,7 @@ def _variants(board: Scoreboard) -> str:
 def _seed_row(row: ClaimRow, seeds: list[int], paper: bool) -> str:
     """A claim's line: its mark per seed, the count over seeds and, for a paper claim, the paper's number."""
     by_seed = {seed: claim for _, seed, claim in row.results}
-    marks = [_MARKS[by_seed[s]["holds"]] if s in by_seed else "–" for s in seeds]
+    marks = [VERDICT_MARKS[by_seed[s]["holds"]] if s in by_seed else "–" for s in seeds]
     line = f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |"
     if not paper:
         return line
