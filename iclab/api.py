@@ -35,6 +35,7 @@ from .experiments.base import RunConfig, RunContext
 from .formatting import spans
 from .identification.report import IDENTIFICATION, write_identification_report
 from .report import (
+    diagnoses,
     run_folders,
     write_evaluation_report,
     write_index,
@@ -283,6 +284,13 @@ def _paper_cost(experiment: str) -> dict | None:
     return experiments.measured_time(experiment, "paper")
 
 
+def diagnose(root: str | Path) -> dict[tuple[str, str, str], str]:
+    """Why each paper claim that does not reproduce among the runs under ``root`` does not, in words, by
+    ``(experiment, scale, claim id)`` (:func:`iclab.report.diagnosis.diagnoses`, with the current recipes, their
+    distance to the paper's and the paper recipe's cost here): what the scoreboard and the seed table print."""
+    return diagnoses(root, recipe, recipe_distance, _paper_cost)
+
+
 def recipe(experiment: str, scale: str) -> Recipe | None:
     """The current :class:`~iclab.runs.Recipe` of ``experiment`` at ``scale`` (its resolved config and claims
     version), or None for an experiment or scale that no longer resolves."""
@@ -433,8 +441,9 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     runs = run_folders(path)
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
+    explained = diagnose(path)
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
-        write_seed_table(path, seed_table, recipe)
+        write_seed_table(path, seed_table, recipe, explained)
     if non_reproductions is not None:
         write_non_reproductions(path, non_reproductions, recipe, recipe_distance, _paper_cost)
     skipped = []
@@ -443,7 +452,7 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
             write_report(run)
         except ConfigError as err:
             skipped.append(f"skipped {run.path}: {err}")
-    index = write_index(path, recipe)
+    index = write_index(path, recipe, explained)
     if skipped:  # a line per skipped run folder, after every other run is reported
         raise ConfigError("\n".join([*skipped[:-1], f"{skipped[-1]} ({index} reports every other run)"]))
     return index
@@ -527,7 +536,7 @@ def reproduce(
     results = [None] * len(plans)
     for i, result in _finished_runs(one, plans, jobs, progress):
         results[i] = result
-        write_index(root, recipe)
+        write_index(root, recipe, diagnose(root))
     return results, Path(root) / "index.html"
 
 

@@ -1,5 +1,6 @@
 """Why a claim does not reproduce: the non-reproductions page from hand-written runs and a ladder (no training)."""
 
+import html
 import json
 
 from test_scoreboard import _claim, _run
@@ -75,3 +76,29 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert "**Its cost at this scale:** 12 s of `lsa-linear-seed100`'s 30 s (40%; parts iso)." in page
     assert page.count("**Its cost at this scale:**") == 1  # the runs that recorded none say nothing
     assert "## `fine`" not in page and json.dumps(page)  # a claim that reproduces has no section
+
+
+def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis(tmp_path):
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 105)):
+        claims = [
+            _claim("fine", True),
+            _claim("small-recipe", False, measured=0.3),
+            _claim("open", False, measured=0.5),
+        ]
+        _run(root, f"abstract-symbols-seed{seed}", seed, claims, minute=k, experiment="abstract-symbols")
+    for k, seed in enumerate(range(100, 103)):  # the part of the paper's recipe a CPU affords: never counted in quick
+        claims = [_claim("small-recipe", True, measured=0.04)]
+        _run(
+            root, f"paper-cpu-seed{seed}", seed, claims, minute=20 + k, experiment="abstract-symbols", scale="paper-cpu"
+        )
+    api.report(root, seed_table=tmp_path / "table.md")
+    cause = "reproduces at the paper's recipe (paper-cpu, 3 of 3 seeds): the quick recipe is the cause"
+    table = (tmp_path / "table.md").read_text()
+    assert "| `small-recipe` | ✗ | ✗ | ✗ | ✗ | ✗ | 0/5 ✗ does not reproduce |" in table  # quick's verdict stands
+    assert "| `small-recipe` | ✓ | ✓ | ✓ | 3/3 |" in table  # its own section
+    assert "- `small-recipe`: seed 100: 0.3; seed 101: 0.3;" in table
+    assert f"seed 104: 0.3. Diagnosis: {cause}" in table
+    assert "seed 104: 0.5. Diagnosis: not diagnosed yet: no run at the paper's recipe and no ladder" in table
+    page = (root / "index.html").read_text()
+    assert f"diagnosis: {html.escape(cause)}" in page and page.count("class='diagnosis'") == 2

@@ -218,7 +218,10 @@ def test_a_variant_is_shown_apart_and_never_counted(five_seeds):
 def test_report_seed_table_command(five_seeds, tmp_path, capsys):
     out = tmp_path / "docs" / "seed-table.md"
     assert main(["report", str(five_seeds), "--seed-table", str(out)]) == 0
-    assert out.read_text() == seed_table(five_seeds, api.recipe) and (five_seeds / "index.html").exists()
+    assert (
+        out.read_text() == seed_table(five_seeds, api.recipe, api.diagnose(five_seeds))
+        and (five_seeds / "index.html").exists()
+    )
     assert "| `four` | ✓ | ✓ | ✗ | ✓ | ✓ | 4/5 | – |" in out.read_text()  # runs of the current recipe count
     assert f"seed table: {out}" in capsys.readouterr().out
     run = five_seeds / "lsa-linear-seed101-new"

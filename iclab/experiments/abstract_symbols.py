@@ -291,6 +291,28 @@ SCALES = {
         },
         "kernel": {"width": 128, "draws": 2000},
     },
+    # Paper-cpu: the part of the paper's recipe that the sample-complexity claims of the plain transformer and of
+    # the transformer with both terms need, at the paper's width, heads and 1000 epochs: the plain transformer on
+    # the paper's grid up to n = 1024 for the three tasks whose plain curves the paper draws, the transformer with
+    # both terms at n = 32 and 64; no other model, no copying, no kernel. A scale of its own, never counted in
+    # quick's verdicts (docs/non-reproductions.md).
+    "paper-cpu": {
+        "seeds": 3,
+        "sweep": {
+            "tasks": ["aba-abb", "same-different", "aabb-abab"],
+            "n": [16, 32, 64, 128, 256, 512],
+            "plain_n": [1024],
+            "models": ["transformer"],
+            "points": {  # quick's points, emptied where they are not the claims' models (merging keeps keys)
+                "majority-2": {"transformer": [], "transformer+kq+vo": []},
+                "aba-abb": {"mlp+equality": []},
+            },
+        },
+        "transformer": {"width": 128, "n_heads": 16, "head_dim": 64},
+        "train": {"epochs": 1000, "log_every": 10},
+        "copying": {"widths": []},
+        "kernel": {"tasks": []},
+    },
 }
 
 

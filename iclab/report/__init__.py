@@ -3,7 +3,7 @@ its markdown claim × seed table, and why a claim does not reproduce), the compa
 report and an evaluation's. This package renders folders; it never runs anything."""
 
 from .compare import compare_runs
-from .diagnosis import write_non_reproductions
+from .diagnosis import diagnoses, write_non_reproductions
 from .evaluation import write_evaluation_report
 from .html import write_report
 from .index import aggregate, run_folders, write_index, write_seed_table
@@ -12,6 +12,7 @@ from .sweep import write_sweep_report
 __all__ = [
     "aggregate",
     "compare_runs",
+    "diagnoses",
     "run_folders",
     "write_evaluation_report",
     "write_index",

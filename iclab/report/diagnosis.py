@@ -120,6 +120,18 @@ def diagnose(
     return out
 
 
+def diagnoses(
+    root: str | Path,
+    recipes: Callable,
+    distance: Callable[[str, str], dict],
+    cost: Callable[[str], dict | None],
+) -> dict[tuple[str, str, str], str]:
+    """Each non-reproducing paper claim's diagnosis in words (:attr:`Diagnosis.verdict`) among the runs and sweeps
+    under ``root``, by its row's :attr:`~iclab.report.index.ClaimRow.key`: what the seed table and the scoreboard
+    print beside its verdict (arguments as :func:`non_reproductions`)."""
+    return {d.row.key: d.verdict for d in diagnose(aggregate(root, recipes), distance, cost)}
+
+
 def non_reproductions(
     root: str | Path,
     recipes: Callable,

@@ -17,7 +17,7 @@ import datetime as dt
 import functools
 import html
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -153,6 +153,11 @@ class ClaimRow:
     scale: str
     id: str
     results: list[tuple[Run, int, dict]] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        """``(experiment, scale, claim id)``: what names the row across pages (e.g. its diagnosis)."""
+        return self.experiment, self.scale, self.id
 
     def runs(self) -> list[Run]:
         """The runs behind the counted seeds, once each."""
@@ -328,13 +333,15 @@ _CLAIM_HEADERS = [
 _DIAGNOSTIC_HEADERS = ["check", "what it checks", "measured", "expected", "verdict", "seeds", "evidence"]
 
 
-def _verdict_cell(row: ClaimRow) -> str:
-    """The verdict over seeds with its count, or, when no run judged it here, where it is judged."""
+def _verdict_cell(row: ClaimRow, diagnosis: str | None = None) -> str:
+    """The verdict over seeds with its count (and, for a claim that does not reproduce, its ``diagnosis`` where
+    one was made), or, when no run judged it here, where it is judged."""
+    why = f"<br><small class='diagnosis'>diagnosis: {html.escape(diagnosis)}</small>" if diagnosis else ""
     if row.seed_test is not None:
         word = "measured" if row.holds is None else verdict_word(row.holds, row.kind)
         return (
             f"<span class='{verdict_class(row.holds, row.kind)}'>{word}</span>"
-            f"<br><small>{html.escape(row.seed_test_text())}</small>"
+            f"<br><small>{html.escape(row.seed_test_text())}</small>{why}"
         )
     if row.holds is None:
         reason = row.elsewhere[-1].get("reason")
@@ -345,7 +352,7 @@ def _verdict_cell(row: ClaimRow) -> str:
     more = f"; {len(row.elsewhere)} more judged at {html.escape(row.judged_at())} scale" if row.elsewhere else ""
     return (
         f"<span class='{verdict_class(row.holds, row.kind)}'>{verdict_word(row.holds, row.kind)}</span>"
-        f"<br><small>on {row.held} of {_count_of(row.judged)}{more}</small>"
+        f"<br><small>on {row.held} of {_count_of(row.judged)}{more}</small>{why}"
     )
 
 
@@ -369,7 +376,7 @@ def _measured_cell(row: ClaimRow) -> str:
     return f"<details><summary>{summary}</summary><ul class='seeds'>{items}</ul></details>"
 
 
-def _claim_row(row: ClaimRow) -> str:
+def _claim_row(row: ClaimRow, diagnosis: str | None = None) -> str:
     newest, _, latest = max(row.results, key=lambda result: result[0].ended)
     name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
     paper = row.kind == "paper"
@@ -380,7 +387,7 @@ def _claim_row(row: ClaimRow) -> str:
         f"{cell('measured', _measured_cell(row))}"
         + (cell("the paper's number", paper_value(latest)) if paper else "")
         + f"{cell('expected', html.escape(str(latest['expected'])))}"
-        f"{cell('verdict', _verdict_cell(row))}{cell('seeds', _seed_list(row.seeds()))}"
+        f"{cell('verdict', _verdict_cell(row, diagnosis))}{cell('seeds', _seed_list(row.seeds()))}"
         f"{cell('evidence', newest.evidence(latest))}</tr>"
     )
 
@@ -392,8 +399,9 @@ def _counts(rows: list[ClaimRow]) -> Tally:
     return Tally(sum(bool(row.holds) for row in judged), len(judged), len(rows) - len(judged), kind)
 
 
-def _claims_by_paper(board: Scoreboard) -> str:
-    """One table of every paper claim row, a body per paper under a heading row."""
+def _claims_by_paper(board: Scoreboard, diagnoses: Mapping[tuple, str]) -> str:
+    """One table of every paper claim row, a body per paper under a heading row (``diagnoses``: see
+    :func:`write_index`)."""
     papers: dict[str, list[ClaimRow]] = {}
     for row in board.of_kind("paper"):
         papers.setdefault(row.latest["paper"], []).append(row)
@@ -404,7 +412,8 @@ def _claims_by_paper(board: Scoreboard) -> str:
             f"<tr class='paper'><th colspan='{len(_CLAIM_HEADERS)}'>{html.escape(paper)} "
             f"<small>({html.escape(names)}; {_counts(rows)})</small></th></tr>"
         )
-        bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{''.join(_claim_row(row) for row in rows)}</tbody>")
+        claims = "".join(_claim_row(row, diagnoses.get(row.key)) for row in rows)
+        bodies.append(f"<tbody id='paper-{k + 1}'>{heading}{claims}</tbody>")
     return table(_CLAIM_HEADERS, bodies, bodies=True)
 
 
@@ -500,15 +509,20 @@ def _status_count(status: str, n: int) -> str:
     return f"{n} {status}{'s' * (status in (_VARIANT, _SMOKE) and n != 1)}"
 
 
-def write_index(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> Path:
+def write_index(
+    root: str | Path,
+    recipes: Callable[[str, str], Recipe | None] | None = None,
+    diagnoses: Mapping[tuple, str] | None = None,
+) -> Path:
     """Write ``<root>/index.html``, the scoreboard of every run folder directly under ``root`` (``recipes``: see
-    :func:`aggregate`)."""
+    :func:`aggregate`; ``diagnoses``: why a claim does not reproduce, by :attr:`ClaimRow.key`, printed under its
+    verdict, :func:`iclab.report.diagnosis.diagnoses`)."""
     board = aggregate(root, recipes)
     stamp = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     body = (
         f"<h1>iclab scoreboard</h1>{_summary(board)}"
         f"<p>Written {stamp} from <code>{html.escape(str(board.root))}</code>.</p>"
-        f"<h2 id='claims'>The papers' claims</h2>{_claims_by_paper(board)}"
+        f"<h2 id='claims'>The papers' claims</h2>{_claims_by_paper(board, diagnoses or {})}"
         f"{_diagnostics(board)}{_runs(board)}{_skipped(board)}"
     )
     index = board.root / "index.html"
@@ -519,11 +533,16 @@ def write_index(root: str | Path, recipes: Callable[[str, str], Recipe | None] |
 # --- the markdown seed table -----------------------------------------------------------------------------------
 
 
-def seed_table(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> str:
+def seed_table(
+    root: str | Path,
+    recipes: Callable[[str, str], Recipe | None] | None = None,
+    diagnoses: Mapping[tuple, str] | None = None,
+) -> str:
     """The claim × seed table of the runs under ``root`` as markdown: a section per (experiment, scale),
     a column per counted seed, the count and verdict over seeds; the paper's claims first (with the
-    paper's number, and the measured values of a claim that does not reproduce), then the diagnostics
-    (``recipes``: see :func:`aggregate`)."""
+    paper's number, and the measured values of a claim that does not reproduce with its diagnosis where
+    ``diagnoses`` has one), then the diagnostics (``recipes``: see :func:`aggregate`; ``diagnoses``: see
+    :func:`write_index`)."""
     board = aggregate(root, recipes)
     sections, walls = [], []
     for (experiment, scale), rows in board.groups().items():
@@ -536,7 +555,9 @@ def seed_table(root: str | Path, recipes: Callable[[str, str], Recipe | None] | 
         diagnostics = [_seed_row(row, seeds, paper=False) for row in rows if row.kind == "diagnostic"]
         if diagnostics:
             lines += ["", f"| {experiment} ({scale}) diagnostic | {marks} | holds |", rule, *diagnostics]
-        found = [_finding(row) for row in rows if row.kind == "paper" and row.holds is False]
+        found = [
+            _finding(row, (diagnoses or {}).get(row.key)) for row in rows if row.kind == "paper" and row.holds is False
+        ]
         if found:
             lines += ["", "Does not reproduce here (measured, per seed):", "", *found]
         sections.append("\n".join(lines))
@@ -579,13 +600,17 @@ def _seed_row(row: ClaimRow, seeds: list[int], paper: bool) -> str:
     return line + (f" {measured_text(number)} |" if number is not None else " – |")
 
 
-def _finding(row: ClaimRow) -> str:
-    """A paper claim that does not reproduce: each seed's measured value, and the paper's number."""
+def _finding(row: ClaimRow, diagnosis: str | None) -> str:
+    """A paper claim that does not reproduce: each seed's measured value, the paper's number and the diagnosis."""
     paper = row.latest.get("paper_value")
     values = "; ".join(f"seed {seed}: {measured_text(claim['measured'])}" for _, seed, claim in row.results)
     if row.seed_test is not None:
         values += f"; over seeds: {row.seed_test_text()}"
-    return f"- `{row.id}`: {values}" + (f" (the paper: {measured_text(paper)})" if paper is not None else "")
+    return (
+        f"- `{row.id}`: {values}"
+        + (f" (the paper: {measured_text(paper)})" if paper is not None else "")
+        + (f". Diagnosis: {diagnosis}" if diagnosis else "")
+    )
 
 
 def _count(row: ClaimRow) -> str:
@@ -602,14 +627,17 @@ def _count(row: ClaimRow) -> str:
 
 
 def write_seed_table(
-    root: str | Path, path: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None
+    root: str | Path,
+    path: str | Path,
+    recipes: Callable[[str, str], Recipe | None] | None = None,
+    diagnoses: Mapping[tuple, str] | None = None,
 ) -> Path:
     """Write :func:`seed_table` of ``root`` to ``path`` (its folder is created; ``recipes``: see
-    :func:`aggregate`)."""
+    :func:`aggregate`; ``diagnoses``: see :func:`write_index`)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, seed_table(root, recipes))
+        write_atomic(path, seed_table(root, recipes, diagnoses))
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from None
     return path
