@@ -127,9 +127,12 @@ def run(
     return _execute(folder, config, dev, progress, fresh=True)
 
 
-def time_recipe(experiment: str, scale: str = "paper", steps: int = 20, device: str | None = None) -> dict:
-    """What one seed of ``experiment``'s ``scale`` recipe costs to train here, measured, not run: a timed run of one
-    seed in a scratch folder, with the experiment's ``timing`` overrides (a smaller evaluation), in which each model
+def time_recipe(
+    experiment: str, scale: str = "paper", steps: int = 20, device: str | None = None, overrides: dict | None = None
+) -> dict:
+    """What one seed of ``experiment``'s ``scale`` recipe (with ``overrides``, dotted keys, e.g. the part of it one
+    claim needs) costs to train here, measured, not run: a timed run of one seed in a scratch folder, with the
+    experiment's ``timing`` overrides (a smaller evaluation), in which each model
     trains ``steps`` steps and its marginal seconds per step are recorded (:attr:`RunContext.timing`). Returns
     ``{"seconds": the recipe's planned steps × seconds per step, summed over its models, "timed_steps", "device",
     "threads", "wall_seconds": the timed run's own wall time, "models": {name: {"planned_steps", "step_seconds"}}}``.
@@ -139,7 +142,7 @@ def time_recipe(experiment: str, scale: str = "paper", steps: int = 20, device: 
     if steps < 2:
         raise ConfigError(f"a timed run needs at least 2 steps per model, got {steps}")
     spec = experiments.get(experiment)
-    config = spec.configure(scale, spec.timing, seeds=1)
+    config = spec.configure(scale, {**(overrides or {}), **spec.timing}, seeds=1)
     dev = pick_device(device)
     with tempfile.TemporaryDirectory() as scratch:
         folder = RunFolder.create(experiment, config.record, Path(scratch) / "run")

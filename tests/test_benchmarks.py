@@ -124,3 +124,14 @@ def test_recipe_cost_times_every_model_and_records_an_estimate_that_show_prints(
         assert "from a timed run of 4 steps per model" in capsys.readouterr().out
     finally:
         experiments._times.cache_clear()
+
+
+def test_a_timed_run_keeps_the_warm_up_its_recipe_needs_to_stay_finite():
+    """mesa-ar's gradient descent from a sharp start (a₀ = b₀ = 2) diverges within 10 steps without its warm-up;
+    timing it must not."""
+    from iclab import api
+
+    sharp = {"inits": [[2.0, 2.0]], "size_sweep.init": [2.0, 2.0], "train.steps": 20, "starts.sparse": []}
+    cost = api.time_recipe("mesa-ar", "smoke", steps=10, overrides={**sharp, "full_model.sparse": []})
+    assert cost["models"] and all(model["step_seconds"] > 0 for model in cost["models"].values())
+    assert cost["models"]["gaussian-1-full-a2-b2"]["planned_steps"] == 20

@@ -269,15 +269,16 @@ class RunContext:
         )
 
     def _timed(self, name: str, make_model, data, config: TrainConfig, seeds: list[int], kwargs: dict) -> TrainResult:
-        """Model ``name`` in a timed run: its recipe's ``config`` cut to :attr:`timing` steps (no warm-up, one log,
-        no checkpoint). It trains for one step to warm up (first-call costs: allocation, compilation), then for one
-        step and for those steps; the marginal time per step of the last two (what a step costs once the model is
-        built and has run its first) is recorded in :attr:`costs` beside the steps the recipe plans. Returns the
-        longest training."""
+        """Model ``name`` in a timed run: its recipe's ``config`` cut to :attr:`timing` steps (one log, no
+        checkpoint; its warm-up kept, so the steps are the recipe's first, which some recipes need to stay finite:
+        mesa-ar's plain gradient descent from a sharp start diverges at its full step). It trains for one step to
+        warm up (first-call costs: allocation, compilation), then for one step and for those steps; the marginal
+        time per step of the last two (what a step costs once the model is built and has run its first) is
+        recorded in :attr:`costs` beside the steps the recipe plans. Returns the longest training."""
         steps = max(2, min(self.timing, config.steps))
         seconds, result = [], None
         for n in (1, 1, steps):
-            cut = dataclasses.replace(config, epochs=None, steps=n, warmup=0, log_every=n, checkpoint_every=n)
+            cut = dataclasses.replace(config, epochs=None, steps=n, log_every=n, checkpoint_every=n)
             started = time.perf_counter()
             result = train_models(make_model, data, cut, seeds, device=self.device, name=name, progress=False, **kwargs)
             seconds.append(time.perf_counter() - started)
