@@ -48,6 +48,13 @@ def claim_number(entry: Mapping[str, Any], path: str | None = None) -> float | N
     return found if found is not None else _number(entry.get("statistic"))
 
 
+def verdict_number(entry: Mapping[str, Any]) -> float | None:
+    """A seed's verdict as a number, for a ladder over a claim with no number to follow: 1 where it holds, 0 where
+    it fails, None where it was judged at another scale."""
+    holds = entry.get("holds")
+    return None if holds is None else float(bool(holds))
+
+
 def paper_number(entry: Mapping[str, Any], path: str | None = None) -> float | None:
     """The paper's number of a ``claims.json`` entry (its ``paper_value``, at ``path`` when that is a mapping), or
     None where the paper gives none as a number."""
@@ -77,14 +84,19 @@ class Trend:
 
 
 def ladder_trend(
-    numbers: Mapping[int, Sequence[float | None]], target: float | None, key: str, z: float = TREND_Z
+    numbers: Mapping[int, Sequence[float | None]],
+    target: float | None,
+    key: str,
+    z: float = TREND_Z,
+    goal: str = "the paper's number",
 ) -> Trend:
     """The trend of a claim's number along a ladder: ``numbers`` holds, per seed, the number at each rung in the
     order of the value (None where the rung did not measure it), ``target`` the paper's number. Each seed's slope is
     fitted over the rungs it measured; the ladder moves when the mean slope lies more than ``z`` standard errors
     (over seeds) from 0. With a target: *moving toward the paper's number as <key> grows* (or *away*), else *not
-    moving*; the direction toward it is read at the first rung (the mean over seeds). Without one: *rising* or
-    *falling* as <key> grows, or *not moving*. Fewer than two seeds with two rungs each: *too few runs*."""
+    moving*; the direction toward it is read at the first rung (the mean over seeds); ``goal`` names the target in
+    the words (``holding`` for a ladder of verdicts). Without one: *rising* or *falling* as <key> grows, or *not
+    moving*. Fewer than two seeds with two rungs each: *too few runs*."""
     slopes = [s for s in (_slope(list(values)) for values in numbers.values()) if s is not None]
     first = [values[0] for values in numbers.values() if values and values[0] is not None]
     toward = 0 if target is None or not first else (1 if target > sum(first) / len(first) else -1)
@@ -97,7 +109,7 @@ def ladder_trend(
     if not moving:
         verdict = f"not moving as {key} grows"
     elif toward:
-        verdict = f"moving {'toward' if trend.z > 0 else 'away from'} the paper's number as {key} grows"
+        verdict = f"moving {'toward' if trend.z > 0 else 'away from'} {goal} as {key} grows"
     else:
         verdict = f"{'rising' if mean > 0 else 'falling'} as {key} grows"
     return Trend(mean, stderr, len(slopes), toward, verdict)

@@ -1,7 +1,10 @@
 """Why a claim does not reproduce: the non-reproductions page from hand-written runs and a ladder (no training)."""
 
 import html
+import importlib.util
 import json
+import sys
+from pathlib import Path
 
 from test_scoreboard import _claim, _run
 
@@ -13,8 +16,10 @@ from iclab.runs import RunFolder, SweepFolder
 from iclab.sweeps import _write_tables, expand, point_name
 
 
-def _ladder(root, claim_id: str, numbers: dict[int, list[float]]):
-    """A sweep of lsa-linear over train.steps following ``claim_id``, each seed's number at each rung given."""
+def _ladder(root, claim_id: str, numbers: dict[int, list[float]], also: dict[str, dict[int, list]] | None = None):
+    """A sweep of lsa-linear over train.steps following ``claim_id``, each seed's number at each rung given;
+    ``also``: other claims its runs judged, each seed's measured value at each rung (fails at the first rung, holds
+    at the others)."""
     grid = {"train.steps": [2000, 4000], "seed": list(numbers)}
     spec = {
         "experiment": "lsa-linear",
@@ -34,8 +39,11 @@ def _ladder(root, claim_id: str, numbers: dict[int, list[float]]):
         config = {"experiment": "lsa-linear", "scale": "quick", "seed": seed, "train": {"steps": steps}}
         run = RunFolder.create("lsa-linear", config, out=sweep.run(point_name(point)).path)
         run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 0.1}])
-        value = numbers[seed][grid["train.steps"].index(steps)]
-        run.write_claims([Claim(claim_id, "P", "s", value, "< 0.1", False, "paper", "trained", "F")])
+        rung = grid["train.steps"].index(steps)
+        claims = [Claim(claim_id, "P", "s", numbers[seed][rung], "< 0.1", False, "paper", "trained", "F")]
+        for other, measured in (also or {}).items():
+            claims.append(Claim(other, "P", "s", measured[seed][rung], "x", rung > 0, "paper", "trained", "F"))
+        run.write_claims(claims)
     _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
 
 
@@ -47,6 +55,8 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
             _claim("small-recipe", False, measured=0.3 + k / 100, paper_value=0.05),
             _claim("laddered", False, measured=0.4),
             _claim("unexplained", False, measured=0.5),
+            _claim("by-the-way", False, measured=0.6),
+            _claim("no-number", False, measured={"a": 1}),
         ]
         run = _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
         if seed == 100:  # one run recorded where its time went (iclab.ledger)
@@ -55,11 +65,17 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     for k, seed in enumerate(range(100, 103)):  # the paper's recipe, where the first holds and the third does not
         claims = [_claim("small-recipe", True, measured=0.04), _claim("unexplained", False, measured=0.5)]
         _run(root, f"lsa-linear-paper-seed{seed}", seed, claims, minute=20 + k, scale="paper")
-    _ladder(root, "laddered", {100: [0.4, 0.2], 101: [0.42, 0.25], 102: [0.38, 0.21]})
+    also = {  # judged by the same runs: one gives a number, one only its verdicts
+        "by-the-way": {100: [0.6, 0.6], 101: [0.61, 0.6], 102: [0.6, 0.61]},
+        "no-number": {seed: [{"a": 1}, {"a": 2}] for seed in (100, 101, 102)},
+    }
+    _ladder(root, "laddered", {100: [0.4, 0.2], 101: [0.42, 0.25], 102: [0.38, 0.21]}, also)
     cost = {"seconds": 7200.0, "estimated": True, "threads": 2, "device": "cpu", "date": "2026-11-27"}
     board = aggregate(root, api.recipe)
     found = {d.row.id: d for d in diagnose(board, api.recipe_distance, lambda experiment: cost)}
-    assert set(found) == {"small-recipe", "laddered", "unexplained"}  # quick only: paper-scale rows are evidence
+    assert set(found) == {"small-recipe", "laddered", "unexplained", "by-the-way", "no-number"}  # quick only
+    assert found["by-the-way"].verdict.startswith("moving toward holding as train.steps grows")  # no paper number
+    assert found["no-number"].verdict.startswith("moving toward holding as train.steps grows (ladder-laddered)")
     assert found["small-recipe"].verdict == (
         "reproduces at the paper's recipe (paper, 3 of 3 seeds): the quick recipe is the cause"
     )
@@ -102,3 +118,31 @@ def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis
     assert "seed 104: 0.5. Diagnosis: not diagnosed yet: no run at the paper's recipe and no ladder" in table
     page = (root / "index.html").read_text()
     assert f"diagnosis: {html.escape(cause)}" in page and page.count("class='diagnosis'") == 2
+
+
+def _plan_tool():
+    path = Path(__file__).resolve().parent.parent / "tools" / "diagnosis_plan.py"
+    spec = importlib.util.spec_from_file_location("diagnosis_plan", path)
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # its dataclass looks its module up there
+    spec.loader.exec_module(tool)
+    return tool
+
+
+def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(tmp_path):
+    """Each step's costliest run resolves and passes its experiment's checks, its command parses, and a ladder
+    follows one of the claims it diagnoses along its one key, from its scale's recipe."""
+    from iclab import experiments
+    from iclab.cli import _parser
+
+    tool = _plan_tool()
+    assert len({step.name for step in tool.PLAN}) == len(tool.PLAN)
+    for step in tool.PLAN:
+        experiments.get(step.experiment).configure(step.scale, step.costliest(), seeds=1)
+        args = _parser().parse_args(step.command(tmp_path))
+        assert args.command in ("reproduce", "sweep")
+        if step.key is not None:
+            assert step.follow.partition(":")[0] in step.claims and len(step.rungs) >= 3, step.name
+            assert list(step.rungs) == sorted(step.rungs), step.name
+    text = tool.show(tmp_path)
+    assert all(f"{step.name} ({step.experiment})" in text for step in tool.PLAN)

@@ -74,7 +74,8 @@ def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
         run.write_metrics([{"model": "transformer", "step": 10, "metric": "train_loss", "value": 0.1}])
         loss = (0.6 if epochs == 150 else 0.3) + (seed - 100) * 0.05
         measured = {"256": 0.9, "1024": loss}
-        claim = Claim("aba-abb-plain-needs-1024", "P", "s", measured, "< 0.2", False, "paper", "trained", "F")
+        holds = epochs == 300  # the verdicts a ladder without a path follows
+        claim = Claim("aba-abb-plain-needs-1024", "P", "s", measured, "< 0.2", holds, "paper", "trained", "F")
         run.write_claims(over_seeds({seed: [claim]}))
         (run.path / "claims.json").write_text(
             json.dumps([{**c, "paper_value": {"1024": 0.13}} for c in run.read_claims()])
@@ -89,4 +90,8 @@ def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
     assert record["numbers"] == {"100": [0.6, 0.3], "101": [0.65, 0.35]} and record["target"] == 0.13
     assert (sweep.path / "figures" / "ladder_aba-abb-plain-needs-1024.png").exists()
     assert ladder(SweepFolder.create({**spec, "claim": None}, out=tmp_path / "plain")) is None
+    verdicts = ladder(sweep, "aba-abb-plain-needs-1024")  # no path into its measured mapping: its verdicts
+    assert verdicts.verdicts and verdicts.numbers == {100: [0.0, 1.0], 101: [0.0, 1.0]} and verdicts.target == 1.0
+    assert verdicts.trend.verdict == "moving toward holding as train.epochs grows"
+    assert ladder(sweep, "not-judged-here").numbers == {}
     assert isinstance(pd.read_parquet(sweep.claims_file), pd.DataFrame)

@@ -11,8 +11,10 @@ seeds fails), :func:`diagnose` gathers:
   ``run.json`` ``time``);
 - the same claim judged at the paper's recipe, or at a scale that runs the part of it the claim needs on a CPU
   (``paper`` or ``paper-cpu``, counted runs under the root);
-- the ladders that follow the claim from the scale's recipe toward the paper's (sweep folders under the root made
-  with ``--claim``, :func:`iclab.report.sweep.ladder`),
+- the ladders that follow the claim from the scale's recipe toward the paper's: the sweep folders under the root
+  over one key (besides seeds) whose runs judged it, read at the path the sweep follows it by when made with
+  ``--claim`` for it, else by its measured number, or by its verdicts where it gives none
+  (:func:`iclab.report.sweep.ladder`), so one sweep diagnoses every claim its runs judge,
 
 and says, in that order of evidence: *reproduces at the paper's recipe* (the smaller recipe is the cause), *does
 not reproduce at the paper's recipe* (a finding against the paper), the ladder's trend (*moving toward the paper's
@@ -78,14 +80,28 @@ class Diagnosis:
         )
 
 
-def _ladders(root: Path) -> list[tuple[Path, Ladder]]:
-    """Every sweep folder directly under ``root`` that follows a claim along one key, with its ladder."""
+def _one_key_sweeps(root: Path) -> list[tuple[SweepFolder, dict]]:
+    """Every sweep folder directly under ``root`` over one key besides its seeds, with its spec."""
     found = []
     for path in sorted(p for p in root.iterdir() if (p / "sweep.yaml").is_file()) if root.is_dir() else []:
         folder = SweepFolder(path)
-        steps = ladder(folder)
-        if steps is not None and steps.numbers:
-            found.append((path, steps))
+        spec = folder.read_spec()
+        if len([key for key in spec["grid"] if key != "seed"]) == 1:
+            found.append((folder, spec))
+    return found
+
+
+def _ladders_of(row: ClaimRow, sweeps: list[tuple[SweepFolder, dict]]) -> list[tuple[Path, Ladder]]:
+    """The ladders of ``row``'s claim among the one-key sweeps of its experiment: each sweep's runs judged it (at
+    the path the sweep follows it by, when the sweep was made with ``--claim`` for it)."""
+    found = []
+    for folder, spec in sweeps:
+        if spec["experiment"] != row.experiment:
+            continue
+        followed = (spec.get("claim") or "").partition(":")[0] == row.id
+        steps = ladder(folder, spec["claim"] if followed else row.id)
+        if steps is not None and any(v is not None for values in steps.numbers.values() for v in values):
+            found.append((folder.path, steps))
     return found
 
 
@@ -97,7 +113,7 @@ def diagnose(
     """A :class:`Diagnosis` for each paper claim of ``board`` that does not reproduce at a scale other than the
     paper's, in the board's order: ``distance(experiment, scale)`` the keys its recipe changes from the paper's,
     ``cost(experiment)`` the paper recipe's measured or estimated cost."""
-    ladders = _ladders(board.root)
+    sweeps = _one_key_sweeps(board.root)
     out = []
     for row in board.of_kind("paper"):
         if row.holds is not False or row.scale in PAPER_SCALES:
@@ -111,12 +127,7 @@ def diagnose(
             for other in board.rows
             if other.experiment == row.experiment and other.id == row.id and other.scale in PAPER_SCALES
         ]
-        followed = [
-            (path, steps)
-            for path, steps in ladders
-            if steps.claim == row.id and SweepFolder(path).read_spec()["experiment"] == row.experiment
-        ]
-        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, followed))
+        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, _ladders_of(row, sweeps)))
     return out
 
 
@@ -151,8 +162,10 @@ def non_reproductions(
         "config values where that scale's recipe differs from the paper's (`iclab show EXP --against paper`), what "
         "the paper's recipe costs a seed here (`benchmarks/recipe_cost.py`), the claim judged at the paper's recipe "
         "where a CPU affords it (scale `paper-cpu`), the ladders that move one value toward the paper's "
-        "(`iclab sweep EXP --grid KEY=... --seeds 3 --claim ID`), and the diagnosis they support, in that order of "
-        "evidence. No number here is typed: each is read from a run, a sweep or a recipe.\n\n"
+        "(`iclab sweep EXP --grid KEY=... --seeds 3 --claim ID`; one sweep over one key diagnoses every claim its runs "
+        "judge, by its number or, where it gives none, by its verdicts), and the diagnosis they support, in that "
+        "order of evidence; `python tools/diagnosis_plan.py` lists the runs planned for each claim and runs them. No "
+        "number here is typed: each is read from a run, a sweep or a recipe.\n\n"
         + ("\n\n".join(sections) if sections else "Every paper claim reproduces at its scale.")
         + "\n"
     )
@@ -183,9 +196,15 @@ def _section(d: Diagnosis) -> str:
         for path, steps in d.ladders:
             means = [_mean([v[i] for v in steps.numbers.values() if v[i] is not None]) for i in range(len(steps.rungs))]
             points = ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(steps.rungs, means) if m is not None)
+            mean = "share of seeds holding" if steps.verdicts else "mean"
+            goal = (
+                ""
+                if steps.verdicts
+                else f"; the paper's number {'not a number' if steps.target is None else steps.target}"
+            )
             lines.append(
-                f"- `{path.name}`: {steps.key} = {points} (mean over {len(steps.numbers)} seeds; the paper's number "
-                f"{steps.target if steps.target is not None else 'not a number'}): {steps.trend.verdict}"
+                f"- `{path.name}`: {steps.key} = {points} ({mean} over {len(steps.numbers)} seeds{goal}): "
+                f"{steps.trend.verdict}"
             )
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..claims import seed_entries
 from ..config import dump
-from ..ladders import Trend, claim_number, ladder_trend, paper_number
+from ..ladders import Trend, claim_number, ladder_trend, paper_number, verdict_number
 from ..runs import SweepFolder, write_atomic
 from .html import page
 
@@ -21,7 +21,8 @@ from .html import page
 class Ladder:
     """A sweep that follows a claim along one swept key: ``rungs`` (the key's values in order), ``numbers`` (per
     seed, the claim's number at each rung, None where it was not made), the ``target`` (the paper's number, or the
-    sweep's own) and the :class:`~iclab.ladders.Trend`."""
+    sweep's own) and the :class:`~iclab.ladders.Trend`; ``verdicts`` when the numbers are the seeds' verdicts (1
+    holds, 0 fails; target 1), for a claim with no number to follow."""
 
     claim: str
     key: str
@@ -29,14 +30,18 @@ class Ladder:
     numbers: dict[int, list[float | None]]
     target: float | None
     trend: Trend
+    verdicts: bool = False
 
 
-def ladder(sweep: SweepFolder) -> Ladder | None:
-    """The ladder of a sweep made with ``--claim`` over one key (besides its seeds), read from its point folders:
-    each finished point's run, each of its seeds' entries of the claim (:func:`iclab.ladders.claim_number` at the
-    claim's path); None for a sweep that follows no claim or sweeps several keys."""
+def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
+    """The ladder of a sweep over one key (besides its seeds), read from its point folders: each finished point's
+    run, each of its seeds' entries of the claim ``follow`` (``ID[:PATH]``; default the claim the sweep was made
+    to follow with ``--claim``), its number at the path (:func:`iclab.ladders.claim_number`), toward the sweep's
+    target or the paper's number. A claim with no number there, or no number to move toward, is followed by its
+    verdicts (:func:`iclab.ladders.verdict_number`, toward holding): "toward the paper" needs a target. None for a
+    sweep that follows no claim or sweeps several keys."""
     spec = sweep.read_spec()
-    claim, _, path = (spec.get("claim") or "").partition(":")
+    claim, _, path = (follow or spec.get("claim") or "").partition(":")
     keys = [key for key in spec["grid"] if key != "seed"]
     if not claim or len(keys) != 1 or not sweep.points_file.exists():
         return None
@@ -44,6 +49,7 @@ def ladder(sweep: SweepFolder) -> Ladder | None:
     rungs = sorted(dict.fromkeys(spec["grid"][key]), key=lambda v: (isinstance(v, str), v))
     points = sweep.read_table(sweep.points_file)
     numbers: dict[int, list[float | None]] = {}
+    verdicts: dict[int, list[float | None]] = {}
     paper = []
     for point in points[points["status"] == "finished"].to_dict("records"):
         run = sweep.run(point["point"])
@@ -52,8 +58,11 @@ def ladder(sweep: SweepFolder) -> Ladder | None:
             paper.append(paper_number(entry, path))
             for seed, own in seed_entries(entry, first).items():
                 numbers.setdefault(seed, [None] * len(rungs))[rung] = claim_number(own, path)
-    given = spec.get("claim_target")
+                verdicts.setdefault(seed, [None] * len(rungs))[rung] = verdict_number(own)
+    given = spec.get("claim_target") if claim == (spec.get("claim") or "").partition(":")[0] else None
     target = given if given is not None else next((p for p in paper if p is not None), None)
+    if target is None or all(v is None for values in numbers.values() for v in values):
+        return Ladder(claim, key, rungs, verdicts, 1.0, ladder_trend(verdicts, 1.0, key, goal="holding"), True)
     return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key))
 
 
@@ -152,6 +161,7 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         "rungs": steps.rungs,
         "numbers": {str(seed): values for seed, values in steps.numbers.items()},
         "target": steps.target,
+        "verdicts": steps.verdicts,
         "trend": {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds},
     }
     write_atomic(sweep.path / "ladder.json", json.dumps(record, indent=1, default=str) + "\n")
@@ -166,7 +176,13 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         f"<h2 id='ladder'>Ladder: {html.escape(steps.claim)} against {html.escape(steps.key)}</h2>"
         f"<p><b>{html.escape(trend.verdict)}</b>{html.escape(slope)}. The rule, fixed before any ladder ran: each "
         "seed's least-squares slope of the claim's number over the rungs; the ladder moves when their mean lies more "
-        "than 2 standard errors from 0, toward the paper's number or away from it.</p>"
+        "than 2 standard errors from 0, toward the paper's number or away from it."
+        + (
+            " The claim gives no number to follow, so its number is each seed's verdict: 1 holds, 0 fails."
+            if steps.verdicts
+            else ""
+        )
+        + "</p>"
         f"<img src='data:image/png;base64,{data}'>"
     )
 
