@@ -10,7 +10,7 @@ from test_scoreboard import _claim, _run
 
 from iclab import api
 from iclab.claims import Claim
-from iclab.report.diagnosis import diagnose, non_reproductions
+from iclab.report.diagnosis import diagnose, non_reproductions, write_non_reproductions
 from iclab.report.index import aggregate
 from iclab.runs import RunFolder, SweepFolder
 from iclab.sweeps import _write_tables, expand, point_name
@@ -92,6 +92,11 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert "**Its cost at this scale:** 12 s of `lsa-linear-seed100`'s 30 s (40%; parts iso)." in page
     assert page.count("**Its cost at this scale:**") == 1  # the runs that recorded none say nothing
     assert "## `fine`" not in page and json.dumps(page)  # a claim that reproduces has no section
+    written = write_non_reproductions(
+        root, tmp_path / "docs" / "page.md", api.recipe, api.recipe_distance, lambda e: None
+    )
+    figure = "non-reproductions/ladder-laddered_laddered.png"
+    assert f"]({figure})" in written.read_text() and (tmp_path / "docs" / figure).stat().st_size > 0
 
 
 def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis(tmp_path):

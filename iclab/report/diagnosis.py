@@ -33,7 +33,10 @@ from ..config import ConfigError
 from ..formatting import duration
 from ..runs import SweepFolder, write_atomic
 from .index import ClaimRow, Scoreboard, aggregate
-from .sweep import Ladder, ladder
+from .sweep import Ladder, ladder, ladder_figure
+
+FIGURES = "non-reproductions"
+"""The folder beside the non-reproductions page that holds its ladders' figures."""
 
 PAPER_SCALES = ("paper", "paper-cpu")
 """The scales at which a claim is judged at the paper's recipe: the paper's own, and a scale that runs on a CPU the
@@ -148,13 +151,15 @@ def non_reproductions(
     recipes: Callable,
     distance: Callable[[str, str], dict],
     cost: Callable[[str], dict | None],
+    figures: Path | None = None,
 ) -> str:
     """``docs/non-reproductions.md`` of the runs and sweeps under ``root``: one section per paper claim that does not
     reproduce, with its measured values, its distance from the paper's recipe, the paper recipe's cost, the runs at
     that recipe and the ladders toward it, and the diagnosis (:class:`Diagnosis`); ``recipes`` counts only runs of
-    the current recipes (:func:`iclab.report.index.aggregate`)."""
+    the current recipes (:func:`iclab.report.index.aggregate`). ``figures``: a folder beside the page where each
+    ladder's figure is drawn and linked from its section (by ``figures``' name and file name)."""
     diagnoses = diagnose(aggregate(root, recipes), distance, cost)
-    sections = [_section(d) for d in diagnoses]
+    sections = [_section(d, figures) for d in diagnoses]
     return (
         "# Why a claim does not reproduce here\n\n"
         "Written by `iclab report ROOT --non-reproductions PATH` from the runs and sweeps under ROOT. For each paper "
@@ -171,7 +176,7 @@ def non_reproductions(
     )
 
 
-def _section(d: Diagnosis) -> str:
+def _section(d: Diagnosis, figures: Path | None) -> str:
     row = d.row
     paper = row.latest.get("paper_value")
     values = "; ".join(f"seed {seed}: {measured_text(claim['measured'])}" for _, seed, claim in row.results)
@@ -196,16 +201,14 @@ def _section(d: Diagnosis) -> str:
         for path, steps in d.ladders:
             means = [_mean([v[i] for v in steps.numbers.values() if v[i] is not None]) for i in range(len(steps.rungs))]
             points = ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(steps.rungs, means) if m is not None)
-            mean = "share of seeds holding" if steps.verdicts else "mean"
-            goal = (
-                ""
-                if steps.verdicts
-                else f"; the paper's number {'not a number' if steps.target is None else steps.target}"
-            )
+            mean = "share of seeds holding" if steps.verdicts else f"mean toward {steps.target:g}"
             lines.append(
-                f"- `{path.name}`: {steps.key} = {points} ({mean} over {len(steps.numbers)} seeds{goal}): "
+                f"- `{path.name}`: {steps.key} = {points} ({mean} over {len(steps.numbers)} seeds): "
                 f"{steps.trend.verdict}"
             )
+            if figures is not None:
+                drawn = ladder_figure(figures / f"{path.name}_{steps.claim}.png", steps)
+                lines.append(f"\n  ![{steps.claim} along {steps.key}]({figures.name}/{drawn.name})")
     return "\n".join(lines)
 
 
@@ -228,11 +231,16 @@ def _mean(values: list[float]) -> float | None:
 def write_non_reproductions(
     root: str | Path, path: str | Path, recipes: Callable, distance: Callable, cost: Callable
 ) -> Path:
-    """Write :func:`non_reproductions` of ``root`` to ``path`` (its folder is created)."""
+    """Write :func:`non_reproductions` of ``root`` to ``path`` (its folder is created), each ladder's figure in
+    the folder ``non-reproductions`` beside it."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, non_reproductions(root, recipes, distance, cost))
+        figures = path.parent / FIGURES
+        figures.mkdir(exist_ok=True)
+        for old in figures.glob("*.png"):  # a ladder no longer under the root leaves no figure behind
+            old.unlink()
+        write_atomic(path, non_reproductions(root, recipes, distance, cost, figures))
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from None
     return path

@@ -123,9 +123,9 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
     return save(fig, path)
 
 
-def _ladder_figure(path: Path, steps: Ladder) -> Path:
+def ladder_figure(path: Path, steps: Ladder) -> Path:
     """The claim's number against the ladder's key: each seed's points, their mean with the min–max band, and the
-    target (the paper's number) as a dashed line."""
+    target (the paper's number, or holding for a ladder of verdicts) as a dashed line; drawn to ``path``."""
     from .figures import band_line, new_figure, save
 
     fig, (ax,) = new_figure(1, width=5.0, height=3.8)
@@ -140,13 +140,14 @@ def _ladder_figure(path: Path, steps: Ladder) -> Path:
         xs, mean, low, high = (list(c) for c in zip(*rows))
         band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
     if steps.target is not None:
-        ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=f"the paper's number {steps.target:g}")
+        goal = "holds" if steps.verdicts else f"the paper's number {steps.target:g}"
+        ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=goal)
     if not numeric:
         ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
     elif min(x) > 0 and max(x) / min(x) >= 8:
         ax.set_xscale("log", base=2)
     ax.set_xlabel(steps.key)
-    ax.set_ylabel(steps.claim, fontsize=8)
+    ax.set_ylabel(f"{steps.claim}: verdict (1 holds)" if steps.verdicts else steps.claim, fontsize=8)
     ax.set_title(steps.trend.verdict, fontsize=9)
     ax.legend(fontsize=6)
     return save(fig, path)
@@ -165,7 +166,7 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         "trend": {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds},
     }
     write_atomic(sweep.path / "ladder.json", json.dumps(record, indent=1, default=str) + "\n")
-    figure = _ladder_figure(sweep.figure(f"ladder_{steps.claim}"), steps)
+    figure = ladder_figure(sweep.figure(f"ladder_{steps.claim}"), steps)
     data = base64.b64encode(figure.read_bytes()).decode()
     slope = (
         ""
