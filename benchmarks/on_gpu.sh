@@ -13,7 +13,7 @@ python3 -c "import torch, transformers; print('torch', torch.__version__, 'trans
     cd benchmarks
     timeout 150 python3 train_throughput.py --device cuda --rounds 3 --steps 200
     timeout 45 python3 mesa_epoch.py --device cuda
-    timeout 150 python3 gpu_throughput.py --device cuda --steps 50 --max-seeds 64
+    timeout 240 python3 gpu_throughput.py --device cuda --steps 30
 )
 cp benchmarks/results.json "$OUT/results.json"
 # The CUDA path of every experiment, end to end: the smoke scale, one seed each.

@@ -124,8 +124,10 @@ def steps_per_second(
     device: str = "cpu",
     precision: str = "fp32",
     seeds: int = 1,
+    capture: bool = False,
 ) -> float:
-    """Steps/s of :func:`iclab.train.train` (Adam, fresh prompts, ``seeds`` seeds vmapped together):
+    """Steps/s of :func:`iclab.train.train` (Adam, fresh prompts, ``seeds`` seeds vmapped together, each step
+    replayed as a CUDA graph with ``capture``):
     the best of ``windows`` stretches of ``steps`` steps, timed after a first stretch that warms up
     (and compiles). Each stretch ends at a logging step, which reads the losses back (a device sync)."""
     stamps = []
@@ -137,6 +139,7 @@ def steps_per_second(
         checkpoint_every=10**9,
         compile=compiled,
         precision=precision,
+        capture=capture,
     )
     train(
         make_model,

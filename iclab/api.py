@@ -264,7 +264,7 @@ def recipe_changes(config: Mapping) -> dict:
     return {key: mine for key, (mine, _) in differences(_normal(merge(recipe, config)), _normal(recipe)).items()}
 
 
-BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile")
+BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile", "capture")
 """Training keys that change how a run is kept and how fast it goes, never what it computes: left out of a
 recipe's distance to another."""
 
@@ -384,13 +384,15 @@ def _stopped(err: BaseException, folder: RunFolder, name: str, fresh: bool) -> B
 
 def _environment(device, checkout: dict) -> dict:
     """What ran the experiment: iclab's version and ``checkout`` (the git commit it started from, when it runs from
-    a checkout: :func:`_git_commit`), Python, torch, the device and torch's CPU threads."""
+    a checkout: :func:`_git_commit`), Python, torch, the device (a GPU by name too) and torch's CPU threads."""
+    gpu = {"device_name": torch.cuda.get_device_name(device)} if torch.device(device).type == "cuda" else {}
     return {
         "iclab": __version__,
         **checkout,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "device": str(device),
+        **gpu,
         "threads": torch.get_num_threads(),
     }
 

@@ -56,6 +56,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 from tqdm.auto import tqdm
 
+from .capture import CapturedStep
 from .config import ConfigError
 from .losses import batch_loss
 from .prompts import Prompt
@@ -117,6 +118,12 @@ class TrainConfig(Mapping):
             bfloat16 on the run's device, the loss computed in fp32 from the predictions). Weights,
             gradients and optimizer state stay fp32 in every mode, so checkpoints and exact resume
             are unchanged.
+        capture: on a CUDA device, replay each training step (forward, backward, clipping, the
+            optimizer's update) as a CUDA graph (:class:`iclab.capture.CapturedStep`), made on the
+            step's first prompt shape and made again when the shape changes (a curriculum's next N).
+            Prompts are still made on the CPU from the seed's generators, so a seed sees the same
+            prompts, and the weights equal an eager run's within float32 rounding. Needs ``adam`` or
+            ``adamw``, no ``compile`` and a model without dropout; no effect on a CPU.
         blowup: stop as diverged, as for a non-finite loss, when a seed's training loss has been
             above this factor times its loss at the start (its initial weights on step 0's batch) at
             :data:`BLOWUP_STEPS` steps in a row (None: never). A loss starts at the scale of its
@@ -145,6 +152,7 @@ class TrainConfig(Mapping):
     checkpoint_every: int = 1000
     compile: bool = False
     precision: str = "fp32"
+    capture: bool = False
     keep: list[int] | int | None = None
     blowup: float | None = 1e4
 
@@ -177,6 +185,8 @@ class TrainConfig(Mapping):
                 self.steps = self.epochs * math.ceil(self.train_size / self.batch_size)
         if self.precision not in PRECISIONS:
             raise ConfigError(f"train.precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}")
+        if self.capture and (self.compile or self.optimizer == "sgd"):
+            raise ConfigError("train.capture needs optimizer adam or adamw and compile off")
         if self.blowup is not None and not self.blowup > 1:
             raise ConfigError(f"train.blowup must be > 1 or null, got {self.blowup}")
         step = lambda k: isinstance(k, int) and not isinstance(k, bool)
@@ -538,9 +548,13 @@ class _SeedGroup:
         # then by tensor, and the checkpoints pair that numbering with this dict's order.
         order = sorted(params, key=lambda n: not decays(n, params[n].shape[1:]))
         self.params = {n: params[n].detach().clone().requires_grad_(True) for n in order}
+        self.captured = CapturedStep(self._update, device) if config.capture and device.type == "cuda" else None
+        if self.captured is not None and self._has_dropout():
+            raise ConfigError(f"{name}: train.capture cannot replay a model with dropout (its masks change every step)")
         self.optimizer = self._make_optimizer()
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
+        self._next_prompts = (-1,)  # the captured step's prompts made ahead: (step, tokens, targets, n_context)
         self.history: list[dict] = []
         self.start_losses = self._start_losses()  # before a resume replaces the initial weights
         self.loss_limits = self._loss_limits()
@@ -560,10 +574,15 @@ class _SeedGroup:
         # The fused Adam kernel updates every tensor in one pass: at small sizes the per-parameter
         # elementwise ops of the default path cost as much as the model (it takes real floats only).
         fused = all(p.is_floating_point() for p in self.params.values()) or None
+        if self.captured is not None:
+            # A graph replays its kernels' arguments: the learning rate must be a tensor it reads, filled each step.
+            adam = {"lr": torch.tensor(c.lr, device=self.device), "fused": fused, "capturable": True}
+        else:
+            adam = {"lr": c.lr, "fused": fused}
         if c.optimizer == "adam":
-            return torch.optim.Adam(groups, lr=c.lr, fused=fused)
+            return torch.optim.Adam(groups, **adam)
         if c.optimizer == "adamw":
-            return torch.optim.AdamW(groups, lr=c.lr, fused=fused)
+            return torch.optim.AdamW(groups, **adam)
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum)
 
     def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
@@ -613,11 +632,14 @@ class _SeedGroup:
         # "different": each seed draws its own dropout masks (random ops are an error under vmap's default).
         return vmap(one_seed, randomness="different")(params, buffers, tokens, targets)
 
+    def _has_dropout(self) -> bool:
+        return any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.template.modules())
+
     def _step_randomness(self):
         """For a model with dropout, torch's random state seeded from (first seed, step) for this step's
         forward pass and restored after, so an interrupted run resumes with the same masks (a seed's
         masks then depend on the seeds trained beside it); nothing for a model without randomness."""
-        if not any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.template.modules()):
+        if not self._has_dropout():
             return contextlib.nullcontext()
 
         @contextlib.contextmanager
@@ -648,17 +670,7 @@ class _SeedGroup:
         lines = progress and bar.disable  # no terminal to draw a bar on (a log file, a pipe): a line per log step
         since = (self.step, time.perf_counter())
         while self.step < c.steps:
-            for group in self.optimizer.param_groups:
-                group["lr"] = c.lr_at(self.step)
-            prompts = [self.data.batch(seed, self.step, self.device, self.config.batch_size) for seed in self.seeds]
-            with self._step_randomness():
-                losses = self._losses(prompts)
-            above = self._stop_if_diverged(losses.detach(), self.step + 1)  # before the optimizer applies it
-            self.optimizer.zero_grad(set_to_none=True)
-            losses.sum().backward()
-            if c.clip is not None:
-                self._clip()
-            self.optimizer.step()
+            losses, above = self._eager_step() if self.captured is None else self._captured_step()
             self.step += 1
             if self.step % c.log_every == 0 or self.step == c.steps:
                 rows = self._record({"train_loss": losses.detach().cpu().tolist()})
@@ -676,6 +688,51 @@ class _SeedGroup:
                 self._save()
             bar.update(1)
         bar.close()
+
+    def _eager_step(self) -> tuple[torch.Tensor, bool]:
+        """One step as it runs: each seed's loss ``(S,)`` and whether one is above its blow-up limit, checked before
+        the optimizer applies the step."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.config.lr_at(self.step)
+        prompts = [self.data.batch(seed, self.step, self.device, self.config.batch_size) for seed in self.seeds]
+        with self._step_randomness():
+            losses = self._losses(prompts)
+        above = self._stop_if_diverged(losses.detach(), self.step + 1)
+        self._apply(losses)
+        return losses.detach(), above
+
+    def _captured_step(self) -> tuple[torch.Tensor, bool]:
+        """One step replayed as a CUDA graph (:attr:`TrainConfig.capture`): as :meth:`_eager_step`, except that the
+        blow-up check reads the loss after the update (a diverging run stops all the same, from the same checkpoint);
+        the next step's prompts are made on the CPU while the device runs this one."""
+        for group in self.optimizer.param_groups:
+            group["lr"].fill_(self.config.lr_at(self.step))
+        host = self._next_prompts if self._next_prompts[0] == self.step else self._host_prompts(self.step)
+        losses = self.captured(*host[1:])
+        if self.step + 1 < self.config.steps:
+            self._next_prompts = self._host_prompts(self.step + 1)
+        return losses, self._stop_if_diverged(losses, self.step + 1)
+
+    def _host_prompts(self, step: int) -> tuple[int, torch.Tensor, torch.Tensor, int]:
+        """``step``'s prompts of every seed made on the CPU, stacked: (step, tokens, targets, n_context)."""
+        prompts = [self.data.batch(seed, step, torch.device("cpu"), self.config.batch_size) for seed in self.seeds]
+        tokens, targets = (torch.stack([getattr(p, name) for p in prompts]) for name in ("tokens", "targets"))
+        return step, tokens, targets, prompts[0].n_context
+
+    def _update(self, tokens: torch.Tensor, targets: torch.Tensor, n_context: int) -> torch.Tensor:
+        """The whole step on stacked prompts, with no host synchronisation (what a CUDA graph captures): each seed's
+        loss ``(S,)``, the gradients (made afresh) and the optimizer's update."""
+        losses = self._seed_losses(self.params, self.buffers, tokens, targets, n_context)
+        self._apply(losses)
+        return losses.detach()
+
+    def _apply(self, losses: torch.Tensor) -> None:
+        """Fresh gradients of the seeds' summed loss, clipped, and the optimizer's update."""
+        self.optimizer.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        if self.config.clip is not None:
+            self._clip()
+        self.optimizer.step()
 
     def _progress_line(self, losses: list[float], first_step: int, started: float) -> None:
         """One line on stderr: the step, each seed's loss, the rate since this session began and the time left."""

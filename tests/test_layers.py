@@ -1,8 +1,8 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
-    config, rng, claims, ladders, ledger, version, formatting → devices, cores, tasks, data, losses → prompts, shifts
-    → models | learners | theory → train, curriculum → metrics → runs → report | loading → experiments
-    → identification → api | evaluation | hub → sweeps → cli → __main__
+    config, rng, claims, ladders, ledger, version, formatting → devices, cores, capture, tasks, data, losses
+    → prompts, shifts → models | learners | theory → train, curriculum → metrics → runs → report | loading
+    → experiments → identification → api | evaluation | hub → sweeps → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
 top-level module must be given its layer here, which is the point: placing it is a design decision.
@@ -17,7 +17,7 @@ import iclab
 
 LAYERS = [
     {"config", "rng", "claims", "ladders", "ledger", "version", "formatting"},
-    {"devices", "cores", "tasks", "data", "losses"},
+    {"devices", "cores", "capture", "tasks", "data", "losses"},
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},

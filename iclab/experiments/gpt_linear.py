@@ -79,6 +79,7 @@ SCALES = {
             "log_every": 500,
             "checkpoint_every": 10000,
             "compile": False,
+            "capture": True,  # on a GPU each step replays as a CUDA graph (docs/performance.md); nothing on a CPU
         },
         "curriculum": {"d_start": 5, "d_end": 20, "d_step": 1, "n_start": 11, "n_end": 41, "n_step": 2, "every": 2000},
         "eval_prompts": 12800,
