@@ -85,6 +85,9 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
         found["laddered"].verdict
     )
     assert found["laddered"].distance == api.recipe_distance("lsa-linear", "quick")
+    (_, followed), (_, by_verdicts) = found["laddered"].ladders[0], found["no-number"].ladders[0]
+    assert followed.own_target and followed.target == 0.05  # the sweep's --claim-target, drawn as "the target"
+    assert not by_verdicts.own_target and by_verdicts.verdicts
     page = non_reproductions(root, api.recipe, api.recipe_distance, lambda experiment: None)
     assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
     assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page

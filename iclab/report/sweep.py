@@ -21,8 +21,8 @@ from .html import page
 class Ladder:
     """A sweep that follows a claim along one swept key: ``rungs`` (the key's values in order), ``numbers`` (per
     seed, the claim's number at each rung, None where it was not made), the ``target`` (the paper's number, or the
-    sweep's own) and the :class:`~iclab.ladders.Trend`; ``verdicts`` when the numbers are the seeds' verdicts (1
-    holds, 0 fails; target 1), for a claim with no number to follow."""
+    sweep's own, ``--claim-target``: then ``own_target``) and the :class:`~iclab.ladders.Trend`; ``verdicts`` when the
+    numbers are the seeds' verdicts (1 holds, 0 fails; target 1), for a claim with no number to follow."""
 
     claim: str
     key: str
@@ -31,6 +31,7 @@ class Ladder:
     target: float | None
     trend: Trend
     verdicts: bool = False
+    own_target: bool = False
 
 
 def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
@@ -63,7 +64,7 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     target = given if given is not None else next((p for p in paper if p is not None), None)
     if target is None or all(v is None for values in numbers.values() for v in values):
         return Ladder(claim, key, rungs, verdicts, 1.0, ladder_trend(verdicts, 1.0, key, goal="holding"), True)
-    return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key))
+    return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key), own_target=given is not None)
 
 
 def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
@@ -140,7 +141,11 @@ def ladder_figure(path: Path, steps: Ladder) -> Path:
         xs, mean, low, high = (list(c) for c in zip(*rows))
         band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
     if steps.target is not None:
-        goal = "holds" if steps.verdicts else f"the paper's number {steps.target:g}"
+        goal = (
+            "holds"
+            if steps.verdicts
+            else ("the target" if steps.own_target else "the paper's number") + f" {steps.target:g}"
+        )
         ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=goal)
     if not numeric:
         ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
