@@ -248,9 +248,22 @@ resume's overrides and a continuation's parent (``resume_overrides``, ``continue
 part of its training followed another config."""
 
 
+EXECUTION = ("capture",)
+"""Keys of a training block (``train``, ``probe.train``, …) that say how a device runs its steps, not what they
+compute, like the device itself: left out of a recipe, so a run is its recipe's whether its steps were captured or
+not (and a run of a recipe recorded before such a key existed still is)."""
+
+
 def _normal(config: Mapping) -> dict:
-    """A config as ``config.yaml`` holds it, without the keys of :data:`NOT_RECIPE`."""
-    return yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE}))
+    """A config as ``config.yaml`` holds it, without the keys of :data:`NOT_RECIPE` and its training blocks'
+    :data:`EXECUTION` keys."""
+    return _without_execution(yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})))
+
+
+def _without_execution(value: Any, training: bool = False) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: _without_execution(v, k == "train") for k, v in value.items() if not (training and k in EXECUTION)}
 
 
 def recipe_changes(config: Mapping) -> dict:
@@ -264,7 +277,7 @@ def recipe_changes(config: Mapping) -> dict:
     return {key: mine for key, (mine, _) in differences(_normal(merge(recipe, config)), _normal(recipe)).items()}
 
 
-BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile", "capture")
+BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile")
 """Training keys that change how a run is kept and how fast it goes, never what it computes: left out of a
 recipe's distance to another."""
 

@@ -342,6 +342,24 @@ def test_a_finished_run_records_the_fingerprint_of_its_recipe(tiny_runs):
     assert api.recipe("lsa-linear", "no-such-scale") is None
 
 
+def test_how_a_device_runs_the_steps_is_not_part_of_a_recipe(tiny_runs):
+    """train.capture (in any training block) says how a GPU runs the steps, not what they compute: a run that sets
+    it is no variant, and a config written before the key existed has its recipe's fingerprint."""
+    from iclab.runs import Recipe
+
+    _, runs = tiny_runs
+    config = runs["a"].folder.read_config()
+    recipe = api.recipe("lsa-linear", config["scale"])
+    captured = {**config, "train": {**config["train"], "capture": True}}
+    assert api.recipe_changes(captured) == api.recipe_changes(config)
+    before = {**config, "train": {k: v for k, v in config["train"].items() if k != "capture"}}
+    assert "capture" in config["train"] and Recipe(api._normal(before), recipe.claims_version).fingerprint == (
+        Recipe(api._normal(config), recipe.claims_version).fingerprint
+    )
+    nested = api._normal({"probe": {"train": {"capture": True, "lr": 0.1}}, "capture": 1})
+    assert nested == {"probe": {"train": {"lr": 0.1}}, "capture": 1}  # a training block's key only
+
+
 def _gain_runs(root, gains: list[tuple[float, float]], name="lm"):
     """One-seed symbols-lm runs on seeds 100, 101, ... whose claim ``gain`` is judged over seeds together, each
     seed measuring the pair (plain, modified) perplexities given."""
