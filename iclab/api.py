@@ -35,6 +35,7 @@ from .experiments.base import RunConfig, RunContext
 from .formatting import spans
 from .identification.report import IDENTIFICATION, write_identification_report
 from .report import (
+    aggregate,
     diagnoses,
     run_folders,
     write_evaluation_report,
@@ -44,6 +45,7 @@ from .report import (
     write_seed_table,
     write_sweep_report,
 )
+from .report.index import Scoreboard
 from .report.live import LiveLog
 from .runs import WRITE_FAILURES, EvaluationFolder, Recipe, RunFolder, SweepFolder, Unwritable, unwritable
 from .train import TrainingDiverged
@@ -300,8 +302,9 @@ def _paper_cost(experiment: str) -> dict | None:
     return experiments.measured_time(experiment, "paper")
 
 
-def diagnose(root: str | Path) -> dict[tuple[str, str, str], str]:
-    """Why each paper claim that does not reproduce among the runs under ``root`` does not, in words, by
+def diagnose(root: str | Path | Scoreboard) -> dict[tuple[str, str, str], str]:
+    """Why each paper claim that does not reproduce among the runs under ``root`` (or a scoreboard of them already
+    read, :func:`iclab.report.aggregate`) does not, in words, by
     ``(experiment, scale, claim id)`` (:func:`iclab.report.diagnosis.diagnoses`, with the current recipes, their
     distance to the paper's and the paper recipe's cost here): what the scoreboard and the seed table print."""
     return diagnoses(root, recipe, recipe_distance, _paper_cost)
@@ -459,18 +462,19 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     runs = run_folders(path)
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
-    explained = diagnose(path)
+    board = aggregate(path, recipe)  # read once for every page below
+    explained = diagnose(board)
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
-        write_seed_table(path, seed_table, recipe, explained)
+        write_seed_table(board, seed_table, recipe, explained)
     if non_reproductions is not None:
-        write_non_reproductions(path, non_reproductions, recipe, recipe_distance, _paper_cost)
+        write_non_reproductions(board, non_reproductions, recipe, recipe_distance, _paper_cost)
     skipped = []
     for run in runs:  # a run whose files cannot be read or written is skipped, and said so; the others are reported
         try:
             write_report(run)
         except ConfigError as err:
             skipped.append(f"skipped {run.path}: {err}")
-    index = write_index(path, recipe, explained)
+    index = write_index(board, recipe, explained)
     if skipped:  # a line per skipped run folder, after every other run is reported
         raise ConfigError("\n".join([*skipped[:-1], f"{skipped[-1]} ({index} reports every other run)"]))
     return index

@@ -389,3 +389,23 @@ def test_a_claim_judged_over_seeds_takes_its_verdict_from_the_counted_seeds_toge
     assert row.holds is None and "the test needs 2" in row.seed_test_text()
     page = _text(write_index(noisy).read_text())
     assert "does not reproduce here" in page and "standard errors over 5 seeds" in page
+
+
+def test_a_report_of_a_folder_reads_each_run_once_for_all_its_pages(tmp_path, monkeypatch):
+    """The index, the seed table and the non-reproductions page are written from one reading of the runs."""
+    from iclab.report import index
+
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 103)):
+        _run(root, f"lsa-linear-seed{seed}", seed, [_claim("four", k > 0)], minute=k)
+    read = []
+    original = index.Run.__init__
+
+    def counted(self, run, *args):
+        read.append(run.path)
+        original(self, run, *args)
+
+    monkeypatch.setattr(index.Run, "__init__", counted)
+    api.report(root, seed_table=tmp_path / "table.md", non_reproductions=tmp_path / "why.md")
+    assert sorted(read) == sorted(p for p in root.iterdir() if p.is_dir())
+    assert "`four`" in (tmp_path / "why.md").read_text() and "`four`" in (tmp_path / "table.md").read_text()

@@ -257,11 +257,15 @@ class Scoreboard:
         return sorted({seed for row in rows for seed in row.seeds()})
 
 
-def aggregate(root: str | Path, recipes: Callable[[str, str], Recipe | None] | None = None) -> Scoreboard:
+def aggregate(root: str | Path | Scoreboard, recipes: Callable[[str, str], Recipe | None] | None = None) -> Scoreboard:
     """The runs directly under ``root`` and one :class:`ClaimRow` per (experiment, scale, claim) over
     the counted runs (see the module docstring for which count). ``recipes(experiment, scale)`` gives the
     current :class:`~iclab.runs.Recipe` (``iclab.api.recipe``): a finished run whose fingerprint is not its
-    recipe's is listed apart as older; without ``recipes`` no run is."""
+    recipe's is listed apart as older; without ``recipes`` no run is. A :class:`Scoreboard` given as ``root`` is
+    returned as it is, so the pages written from one folder (the index, the seed table, the diagnoses) read its runs
+    once."""
+    if isinstance(root, Scoreboard):
+        return root
     root = Path(root)
     runs, skipped = [], []
     for folder in run_folders(root):  # a damaged folder is left out, with the line that says why
