@@ -33,7 +33,7 @@ from ..config import ConfigError
 from ..formatting import duration
 from ..runs import SweepFolder, write_atomic
 from .index import ClaimRow, Scoreboard, aggregate
-from .sweep import Ladder, ladder, ladder_figure
+from .sweep import Ladder, followed_claim, ladder, ladder_figure
 
 FIGURES = "non-reproductions"
 """The folder beside the non-reproductions page that holds its ladders' figures."""
@@ -101,8 +101,7 @@ def _ladders_of(row: ClaimRow, sweeps: list[tuple[SweepFolder, dict]]) -> list[t
     for folder, spec in sweeps:
         if spec["experiment"] != row.experiment:
             continue
-        followed = (spec.get("claim") or "").partition(":")[0] == row.id
-        steps = ladder(folder, spec["claim"] if followed else row.id)
+        steps = ladder(folder, spec["claim"] if followed_claim(spec) == row.id else row.id)
         if steps is not None and any(v is not None for values in steps.numbers.values() for v in values):
             found.append((folder.path, steps))
     return found

@@ -34,6 +34,11 @@ class Ladder:
     own_target: bool = False
 
 
+def followed_claim(spec: dict) -> str | None:
+    """The id of the claim a sweep was made to follow (``--claim ID[:PATH]``), or None."""
+    return (spec.get("claim") or "").partition(":")[0] or None
+
+
 def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     """The ladder of a sweep over one key (besides its seeds), read from its point folders: each finished point's
     run, each of its seeds' entries of the claim ``follow`` (``ID[:PATH]``; default the claim the sweep was made
@@ -60,7 +65,7 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
             for seed, own in seed_entries(entry, first).items():
                 numbers.setdefault(seed, [None] * len(rungs))[rung] = claim_number(own, path)
                 verdicts.setdefault(seed, [None] * len(rungs))[rung] = verdict_number(own)
-    given = spec.get("claim_target") if claim == (spec.get("claim") or "").partition(":")[0] else None
+    given = spec.get("claim_target") if claim == followed_claim(spec) else None
     target = given if given is not None else next((p for p in paper if p is not None), None)
     if target is None or all(v is None for values in numbers.values() for v in values):
         return Ladder(claim, key, rungs, verdicts, 1.0, ladder_trend(verdicts, 1.0, key, goal="holding"), True)
