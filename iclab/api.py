@@ -244,6 +244,41 @@ def resume(
     return _execute(child, config, device, progress)
 
 
+def rejudge(path: str | Path, device: str | None = None, progress: bool = True) -> RunResult:
+    """Judge a finished run's trained models by the current claims: a new run folder beside it,
+    ``<name>-claims<V>`` (V: the experiment's current ``claims_version``), starts from a copy of its checkpoints at
+    their last step, so nothing trains again and the experiment evaluates and judges the models as a run of the same
+    config would; its ``run.json`` records ``rejudged_from``. What a change of claims asks, without the hours of
+    training again. Refused for a run that has not finished (``iclab resume`` finishes it, judged by the current
+    claims) and for one whose recipe has changed since it ran (its models are not the current recipe's)."""
+    folder = RunFolder.open(path)
+    with folder.writer():
+        if not folder.finished:
+            raise ConfigError(
+                f"{path} has not finished: `iclab resume {path}` finishes it, judged by the current claims"
+            )
+        stored = folder.read_config()
+        spec = experiments.get(stored["experiment"])
+        config = spec.reconfigure(stored)
+        mine, current = Recipe(_normal(config.record), spec.claims_version), recipe(spec.name, stored["scale"])
+        if current is None or mine.fingerprint != current.fingerprint:
+            why = current.changes(config.record, mine.fingerprint) if current else ["its scale no longer resolves"]
+            raise ConfigError(f"{path} is not a run of its scale's current recipe ({'; '.join(why)}): run it again")
+        if folder.read_info().get("fingerprint") == current.fingerprint:
+            raise ConfigError(f"{path} is already judged by the current claims (version {spec.claims_version})")
+        device = pick_device(device)
+        name = re.sub(r"-claims\d+$", "", folder.path.name) + f"-claims{spec.claims_version}"
+        child = RunFolder.create(spec.name, config.record, out=folder.path.with_name(name))
+        try:
+            shutil.copytree(folder.checkpoints, child.checkpoints)
+        except BaseException as err:  # a partial copy would resume from truncated files
+            child.discard()
+            if isinstance(err, OSError):
+                raise unwritable(child.checkpoints, err, "copy the checkpoints to") from None
+            raise
+    return _execute(child, config, device, progress, provenance={"rejudged_from": folder.path.name})
+
+
 NOT_RECIPE = ("seed", "seeds", "log")
 """Config keys a run may set without leaving its scale's recipe: which seeds it trains and what it logs. A
 resume's overrides and a continuation's parent (``resume_overrides``, ``continued_from``) make a variant:
@@ -320,7 +355,9 @@ def recipe(experiment: str, scale: str) -> Recipe | None:
     return Recipe(_normal(config), experiments.get(experiment).claims_version)
 
 
-def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh: bool = False) -> RunResult:
+def _execute(
+    folder: RunFolder, config: RunConfig, device, progress: bool, fresh: bool = False, provenance: dict | None = None
+) -> RunResult:
     """Run the experiment into ``folder``, holding its lock (:meth:`RunFolder.writer`: one process writes a run). A
     ``fresh`` run that fails before its first checkpoint leaves no folder behind (there is nothing to resume); later
     failures, and a file that could not be written (a full disk) at any time, keep it resumable (:func:`_stopped`)."""
@@ -354,6 +391,7 @@ def _execute(folder: RunFolder, config: RunConfig, device, progress: bool, fresh
                     "recipe_changes": changes,
                     "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,
                     "time": context.ledger.summary(wall, [claim["id"] for claim in claims]),
+                    **(provenance or {}),
                 }
             )
             folder.write_claims(claims)

@@ -76,6 +76,14 @@ def _run_verbs(sub) -> None:
     resume.add_argument("--device")
     _overrides(resume, "change a config key for the rest of the run, e.g. --set train.lr=1e-4 after a divergence")
 
+    rejudge = sub.add_parser(
+        "rejudge",
+        help="judge a finished run's trained models by the current claims, as a new run folder beside it "
+        "(<name>-claims<V>) that starts from a copy of its checkpoints; nothing trains again",
+    )
+    rejudge.add_argument("run_dir")
+    rejudge.add_argument("--device")
+
 
 def _reproduce_verb(sub) -> None:
     """``reproduce``: every experiment, and the scoreboard."""
@@ -504,6 +512,8 @@ def _dispatch(args, argv: list[str]) -> int:
         _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
     elif args.command == "resume":
         _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
+    elif args.command == "rejudge":
+        _print_result(api.rejudge(args.run_dir, args.device))
     elif args.command == "reproduce":
         _reproduce(args, api)
     elif args.command == "sweep":

@@ -13,8 +13,10 @@ import iclab
 from iclab import api, experiments
 from iclab.claims import SMOKE_NOTE
 from iclab.cli import main
+from iclab.config import ConfigError
 from iclab.formatting import duration
 from iclab.runs import RunFolder
+from iclab.train import _SeedGroup
 
 FAST = ["--set", "train.steps=40", "--set", "train.warmup=0", "--set", "eval_prompts=2000", "--seeds", "2"]
 FAST += ["--set", "flow.steps=200"]
@@ -366,3 +368,37 @@ def test_every_smoke_scale_logs_its_training_often_enough_to_draw_a_curve():
                 block = block[part]
             train = TrainConfig.from_config(block)
             assert train.steps // train.log_every >= 2, (name, path, train.steps, train.log_every)
+
+
+def test_rejudge_judges_a_finished_runs_models_by_the_current_claims_without_training_again(tmp_path, monkeypatch):
+    """A finished run of its recipe, judged again after its experiment's claims changed (a new claims_version): a
+    new folder beside it, its weights the run's, its training history kept, its fingerprint the current recipe's."""
+    import dataclasses
+
+    from iclab.experiments import lsa_linear
+
+    parent = tmp_path / "runs" / "lsa"
+    assert main(["run", "lsa-linear", "--scale", "smoke", "--seed", "3", "--out", str(parent)]) == 0
+    with pytest.raises(ConfigError, match="already judged by the current claims"):
+        api.rejudge(parent, progress=False)
+    newer = dataclasses.replace(lsa_linear.EXPERIMENT, claims_version=lsa_linear.EXPERIMENT.claims_version + 1)
+    monkeypatch.setattr(lsa_linear, "EXPERIMENT", newer)
+    monkeypatch.setattr(_SeedGroup, "_eager_step", lambda self: pytest.fail("a rejudged model trained again"))
+    assert main(["rejudge", str(parent)]) == 0
+    child = parent.with_name(f"lsa-claims{newer.claims_version}")
+    info = json.loads((child / "run.json").read_text())
+    assert info["rejudged_from"] == "lsa" and info["fingerprint"] == api.recipe("lsa-linear", "smoke").fingerprint
+    for weights in parent.glob("checkpoints/*/seed3/model.safetensors"):
+        before, after = load_file(weights), load_file(child / weights.relative_to(parent))
+        assert all(torch.equal(before[k], after[k]) for k in before)
+    trained = lambda run: pd.read_parquet(run / "metrics.parquet").query("metric == 'train_loss'")
+    assert trained(child)[["model", "step", "value"]].equals(trained(parent)[["model", "step", "value"]])
+    assert json.loads((child / "claims.json").read_text()) == json.loads((parent / "claims.json").read_text())
+    monkeypatch.undo()  # the runs below train
+    variant = tmp_path / "runs" / "variant"
+    assert main(["run", "lsa-linear", "--scale", "smoke", "--set", "train.lr=0.02", "--out", str(variant)]) == 0
+    with pytest.raises(ConfigError, match="not a run of its scale's current recipe"):
+        api.rejudge(variant, progress=False)
+    unfinished = RunFolder.create("lsa-linear", api.resolved_config("lsa-linear", "smoke"), out=tmp_path / "cut")
+    with pytest.raises(ConfigError, match="has not finished"):
+        api.rejudge(unfinished.path, progress=False)
