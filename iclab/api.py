@@ -244,13 +244,19 @@ def resume(
     return _execute(child, config, device, progress)
 
 
+CLAIM_KEYS = ("tolerance",)
+"""Config blocks that belong to the claims, not to the training: a rejudged run takes them from the current recipe
+(with its claims), so a claim whose tolerance changed is judged again by the new one."""
+
+
 def rejudge(path: str | Path, device: str | None = None, progress: bool = True) -> RunResult:
     """Judge a finished run's trained models by the current claims: a new run folder beside it,
     ``<name>-claims<V>`` (V: the experiment's current ``claims_version``), starts from a copy of its checkpoints at
     their last step, so nothing trains again and the experiment evaluates and judges the models as a run of the same
-    config would; its ``run.json`` records ``rejudged_from``. What a change of claims asks, without the hours of
-    training again. Refused for a run that has not finished (``iclab resume`` finishes it, judged by the current
-    claims) and for one whose recipe has changed since it ran (its models are not the current recipe's)."""
+    config would, with the current claims and their settings (:data:`CLAIM_KEYS`); its ``run.json`` records
+    ``rejudged_from``. What a change of claims asks, without the hours of training again. Refused for a run that has
+    not finished (``iclab resume`` finishes it, judged by the current claims) and for one whose recipe has changed
+    since it ran (its models are not the current recipe's)."""
     folder = RunFolder.open(path)
     with folder.writer():
         if not folder.finished:
@@ -258,12 +264,15 @@ def rejudge(path: str | Path, device: str | None = None, progress: bool = True) 
                 f"{path} has not finished: `iclab resume {path}` finishes it, judged by the current claims"
             )
         stored = folder.read_config()
-        spec = experiments.get(stored["experiment"])
-        config = spec.reconfigure(stored)
-        mine, current = Recipe(_normal(config.record), spec.claims_version), recipe(spec.name, stored["scale"])
-        if current is None or mine.fingerprint != current.fingerprint:
-            why = current.changes(config.record, mine.fingerprint) if current else ["its scale no longer resolves"]
-            raise ConfigError(f"{path} is not a run of its scale's current recipe ({'; '.join(why)}): run it again")
+        spec, current = experiments.get(stored["experiment"]), recipe(stored["experiment"], stored["scale"])
+        if current is None:
+            raise ConfigError(f"{path}: its scale {stored['scale']!r} no longer resolves: run it again")
+        claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
+        config = spec.reconfigure({**stored, **claims})
+        mine = Recipe(_normal(config.record), spec.claims_version)
+        if mine.fingerprint != current.fingerprint:
+            why = "; ".join(current.changes(config.record, mine.fingerprint))
+            raise ConfigError(f"{path} is not a run of its scale's current recipe ({why}): run it again")
         if folder.read_info().get("fingerprint") == current.fingerprint:
             raise ConfigError(f"{path} is already judged by the current claims (version {spec.claims_version})")
         device = pick_device(device)

@@ -381,19 +381,26 @@ def test_rejudge_judges_a_finished_runs_models_by_the_current_claims_without_tra
     assert main(["run", "lsa-linear", "--scale", "smoke", "--seed", "3", "--out", str(parent)]) == 0
     with pytest.raises(ConfigError, match="already judged by the current claims"):
         api.rejudge(parent, progress=False)
-    newer = dataclasses.replace(lsa_linear.EXPERIMENT, claims_version=lsa_linear.EXPERIMENT.claims_version + 1)
+    old = lsa_linear.EXPERIMENT
+    stricter = {**old.defaults, "tolerance": {**old.defaults["tolerance"], "cosine": 0.999}}  # a claim's own setting
+    newer = dataclasses.replace(old, claims_version=old.claims_version + 1, defaults=stricter)
     monkeypatch.setattr(lsa_linear, "EXPERIMENT", newer)
     monkeypatch.setattr(_SeedGroup, "_eager_step", lambda self: pytest.fail("a rejudged model trained again"))
     assert main(["rejudge", str(parent)]) == 0
     child = parent.with_name(f"lsa-claims{newer.claims_version}")
     info = json.loads((child / "run.json").read_text())
     assert info["rejudged_from"] == "lsa" and info["fingerprint"] == api.recipe("lsa-linear", "smoke").fingerprint
+    assert yaml.safe_load((child / "config.yaml").read_text())["tolerance"]["cosine"] == 0.999
     for weights in parent.glob("checkpoints/*/seed3/model.safetensors"):
         before, after = load_file(weights), load_file(child / weights.relative_to(parent))
         assert all(torch.equal(before[k], after[k]) for k in before)
     trained = lambda run: pd.read_parquet(run / "metrics.parquet").query("metric == 'train_loss'")
     assert trained(child)[["model", "step", "value"]].equals(trained(parent)[["model", "step", "value"]])
-    assert json.loads((child / "claims.json").read_text()) == json.loads((parent / "claims.json").read_text())
+    judged = lambda run: {c["id"]: c["expected"] for c in json.loads((run / "claims.json").read_text())}
+    assert (
+        judged(child)["preconditioner-isotropic"] == "≥ 0.999"
+        and judged(parent)["preconditioner-isotropic"] == "≥ 0.99"
+    )
     monkeypatch.undo()  # the runs below train
     variant = tmp_path / "runs" / "variant"
     assert main(["run", "lsa-linear", "--scale", "smoke", "--set", "train.lr=0.02", "--out", str(variant)]) == 0
