@@ -409,3 +409,11 @@ def test_a_report_of_a_folder_reads_each_run_once_for_all_its_pages(tmp_path, mo
     api.report(root, seed_table=tmp_path / "table.md", non_reproductions=tmp_path / "why.md")
     assert sorted(read) == sorted(p for p in root.iterdir() if p.is_dir())
     assert "`four`" in (tmp_path / "why.md").read_text() and "`four`" in (tmp_path / "table.md").read_text()
+
+
+def test_a_rejudged_runs_wall_is_shown_as_its_evaluation_alone(tmp_path):
+    root = tmp_path / "runs"
+    run = _run(root, "lsa-linear-seed100-claims9", 100, [_claim("four", True)], minute=0)
+    run.write_info({**run.read_info(), "wall_seconds": 90.0, "rejudged_from": "lsa-linear-seed100"})
+    table = seed_table(root)
+    assert "lsa-linear seed 100: 1 min 30 s (evaluation only: the models of lsa-linear-seed100, judged again)" in table

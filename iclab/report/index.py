@@ -98,6 +98,7 @@ class Run:
         self.seeds = seeds(self.config)
         self.label = f"seed{'s' * (self.config.get('seeds', 1) > 1)} {self.seeds}"  # seed 0, seeds 0–2
         self.wall = self.info.get("wall_seconds")
+        self.rejudged_from = self.info.get("rejudged_from")  # judged again by newer claims: its wall is evaluation
         self.changes = self.info.get("recipe_changes") or {}  # what makes it a variant
         self.older: list[str] = []  # what separates it from the current recipe and claims
         self.status, self.newer = _UNFINISHED, None
@@ -127,6 +128,12 @@ class Run:
         if "started" in self.info and self.wall is not None:
             return self.started + self.wall
         return self.folder.claims_file.stat().st_mtime
+
+    def wall_text(self) -> str:
+        """Its wall time, or for a run judged again (``iclab rejudge``) that this was its evaluation alone."""
+        if self.rejudged_from:
+            return f"{duration(self.wall)} (evaluation only: the models of {self.rejudged_from}, judged again)"
+        return duration(self.wall)
 
     def name(self) -> str:
         """The folder's name, linked to its report when there is one."""
@@ -449,7 +456,7 @@ def _runs_table(runs: list[Run]) -> str:
         rows.append(
             f"<tr>{cell('experiment', html.escape(r.experiment))}{cell('run', r.name())}{cell('status', status)}"
             f"{cell('claims', claims)}{cell('scale', html.escape(r.scale))}"
-            f"{cell('seeds', html.escape(r.seeds))}{cell('wall time', duration(r.wall))}"
+            f"{cell('seeds', html.escape(r.seeds))}{cell('wall time', html.escape(r.wall_text()))}"
             f"{cell('CPU time', duration(r.info.get('cpu_seconds')))}"
             f"{cell('device', html.escape(str(r.info.get('device', '?'))))}</tr>"
         )
@@ -550,7 +557,7 @@ def seed_table(
     board = aggregate(root, recipes)
     sections, walls = [], []
     for (experiment, scale), rows in board.groups().items():
-        walls += [f"{experiment} {r.label}: {duration(r.wall)}" for r in board.runs_of(rows)]
+        walls += [f"{experiment} {r.label}: {r.wall_text()}" for r in board.runs_of(rows)]
         seeds = board.seeds_of(rows)
         marks = " | ".join(f"seed {s}" for s in seeds)
         rule = "|---|" + "---|" * (len(seeds) + 1)
