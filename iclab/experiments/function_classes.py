@@ -627,31 +627,37 @@ def _sparse_shortfall(seeds, c, task, ks, lasso) -> tuple[float, float, str]:
 
 
 def _tree_claim(config, seeds, c, slow_errors) -> C.Claim:
-    """On depth-4 decision trees the transformer's mean error over k ≥ 1 is below the greedy trees' and
-    XGBoost's (on the slow prompts), every seed."""
+    """On depth-4 decision trees the transformer's error is below the greedy trees' and XGBoost's (on the slow
+    prompts) at the longest prefix, where the paper gives its numbers (first clause), and on average over k ≥ 1,
+    every seed."""
     task = _task(config, "decision-tree")
-    every = slice(1, None)
+    every, last = slice(1, None), task.n_context - 1
     rivals = {
         "tree(depth 4)": c["tree(depth 4)"]["mean"],
         "tree": c["tree"]["mean"],
         "xgboost": slow_errors["decision-tree", "xgboost"],
     }
-    margins = {}
+    at_last, on_average = {}, {}
     for s in seeds:
         own = {"xgboost": slow_errors["decision-tree", ("decision-tree", s)]}
         for rival, err in rivals.items():
             mine = own.get(rival, _transformer_mean(c, "decision-tree", s))
-            margins[rival, s] = (err[every] - mine[every]).mean().item()
-    worst = min(margins.values())
-    return C.holds_if(
+            at_last[rival, s] = (err[last] - mine[last]).item()
+            on_average[rival, s] = (err[every] - mine[every]).mean().item()
+    margins = lambda table: ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in table.items())
+    return C.all_of(
         "tree-beats-greedy-and-boosted",
         PAPER,
-        "on depth-4 decision trees the transformer's mean error "
-        f"over every prefix 1 ≤ k < {task.n_context} is below the greedy tree's "
-        f"(depth 4 and unlimited) and XGBoost's (on the same {config['slow_prompts']} prompts for XGBoost)",
-        ", ".join(f"{r} − transformer (seed {s}) {v:.3g}" for (r, s), v in margins.items()),
+        "on depth-4 decision trees the transformer's error is below the greedy tree's (depth 4 and unlimited) and "
+        f"XGBoost's (on the same {config['slow_prompts']} prompts for XGBoost) at the longest prefix k = {last}, "
+        "where the paper gives its numbers (its k = 100), and on average over every prefix "
+        f"1 ≤ k < {task.n_context}, every seed",
+        {f"at k = {last}": margins(at_last), "mean over k ≥ 1": margins(on_average)},
         "> 0 each",
-        worst > 0,
+        {
+            f"below each rival at k = {last}": min(at_last.values()) > 0,
+            "below each rival on average over k ≥ 1": min(on_average.values()) > 0,
+        },
         about=C.paper("§5, Fig 5b", "0.12 against greedy 0.80 and XGBoost 0.62 at k = 100"),
         figure="classes",
     )
@@ -974,7 +980,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=2,
+    claims_version=3,
     nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,
