@@ -494,7 +494,8 @@ def _function_classes_sparse_claim_at_least_squares(claim_id: str):
 
     ols = torch.tensor([1.0, 0.8, 0.6, 0.4, 0.2] + [0.0] * 6, dtype=torch.float64)
     lasso = ols - 0.12 * (torch.arange(11) < 5) * (torch.arange(11) > 0)
-    curves = {"ols": {"mean": ols}, "lasso(α=0.01)": {"mean": lasso}, ("sparse-linear", 0): {"mean": ols.clone()}}
+    model = {"mean": ols.clone(), "high": ols + 0.01}  # its 90% band: 0.01 either side
+    curves = {"ols": {"mean": ols}, "lasso(α=0.01)": {"mean": lasso}, ("sparse-linear", 0): model}
     return next(claim for claim in _sparse_claims(DEFAULTS, [0], curves) if claim.id == claim_id)
 
 

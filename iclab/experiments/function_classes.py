@@ -217,9 +217,9 @@ DEFAULTS = {
         "net_lr": 0.005,
         "boosting_rounds": 100,
     },
-    # In units of the zero predictor's error: "nearly matches" and "close to" read as within a tenth of it, and a
+    # In units of the zero predictor's error: "comparably" (net_gap) and "close to" read as within a tenth of it, and a
     # shift that breaks the model (ood_rise) raises its excess over least squares by more than a tenth.
-    "tolerance": {"lasso_gap": 0.1, "net_gap": 0.1, "ood_rise": 0.1, "tracking_gap": 0.1},
+    "tolerance": {"net_gap": 0.1, "ood_rise": 0.1, "tracking_gap": 0.1},
     # Claims this scale may leave to the long scale: a run defers one only when its own numbers show its sparse
     # model short of the accuracy the claim needs (docs/experiments/function-classes.md).
     "judged_at_long": ["sparse-beats-ols", "sparse-approaches-lasso"],
@@ -570,14 +570,23 @@ def _sparse_claims(config, seeds, c) -> list[C.Claim]:
     """On sparse linear functions the transformer beats least squares below d and nearly matches the best
     Lasso; each is left to the long scale when this run's model is short of what it needs
     (:func:`_sparse_shortfall`)."""
-    tol, task = config["tolerance"], _task(config, "sparse-linear")
+    task = _task(config, "sparse-linear")
     ks = range(task.sparsity + 1, min(task.d, task.n_context))
     margin = min(
         ((c["ols"]["mean"][k] - _transformer_mean(c, "sparse-linear", s)[k]).item() for s in seeds for k in ks),
         default=float("nan"),
     )
     lasso = torch.stack([v["mean"] for n, v in c.items() if isinstance(n, str) and n.startswith("lasso")]).amin(0)
-    gap = max((_transformer_mean(c, "sparse-linear", s)[1:] - lasso[1:]).max().item() for s in seeds)
+    means = torch.stack([_transformer_mean(c, "sparse-linear", s)[1:] for s in seeds])  # (seed, k − 1)
+    allowed = PAPER_BAND + torch.stack([c["sparse-linear", s]["high"][1:] for s in seeds]) - means
+    slack = allowed - (means - lasso[1:])
+    seed, k = divmod(int(slack.argmin()), slack.shape[1])
+    worst = {
+        "gap": (means[seed, k] - lasso[k + 1]).item(),
+        "allowed": allowed[seed, k].item(),
+        "k": k + 1,
+        "seed": seeds[seed],
+    }
     sparse = C.paper("§5, Fig 5a", "0.58, 0.09 at k = 5, 10 against the Lasso's 0.62, 0.08 (s = 3, d = 20)")
     claims = [
         C.holds_if(
@@ -591,14 +600,16 @@ def _sparse_claims(config, seeds, c) -> list[C.Claim]:
             about=sparse,
             figure="classes",
         ),
-        C.at_most(
+        C.holds_if(
             "sparse-approaches-lasso",
             PAPER,
-            "the sparse transformer nearly matches the Lasso: "
-            f"its normalised error exceeds the best Lasso's (α grid {config['baselines']['lasso_alphas']}) "
-            f"by at most {tol['lasso_gap']} at every k ≥ 1 (largest gap over k and seeds)",
-            gap,
-            tol["lasso_gap"],
+            "the sparse transformer nearly matches the Lasso (the paper's is within 0.01 of it at k = 5 and 10): "
+            f"its normalised error exceeds the best Lasso's (α grid {config['baselines']['lasso_alphas']}) by at "
+            f"most {PAPER_BAND} (the widest half-width of the paper's 90% bands) + this run's 90% half-band at k, at "
+            "every k ≥ 1, every seed (measured: where the gap comes nearest what is allowed)",
+            worst,
+            f"gap ≤ {PAPER_BAND} + the 90% half-band at every k ≥ 1, every seed",
+            bool((slack >= 0).all()),
             about=sparse,
             figure="classes",
         ),
@@ -980,7 +991,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=3,
+    claims_version=4,
     nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,
