@@ -10,6 +10,7 @@ page is the runs' own records.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -35,17 +36,31 @@ times only its last session. Verdicts over the run's seeds, marked as in [the se
 """
 
 
+def _timed(run) -> tuple[dict, str] | None:
+    """The ``run.json`` whose time books a counted run's claims and a note, or None where none recorded its time: a
+    run judged again by ``iclab rejudge`` evaluated the models another run trained, so that run's time is what its
+    claims cost."""
+    parent = run.info.get("rejudged_from")
+    if parent:
+        info = json.loads((run.folder.path.parent / parent / "run.json").read_text())
+        note = f"; its models were trained by `{parent}`, whose time this is (judged again)"
+    else:
+        info, note = run.info, ", finished by a resume" if run.info.get("resumed") else ""
+    return (info, note) if info.get("time") else None
+
+
 def section(run) -> list[str]:
     """One run's markdown tables: its parts, then its claims, the costliest first."""
-    spent = run.info["time"]
+    info, note = _timed(run)
+    spent = info["time"]
     holds = {c["id"]: c["holds"] for c in run.claims}
     parts, claims = time_rows(spent)
-    commit = run.info.get("commit", "")[:7] or "unknown commit"
+    commit = info.get("commit", "")[:7] or "unknown commit"
     lines = [
         f"## {run.experiment} ({run.scale}, {run.label})",
         "",
-        f"`{run.folder.path.name}`: {duration(spent['wall_seconds'])} of wall on {run.info.get('threads', '?')} "
-        f"thread(s), commit {commit}{', finished by a resume' if run.info.get('resumed') else ''}.",
+        f"`{run.folder.path.name}`: {duration(spent['wall_seconds'])} of wall on {info.get('threads', '?')} "
+        f"thread(s), commit {commit}{note}.",
         "",
         "| part | time | share | models trained, reused | claims it serves |",
         "| --- | --- | --- | --- | --- |",
@@ -55,13 +70,13 @@ def section(run) -> list[str]:
     lines += ["", "| claim | verdict | cost | share | parts | reused models |", "| --- | --- | --- | --- | --- | --- |"]
     costliest = sorted(claims, key=lambda row: -spent["claims"][row[0]]["seconds"])
     for claim, cost, share, needed, reused in costliest:
-        mark = VERDICT_MARKS[holds[claim]]
+        mark = VERDICT_MARKS[holds[claim]] if claim in holds else "–"  # a claim the current claims no longer have
         lines.append(f"| `{claim}` | {mark} | {cost} | {share} | {', '.join(needed)} | {', '.join(reused)} |")
     return [*lines, ""]
 
 
 def main(root: Path) -> None:
-    runs = [r for r in aggregate(root, recipe).counted() if r.info.get("time")]
+    runs = [r for r in aggregate(root, recipe).counted() if _timed(r)]
     body = [line for run in sorted(runs, key=lambda r: (r.experiment, r.scale)) for line in section(run)]
     if not body:
         body = ["No counted run under the evaluation root recorded its time yet.", ""]
