@@ -147,7 +147,9 @@ def sweep(
 
     Args:
         grid: ``{"train.lr": [0.01, 0.1]}`` or ``["train.lr=0.01,0.1"]``; keys are config keys.
-        seeds: run each point for seeds ``seed, seed + 1, ..., seed + seeds - 1`` (a ``seed`` grid key).
+        seeds: run each point for seeds ``seed, seed + 1, ..., seed + seeds - 1`` (a ``seed`` grid key), each
+            point one seed (``seeds=1`` unless ``overrides`` says otherwise: a scale that trains several seeds a run
+            would train the next point's seeds again).
         overrides: config changes shared by every point, as for :func:`iclab.run`.
         out: the sweep folder (default ``<root>/sweep-<experiment>-<timestamp>``).
         metric: the metric the report draws against each swept key (default the training loss).
@@ -179,6 +181,8 @@ def sweep(
         if "seed" not in base:
             raise ConfigError(f"{experiment} has no seed key to sweep")
         grid["seed"] = [base["seed"] + k for k in range(seeds)]
+        if "seeds" in base and "seeds" not in overrides:  # one seed a point: the seed key steps by one
+            overrides["seeds"] = 1
     if not grid:
         raise ConfigError("a sweep needs at least one --grid key or --seeds")
     for point in expand(grid):  # every point's config must resolve and pass its checks before anything runs

@@ -238,3 +238,14 @@ def test_the_sweep_figure_has_a_panel_per_model(tmp_path):
     values = pd.DataFrame({"lr": [0.1, 0.2] * 2, "model": ["a", "a", "b", "b"], "value": [1.0, 2.0, 10.0, 20.0]})
     figure = _key_figure(tmp_path / "lr.png", values, "lr", [], "loss", "one run per point")
     assert imread(figure).shape[1] == 2 * 5.0 * 110  # two panels of 5 inches at 110 dpi
+
+
+def test_a_sweep_over_seeds_trains_one_seed_a_point(tmp_path, monkeypatch):
+    """gd-mechanism's quick scale trains two seeds a run: a sweep over seeds 100-102 would train 101 twice."""
+    from iclab import sweeps
+
+    monkeypatch.setattr(sweeps, "_run", lambda folder, address, progress: folder.read_spec())
+    spec = sweeps.sweep("gd-mechanism", ["train.steps=100,200"], seeds=3, overrides=["seed=100"], out=tmp_path / "s")
+    assert spec["grid"]["seed"] == [100, 101, 102] and spec["overrides"]["seeds"] == 1
+    kept = sweeps.sweep("gd-mechanism", ["train.steps=100"], seeds=2, overrides=["seeds=2"], out=tmp_path / "t")
+    assert kept["overrides"]["seeds"] == 2  # asked for: kept
