@@ -233,15 +233,22 @@ def resume(
         # The finished run stays as it is; its continuation starts from a copy of its checkpoints, taken under its
         # lock, and is trained under its own.
         config = config.with_keys(continued_from=folder.path.name)
-        child = RunFolder.create(spec.name, config.record, root=folder.path.parent)
-        try:
-            shutil.copytree(folder.checkpoints, child.checkpoints)
-        except BaseException as err:  # a partial copy would resume from truncated files
-            child.discard()
-            if isinstance(err, OSError):  # a full disk
-                raise unwritable(child.checkpoints, err, "copy the checkpoints to") from None
-            raise
+        child = _from_checkpoints(folder, spec.name, config, root=folder.path.parent)
     return _execute(child, config, device, progress)
+
+
+def _from_checkpoints(folder: RunFolder, experiment: str, config: RunConfig, **where) -> RunFolder:
+    """A new run folder of ``config`` (``where``: :meth:`RunFolder.create`'s ``out`` or ``root``) that starts from a
+    copy of ``folder``'s checkpoints; no folder is left behind when the copy fails."""
+    child = RunFolder.create(experiment, config.record, **where)
+    try:
+        shutil.copytree(folder.checkpoints, child.checkpoints)
+    except BaseException as err:  # a partial copy would resume from truncated files
+        child.discard()
+        if isinstance(err, OSError):  # a full disk
+            raise unwritable(child.checkpoints, err, "copy the checkpoints to") from None
+        raise
+    return child
 
 
 CLAIM_KEYS = ("tolerance",)
@@ -277,14 +284,7 @@ def rejudge(path: str | Path, device: str | None = None, progress: bool = True) 
             raise ConfigError(f"{path} is already judged by the current claims (version {spec.claims_version})")
         device = pick_device(device)
         name = re.sub(r"-claims\d+$", "", folder.path.name) + f"-claims{spec.claims_version}"
-        child = RunFolder.create(spec.name, config.record, out=folder.path.with_name(name))
-        try:
-            shutil.copytree(folder.checkpoints, child.checkpoints)
-        except BaseException as err:  # a partial copy would resume from truncated files
-            child.discard()
-            if isinstance(err, OSError):
-                raise unwritable(child.checkpoints, err, "copy the checkpoints to") from None
-            raise
+        child = _from_checkpoints(folder, spec.name, config, out=folder.path.with_name(name))
     return _execute(child, config, device, progress, provenance={"rejudged_from": folder.path.name})
 
 
