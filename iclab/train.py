@@ -510,6 +510,11 @@ def train(
     return TrainResult(models, history, list(seeds))
 
 
+def _stacked(prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Each seed's prompts stacked: tokens and targets with the seeds first, and their ``n_context``."""
+    return torch.stack([p.tokens for p in prompts]), torch.stack([p.targets for p in prompts]), prompts[0].n_context
+
+
 @contextlib.contextmanager
 def _matmul_precision(precision: str):
     """CUDA's fp32 matrix products in TensorFloat-32 inside the block for ``tf32`` (a global switch,
@@ -586,9 +591,7 @@ class _SeedGroup:
         return torch.optim.SGD(groups, lr=c.lr, momentum=c.momentum)
 
     def _losses(self, prompts: list[Prompt], seed_losses: Callable | None = None) -> torch.Tensor:
-        tokens = torch.stack([p.tokens for p in prompts])
-        targets = torch.stack([p.targets for p in prompts])
-        return (seed_losses or self._seed_losses)(self.params, self.buffers, tokens, targets, prompts[0].n_context)
+        return (seed_losses or self._seed_losses)(self.params, self.buffers, *_stacked(prompts))
 
     def _start_losses(self) -> torch.Tensor:
         """Each seed's loss ``(S,)`` at its initial weights on step 0's batch (the reference of
@@ -715,9 +718,9 @@ class _SeedGroup:
 
     def _host_prompts(self, step: int) -> tuple[int, torch.Tensor, torch.Tensor, int]:
         """``step``'s prompts of every seed made on the CPU, stacked: (step, tokens, targets, n_context)."""
-        prompts = [self.data.batch(seed, step, torch.device("cpu"), self.config.batch_size) for seed in self.seeds]
-        tokens, targets = (torch.stack([getattr(p, name) for p in prompts]) for name in ("tokens", "targets"))
-        return step, tokens, targets, prompts[0].n_context
+        return step, *_stacked(
+            [self.data.batch(seed, step, torch.device("cpu"), self.config.batch_size) for seed in self.seeds]
+        )
 
     def _update(self, tokens: torch.Tensor, targets: torch.Tensor, n_context: int) -> torch.Tensor:
         """The whole step on stacked prompts, with no host synchronisation (what a CUDA graph captures): each seed's

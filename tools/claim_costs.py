@@ -10,7 +10,6 @@ page is the runs' own records.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from iclab.formatting import duration
 from iclab.report import aggregate
 from iclab.report.html import time_rows
 from iclab.report.index import VERDICT_MARKS
+from iclab.runs import RunFolder
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "claim-costs.md"
 
@@ -42,7 +42,7 @@ def _timed(run) -> tuple[dict, str] | None:
     claims cost."""
     parent = run.info.get("rejudged_from")
     if parent:
-        info = json.loads((run.folder.path.parent / parent / "run.json").read_text())
+        info = RunFolder.open(run.folder.path.parent / parent).read_info()
         note = f"; its models were trained by `{parent}`, whose time this is (judged again)"
     else:
         info, note = run.info, ", finished by a resume" if run.info.get("resumed") else ""
