@@ -398,6 +398,45 @@ def test_robust_noisy_labels_claim_compares_with_least_squares_away_from_k_equal
         assert not claim.holds and set(claim.measured) == {"k = 2", "k = 10"}
 
 
+def test_failing_shift_claims_need_the_papers_rise_at_2d():
+    from iclab.experiments.function_classes import PAPER_BAND, PAPER_SHIFT_ERRORS, _failing_claim
+
+    d, half = 5, 0.02
+    standard = _shift_table("standard", d, torch.full((11,), 0.05))
+    least = PAPER_SHIFT_ERRORS["scale-x=3"][40] - PAPER_BAND - half  # the rise at k = 2d = 10 the claim needs
+
+    def claim(at_2d: float, elsewhere: float = 0.0):
+        model = torch.full((11,), 0.05 + elsewhere, dtype=torch.float64)
+        model[10] = 0.05 + at_2d
+        return _failing_claim("scale-x=3", _shift_table("scale-x=3", d, model, half=half), standard, [0], d)
+
+    assert claim(least + 0.001).holds and claim(least + 0.001).measured["rise"] == pytest.approx(least + 0.001)
+    assert not claim(least - 0.001).holds
+    assert not claim(0.0, elsewhere=1.0).holds  # failing before 2d is not the paper's failure at k = 40
+
+
+def test_relu_claim_is_two_sided_at_the_longest_prefix():
+    from iclab.experiments.function_classes import DEFAULTS, PAPER_BAND, _relu_net_claim, _task
+
+    last, half = _task(DEFAULTS, "relu-net").n_context - 1, 0.02
+
+    def claim(offset: float, mean_elsewhere: float = 0.0):
+        network = torch.full((last + 1,), 0.2, dtype=torch.float64)
+        model = network + mean_elsewhere
+        model[last] = 0.2 + offset
+        curves = {
+            ("relu-net", "net-gd"): {"mean": network},
+            ("relu-net", ("relu-net", 0)): {"mean": model, "high": model + half},
+        }
+        return _relu_net_claim(DEFAULTS, [0], curves)
+
+    for offset in (PAPER_BAND + half - 0.001, -(PAPER_BAND + half - 0.001)):
+        assert claim(offset).holds
+    for offset in (PAPER_BAND + half + 0.001, -(PAPER_BAND + half + 0.001)):  # far better is not "comparably" either
+        assert not claim(offset).holds
+    assert claim(0.0, mean_elsewhere=0.5).holds  # judged where the paper gives its numbers
+
+
 def test_the_robust_shift_claims_need_prompts_that_reach_2d(tmp_path):
     import iclab
 

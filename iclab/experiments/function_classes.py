@@ -217,9 +217,9 @@ DEFAULTS = {
         "net_lr": 0.005,
         "boosting_rounds": 100,
     },
-    # In units of the zero predictor's error: "comparably" (net_gap) and "close to" read as within a tenth of it, and a
-    # shift that breaks the model (ood_rise) raises its excess over least squares by more than a tenth.
-    "tolerance": {"net_gap": 0.1, "ood_rise": 0.1, "tracking_gap": 0.1},
+    # In units of the zero predictor's error: "close to" read as within a tenth of it (iclab's extensions to classes
+    # the paper trains no model on; the paper's own claims take the paper's numbers and bands).
+    "tolerance": {"tracking_gap": 0.1},
     # Claims this scale may leave to the long scale: a run defers one only when its own numbers show its sparse
     # model short of the accuracy the claim needs (docs/experiments/function-classes.md).
     "judged_at_long": ["sparse-beats-ols", "sparse-approaches-lasso"],
@@ -304,14 +304,15 @@ def _checks(config: dict) -> None:
 
 
 def _check_shift_prefixes(config: dict, names: list[str]) -> None:
-    """The robust shifts' claims judge the linear model at the paper's k (:func:`_run_k`), up to 2d: its prompts
-    must reach 2d examples."""
+    """The shifts' claims judge the linear model at the paper's k (:func:`_run_k`), up to 2d: its prompts must
+    reach 2d examples."""
     d, n_context = config["d"], config["functions"]["linear"]["n_context"]
-    if "linear" in names and set(ROBUST_SHIFTS) & set(config["shifts"]) and n_context <= 2 * d:
+    judged = ROBUST_SHIFTS + FAILING_SHIFTS
+    if "linear" in names and set(judged) & set(config["shifts"]) and n_context <= 2 * d:
         raise ConfigError(
-            f"functions.linear.n_context must exceed 2d = {2 * d}, got {n_context}: the robust shifts' claims judge "
-            f"the linear model at the paper's k = 40 of d = {PAPER_D}, 2d here (or leave {', '.join(ROBUST_SHIFTS)} "
-            "out of shifts)"
+            f"functions.linear.n_context must exceed 2d = {2 * d}, got {n_context}: the shifts' claims judge the "
+            f"linear model at the paper's k = 40 of d = {PAPER_D}, 2d here (or leave {', '.join(judged)} out of "
+            "shifts)"
         )
 
 
@@ -448,21 +449,21 @@ def run(config: dict, ctx: RunContext):
     names = config["classes"]
     fmt = InterleavedFormat()
     seeds = ctx.seeds
-    curves, slow_errors, models = {}, {}, {}
+    curves, slow_curves, models = {}, {}, {}
     for name in names:
         with ctx.part(name, claims=[f"tracks-{name}", f"beats-knn-and-averaging-{name}", *_OWN_CLAIMS.get(name, ())]):
             task = _task(config, name)
             result = _train_class(config, ctx, name, task, fmt, models)
             models[name] = result.models
             curves[name], slow = _evaluate_class(config, ctx, name, task, result, fmt)
-            slow_errors.update(slow)
+            slow_curves.update(slow)
             _log(ctx, name, curves[name], error_metric(task))
     ood = {}
     if "linear" in names:
         with ctx.part("shifts", claims=["ood-*"]):
             ctx.ledger.uses("linear")
             ood = _shift_curves(config, ctx, models["linear"], fmt)
-    claims = _claims(config, names, seeds, curves, slow_errors, ood)
+    claims = _claims(config, names, seeds, curves, slow_curves, ood)
     _figures(ctx, config, names, seeds, curves, ood)
     return claims
 
@@ -497,7 +498,8 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
 
 def _evaluate_class(config: dict, ctx: RunContext, name: str, task, result, fmt) -> tuple[dict, dict]:
     """Class ``name``'s error curves, keyed by a learner's name or (the class's model, seed), and its slow
-    errors: the slow learners' and each seed's transformer's on the first ``slow_prompts`` prompts."""
+    curves, keyed (class, learner) or (class, (class, seed)): the slow learners' and each seed's transformer's on
+    the first ``slow_prompts`` prompts."""
     episode = ctx.eval_episode(task, config["eval_prompts"], name)
     episode = make_shift("standard")(episode, task, None)  # every example is the query of the prefix before it
     fast, slow = _baselines(config, name, task)
@@ -505,14 +507,13 @@ def _evaluate_class(config: dict, ctx: RunContext, name: str, task, result, fmt)
     predictions.update({l.name: l.predict_prefixes_episode(episode) for l in fast})
     few = episode[: config["slow_prompts"]]
     curves = {model: _errors(task, pred, episode.ys, config) for model, pred in predictions.items()}
-    slow_errors = {}
+    slow_curves = {}
     for learner in slow:
         pred = learner.predict_prefixes_episode(few)
-        curves[learner.name] = _errors(task, pred, few.ys, config)
-        slow_errors[name, learner.name] = curves[learner.name]["mean"]
+        curves[learner.name] = slow_curves[name, learner.name] = _errors(task, pred, few.ys, config)
     for s in ctx.seeds:
-        slow_errors[name, (name, s)] = _errors(task, predictions[name, s][: few.batch_size], few.ys, config)["mean"]
-    return curves, slow_errors
+        slow_curves[name, (name, s)] = _errors(task, predictions[name, s][: few.batch_size], few.ys, config)
+    return curves, slow_curves
 
 
 def _shift_curves(config: dict, ctx: RunContext, linear_models, fmt) -> dict:
@@ -544,16 +545,16 @@ def _log(ctx: RunContext, setting: str, curves: dict, metric: str):
         ctx.log_band(setting, model, metric, curve, seed=seed)
 
 
-def _claims(config, names, seeds, curves, slow_errors, ood):
+def _claims(config, names, seeds, curves, slow_curves, ood):
     """Every claim of the run, in order: the sparse, tree and ReLU-net claims, the comparisons with 3-NN and
     averaging, the tracking claims, then the shift claims."""
     out = []
     if "sparse-linear" in names:
         out += _sparse_claims(config, seeds, curves["sparse-linear"])
     if "decision-tree" in names:
-        out.append(_tree_claim(config, seeds, curves["decision-tree"], slow_errors))
+        out.append(_tree_claim(config, seeds, curves["decision-tree"], slow_curves))
     if "relu-net" in names:
-        out.append(_relu_net_claim(config, seeds, slow_errors))
+        out.append(_relu_net_claim(config, seeds, slow_curves))
     out += _beats_knn_claims(names, seeds, curves)
     out += _tracking_claims(config, names, seeds, curves)
     if ood:
@@ -637,7 +638,7 @@ def _sparse_shortfall(seeds, c, task, ks, lasso) -> tuple[float, float, str]:
     return advantage, excess, reason
 
 
-def _tree_claim(config, seeds, c, slow_errors) -> C.Claim:
+def _tree_claim(config, seeds, c, slow_curves) -> C.Claim:
     """On depth-4 decision trees the transformer's error is below the greedy trees' and XGBoost's (on the slow
     prompts) at the longest prefix, where the paper gives its numbers (first clause), and on average over k ≥ 1,
     every seed."""
@@ -646,11 +647,11 @@ def _tree_claim(config, seeds, c, slow_errors) -> C.Claim:
     rivals = {
         "tree(depth 4)": c["tree(depth 4)"]["mean"],
         "tree": c["tree"]["mean"],
-        "xgboost": slow_errors["decision-tree", "xgboost"],
+        "xgboost": slow_curves["decision-tree", "xgboost"]["mean"],
     }
     at_last, on_average = {}, {}
     for s in seeds:
-        own = {"xgboost": slow_errors["decision-tree", ("decision-tree", s)]}
+        own = {"xgboost": slow_curves["decision-tree", ("decision-tree", s)]["mean"]}
         for rival, err in rivals.items():
             mine = own.get(rival, _transformer_mean(c, "decision-tree", s))
             at_last[rival, s] = (err[last] - mine[last]).item()
@@ -674,20 +675,30 @@ def _tree_claim(config, seeds, c, slow_errors) -> C.Claim:
     )
 
 
-def _relu_net_claim(config, seeds, slow_errors) -> C.Claim:
-    """On 2-layer ReLU networks the transformer's mean error over k ≥ 1 exceeds that of a 2-layer network
-    fitted by GD (on the slow prompts) by at most the tolerance, worst seed."""
-    tol = config["tolerance"]
-    reference = next(v for (c, key), v in slow_errors.items() if c == "relu-net" and not isinstance(key, tuple))
-    gap = max((slow_errors["relu-net", ("relu-net", s)][1:] - reference[1:]).mean().item() for s in seeds)
-    return C.at_most(
+def _relu_net_claim(config, seeds, slow_curves) -> C.Claim:
+    """On 2-layer ReLU networks the transformer's error at the longest prefix, where the paper gives its numbers,
+    is within the paper's band + the run's 90% half-band of a 2-layer network's fitted by GD on the same prompts,
+    either side ("comparably"), every seed; measured: the seed nearest its limit."""
+    task = _task(config, "relu-net")
+    last = task.n_context - 1
+    network = next(v for (c, key), v in slow_curves.items() if c == "relu-net" and not isinstance(key, tuple))
+    rows = []
+    for s in seeds:
+        own = slow_curves["relu-net", ("relu-net", s)]
+        error, allowed = own["mean"][last].item(), PAPER_BAND + (own["high"][last] - own["mean"][last]).item()
+        rows.append({"seed": s, "error": error, "network": network["mean"][last].item(), "allowed": allowed})
+    worst = max(rows, key=lambda r: abs(r["error"] - r["network"]) - r["allowed"])
+    return C.holds_if(
         "relu-matches-net-gd",
         PAPER,
-        "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: "
-        f"its mean normalised error over k ≥ 1 exceeds the network's by at most {tol['net_gap']} "
-        f"(same {config['slow_prompts']} prompts, worst seed)",
-        gap,
-        tol["net_gap"],
+        "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: at the "
+        f"longest prefix k = {last}, where the paper gives both errors (its k = 100), its normalised error lies "
+        f"within {PAPER_BAND} (the widest half-width of the paper's 90% bands) + this run's 90% half-band at k of "
+        f"the network's, either side (same {config['slow_prompts']} prompts), every seed (measured: the seed "
+        "nearest its limit)",
+        worst,
+        f"|error − network| ≤ {PAPER_BAND} + the 90% half-band, every seed",
+        all(abs(r["error"] - r["network"]) <= r["allowed"] for r in rows),
         about=C.paper("§5, Fig 5c", "both 0.17 at k = 100"),
         figure="classes",
     )
@@ -756,22 +767,17 @@ def _tracking_claims(config, names, seeds, curves) -> list[C.Claim]:
     return out
 
 
-def _excess(table, s) -> float:
-    """Mean over k ≥ 1 of how far the transformer's normalised error lies above least squares' (0 where
-    it is below: with noisy labels least squares' error peaks at k = d, and doing better is no failure)."""
-    return (table["linear", s]["mean"][1:] - table["ols"]["mean"][1:]).clamp(min=0).mean().item()
-
-
 def _shift_claims(config, seeds, ood):
     """The paper's findings under each shift that ran: those of :data:`ROBUST_SHIFTS` at the paper's k
     (:func:`_robust_claim`), those of :data:`HALF_OF_KNN_SHIFTS` against 3-NN, and those of
-    :data:`FAILING_SHIFTS` by the rise of the excess over least squares from the standard prompts' (when those
-    ran)."""
+    :data:`FAILING_SHIFTS` by the rise of the error from the standard prompts' (when those ran)."""
     out = [_robust_claim(name, ood[name], seeds, config["d"]) for name in ROBUST_SHIFTS if name in ood]
     if "standard" in ood:
-        base = {s: _excess(ood["standard"], s) for s in seeds}
-        tol = config["tolerance"]["ood_rise"]
-        out += [_excess_rise_claim(name, ood[name], seeds, base, tol) for name in FAILING_SHIFTS if name in ood]
+        out += [
+            _failing_claim(name, ood[name], ood["standard"], seeds, config["d"])
+            for name in FAILING_SHIFTS
+            if name in ood
+        ]
     out += [_half_of_knn_claim(name, ood[name], seeds) for name in HALF_OF_KNN_SHIFTS if name in ood]
     return out
 
@@ -792,20 +798,30 @@ def _paper_errors_text(name: str) -> str:
     return f"{', '.join(f'{v:g}' for v in errors.values())} at k = {', '.join(map(str, errors))} (d = {PAPER_D})"
 
 
-def _excess_rise_claim(name, table, seeds, base, tol) -> C.Claim:
-    """Under failing shift ``name`` (:data:`FAILING_SHIFTS`) the linear model's excess over least squares rises
-    from ``base`` (its excess on standard prompts, per seed) by more than ``tol``, every seed."""
-    rises = [_excess(table, s) - base[s] for s in seeds]
-    on_standard = ", ".join(f"{v:.3g}" for v in base.values())
+def _failing_claim(name, table, standard, seeds, d) -> C.Claim:
+    """Under failing shift ``name`` (:data:`FAILING_SHIFTS`) the linear transformer's error at k = 2d (the paper's
+    k = 40) rises from its error on the standard prompts by at least the paper's error there (its standard error
+    is about 0) less the paper's band and the run's 90% half-band under the shift, every seed; measured: the seed
+    nearest its limit."""
+    k, paper_error = _run_k(40, d), PAPER_SHIFT_ERRORS[name][40]
+    rows = []
+    for s in seeds:
+        shifted = table["linear", s]
+        rise = (shifted["mean"][k] - standard["linear", s]["mean"][k]).item()
+        least = paper_error - PAPER_BAND - (shifted["high"][k] - shifted["mean"][k]).item()
+        rows.append({"seed": s, "error": shifted["mean"][k].item(), "rise": rise, "at least": least})
+    worst = min(rows, key=lambda r: r["rise"] - r["at least"])
     return C.holds_if(
         f"ood-fails-{name}",
         PAPER,
-        f"a failure the paper found: under the {name} prompts the linear transformer's mean excess over least "
-        f"squares (normalised error above OLS', over k ≥ 1) rises by more than {tol} from its excess on standard "
-        f"prompts ({on_standard}; worst seed)",
-        min(rises),
-        f"> {tol}",
-        min(rises) > tol,
+        f"a failure the paper found: under the {name} prompts the linear transformer's error at k = 2d = {k} (the "
+        f"paper's k = 40 at d = {PAPER_D}) rises from its error on standard prompts by at least the paper's "
+        f"{paper_error:g} (its error there, where on standard prompts it is about 0) − {PAPER_BAND} (the widest "
+        "half-width of the paper's 90% bands) − this run's 90% half-band under the shift, every seed (measured: "
+        "the seed nearest its limit)",
+        worst,
+        f"rise ≥ {paper_error:g} − {PAPER_BAND} − the 90% half-band, every seed",
+        all(r["rise"] >= r["at least"] for r in rows),
         about=C.paper(_shift_source(name), _paper_errors_text(name)),
         figure="shifts",
     )
@@ -991,7 +1007,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=4,
+    claims_version=5,
     nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,
