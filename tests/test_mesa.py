@@ -410,3 +410,22 @@ def test_the_last_step_ratio_takes_the_test_of_ab_star():
         s.full[0].ratio[-1] = target * factor
         claim = _gaussian_not_recovered_claims(s, DEFAULTS["tolerance"])[0]
         assert claim.id == "ratio-last-step-gaussian-1" and claim.holds is holds
+
+
+def test_leaving_the_diagonal_needs_the_population_gradient_too():
+    """A trained model that leaves the diagonal fails the claim where the population gradient there is zero: its
+    off-diagonal weights then come from its finite training set alone."""
+    from iclab.experiments.mesa_ar import DEFAULTS, Run, Setting, _leaves_diagonal_claim
+    from iclab.theory import ExpectedGradient, product_optimum
+
+    task = AutoregressiveSequences(5, 100, StartDistribution("ones", 1.0))
+    optimum = product_optimum(task)
+    full = Run("f", "full", (0.5, 1.5), 0, 1.0, 1.0, 0.0, 0.05, 0.5, torch.zeros(98), None)
+
+    def verdict(z: float) -> dict:
+        s = Setting("ones-1", "ones", 1.0, task, optimum, 0.01, [], [full])
+        s.gradients.append(ExpectedGradient(torch.zeros(10, 10), torch.zeros(5, 10), z * 0.01, 1.0, 0.01, z))
+        return _leaves_diagonal_claim(s, DEFAULTS, 1000).clauses
+
+    assert all(verdict(40.0).values())
+    assert verdict(1.0) == {"the trained model leaves the diagonal": True, "the population gradient leaves it": False}
