@@ -422,7 +422,8 @@ def _fit(
     epochs: int,
 ) -> dict[int, dict[str, float]]:
     """Train ``make_model`` on a fixed set of n samples and return, per seed, the test
-    ``metric`` at the logged step with the lowest validation ``metric`` and at the last step."""
+    ``metric`` at the logged step with the lowest validation ``metric`` and at the last step, and the training
+    loss at the last logged step (``train_last``)."""
     train = {**config["train"], "epochs": epochs, "train_size": n, "loss": loss}  # on a fixed set of n samples
 
     @functools.cache
@@ -451,6 +452,8 @@ def _fit(
         out[seed] = {"test": test[best], "test_last": test[max(test)], "best_step": best}  # the loop logs its last step
         for key, value in out[seed].items():
             ctx.log(setting=setting, model=model, seed=seed, n=n, metric=f"{key}_{metric}", value=value)
+        fit = result.curve(seed, "train_loss")
+        out[seed]["train_last"] = fit[max(fit)]
     return out
 
 
@@ -469,11 +472,12 @@ def _points(sweep: dict) -> dict[str, list[tuple[int, str]]]:
     return out
 
 
-def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
-    """Test loss (MSE) at every (task, model, n) of :func:`_points`: ``{task: {model: {n: [per seed]}}}``."""
-    losses = {}
+def _sweep(ctx: RunContext, config: dict, seeds) -> tuple[dict, dict]:
+    """Test loss (MSE) at every (task, model, n) of :func:`_points`, ``{task: {model: {n: [per seed]}}}``, and the
+    training loss at the last step, the same way."""
+    losses, fits = {}, {}
     for spec, points in _points(config["sweep"]).items():
-        losses[spec] = {}
+        losses[spec], fits[spec] = {}, {}
         with ctx.part(spec, claims=[f"{spec}-*", f"!{spec}-kernel-*"]):  # a task's claims are named after it
             for n, model in points:
                 task = _task(spec, n, config)
@@ -481,7 +485,8 @@ def _sweep(ctx: RunContext, config: dict, seeds) -> dict:
                 epochs = config["train"]["epochs"]
                 result = _fit(ctx, config, task, n, model, seeds, make, name, spec, "mse", "mse", epochs)
                 losses[spec].setdefault(model, {})[n] = [result[s]["test"] for s in seeds]
-    return losses
+                fits[spec].setdefault(model, {})[n] = [result[s]["train_last"] for s in seeds]
+    return losses, fits
 
 
 def _copying(ctx: RunContext, config: dict, seeds) -> dict:
@@ -566,7 +571,7 @@ def _kernel(config: dict) -> dict:
 
 def run(config: dict, ctx: RunContext):
     """The sweep, copying and the kernel view; claims and figures."""
-    losses = _sweep(ctx, config, ctx.seeds)
+    losses, fits = _sweep(ctx, config, ctx.seeds)
     with ctx.part("copying", claims=["copy-*"]):
         errors = _copying(ctx, config, ctx.seeds)
     with ctx.part("kernel", claims=["*-kernel-*"]):
@@ -582,7 +587,9 @@ def run(config: dict, ctx: RunContext):
             ):
                 ctx.log(setting=f"kernel-{spec}", model=label, metric=metric, value=value)
     samples = config["eval_samples"] * len(ctx.seeds)  # the test prompts behind each copying error (a seed mean)
-    claims = _sweep_claims(config, losses) + _copying_claims(config, errors, samples) + _kernel_claims(config, kernels)
+    claims = (
+        _sweep_claims(config, losses, fits) + _copying_claims(config, errors, samples) + _kernel_claims(config, kernels)
+    )
     _figures(ctx, config, losses, errors, kernels)
     return claims
 
@@ -591,8 +598,9 @@ def _mean(values) -> float:
     return sum(values) / len(values)
 
 
-def _sweep_claims(config, losses) -> list:
-    """The sweep's claims for every task whose losses hold the claim's models and n (see each helper)."""
+def _sweep_claims(config, losses, fits=None) -> list:
+    """The sweep's claims for every task whose losses hold the claim's models and n (see each helper); ``fits``,
+    the training losses at the last step in the same layout, where a claim reads them."""
     tol = config["tolerance"]
     claims = []
     for spec, by_model in losses.items():
@@ -615,18 +623,22 @@ def _sweep_claims(config, losses) -> list:
         if spec in PAPER_PLAIN and "transformer" in mean:
             claims.append(_plain_needs_1024(spec, mean["transformer"], tol))
         claims += _mlp_claims(spec, mean, tol)
-        claims += _ntk_claim(spec, mean, config["sweep"]["ntk_n"], tol)
+        fit = {model: {n: _mean(v) for n, v in by_n.items()} for model, by_n in (fits or {}).get(spec, {}).items()}
+        claims += _ntk_claim(spec, mean, fit, config["sweep"]["ntk_n"], tol)
         claims += _between_claim(spec, mean, tol) + _recurrent_claims(spec, mean, tol)
     return claims
 
 
-def _ntk_claim(spec: str, mean: dict, n: int, tol: dict) -> list:
+def _ntk_claim(spec: str, mean: dict, fit: dict, n: int, tol: dict) -> list:
     """``<task>-ntk-needs-more-data`` where the plain transformer and its linearisation both trained at ``n``
-    (``sweep.ntk_n``): there the plain one has learnt the task and the linearised one has not."""
+    (``sweep.ntk_n``): there the plain one has learnt the task and the linearised one has not, though it fits its
+    training set (``fit``: the training losses at the last step), so that its failure is one of data, not of
+    capacity or of optimisation."""
     if n not in mean.get("transformer", {}) or n not in mean.get("transformer-ntk", {}):
         return []
     level = tol["plain_learned"]
     trained, linearised = mean["transformer"][n], mean["transformer-ntk"][n]
+    fitted = fit.get("transformer-ntk", {}).get(n, float("nan"))
     return [
         C.all_of(
             f"{spec}-ntk-needs-more-data",
@@ -634,12 +646,19 @@ def _ntk_claim(spec: str, mean: dict, n: int, tol: dict) -> list:
             f"{spec}: feature learning is more data-efficient than the kernel regime: at n = {n} the plain "
             f"transformer has learnt the task (test loss < {level}, the level the plain-needs-1024 claims call learnt) "
             "while the same transformer linearised at its initialisation (trained by the same recipe) has not "
-            f"(≥ {level}) (mean over seeds)",
-            {"transformer": round(trained, 4), "transformer-ntk": round(linearised, 4), "n": n},
-            f"transformer < {level}, transformer-ntk ≥ {level}",
+            f"(≥ {level}), though it fits its {n} training samples (training loss at the last step < {level}): it "
+            "would learn given more data, not a better optimiser (mean over seeds)",
+            {
+                "transformer": round(trained, 4),
+                "transformer-ntk": round(linearised, 4),
+                "transformer-ntk training loss": round(fitted, 4),
+                "n": n,
+            },
+            f"transformer < {level}, transformer-ntk ≥ {level}, its training loss < {level}",
             {
                 f"the plain transformer has learnt at n = {n}": trained < level,
                 f"the linearised transformer has not at n = {n}": linearised >= level,
+                "the linearised transformer fits its training set": fitted < level,
             },
             about=C.paper(NTK_SOURCE, PAPER_NTK),
             figure="sample_complexity",
@@ -868,17 +887,17 @@ def _kernel_claims(config, kernels) -> list:
                 f"{spec}-kernel-identity-conditions",
                 PAPER,
                 f"{spec}: the identity perturbations improve the conditioning of the template matrix N of the "
-                "transformer's random-feature kernel at initialisation: for some tested a (a·XXᵀ, the identity "
-                "added to W_K W_Qᵀ) and for every tested b (b·AX, the identity added to W_V W_Oᵀ) the 5–95% "
+                "transformer's random-feature kernel at initialisation: for every tested a (a·XXᵀ, the identity "
+                "added to W_K W_Qᵀ, of either sign: the paper names none) and for every tested b (b·AX, the identity added to W_V W_Oᵀ) the 5–95% "
                 f"bootstrap band of N's condition number lies wholly below the plain N's band (bands over "
                 f"{base.draws} initialisations)",
                 {
                     label: f"{r.condition:.3g} [{r.condition_band[0]:.3g}, {r.condition_band[1]:.3g}]"
                     for label, r in {"none": base, **modified}.items()
                 },
-                "a band below none's for some a and for every b",
+                "a band below none's for every a and every b",
                 {
-                    "some a conditions N better": any(ok for label, ok in better.items() if label.startswith("a=")),
+                    "every a conditions N better": all(ok for label, ok in better.items() if label.startswith("a=")),
                     "every b conditions N better": all(ok for label, ok in better.items() if label.startswith("b=")),
                 },
                 about=C.paper(
@@ -983,7 +1002,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=2,
+    claims_version=3,
     timing={
         "eval_samples": 50,
         "kernel.draws": 4,
