@@ -402,17 +402,21 @@ def test_depth_claims_compare_families():
     mspd = {
         1: {"ols": 0.5, "ridge(0.1)": 0.4, "gd(α=0.05)": 0.2, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
         2: {"ols": 0.05, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
-        8: {"ols": 0.01, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
+        8: {"ols": 0.005, "ridge(0.1)": 0.02, "gd(α=0.05)": 0.3, "sgd(α=0.05)": 0.3, "3-nn": 0.9, "zero": 0.6},
     }
     table = {(depth, label): v for depth, row in mspd.items() for label, v in row.items()}
-    claims = {c.id: c for c in _depth_claims(table, [1, 2, 8], families)}
+    claims = {c.id: c for c in _depth_claims(table, [1, 2, 8], families, 0.01)}
     assert all(c.holds for c in claims.values()) and claims["c-one-layer-gd"].measured == {"L=1": "gd(α=0.05): 0.2"}
     # The closest learner of all decides, one-pass SGD and kNN included (the paper's figure has them all) ...
     table[1, "sgd(α=0.05)"] = 0.15
-    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]
+    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families, 0.01)}["c-one-layer-gd"]
     # ... and a model closest to predicting 0 (an untrained one) is closest to none of the paper's learners.
     table[1, "sgd(α=0.05)"], table[1, "zero"] = 0.3, 0.1
-    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families)}["c-one-layer-gd"]
+    assert not {c.id: c.holds for c in _depth_claims(table, [1, 2, 8], families, 0.01)}["c-one-layer-gd"]
+    # The deepest model must match OLS, not only be nearer it than any other learner.
+    table[8, "ols"] = 0.015
+    deep = {c.id: c for c in _depth_claims(table, [1, 2, 8], families, 0.01)}["c-eight-plus-layers-ols"]
+    assert not deep.holds and [name for name, ok in deep.clauses.items() if not ok] == ["MSPD to OLS < 0.01"]
 
 
 def test_probe_splits_standardise_both_splits_by_the_training_split():

@@ -888,7 +888,8 @@ def _kernel_claims(config, kernels) -> list:
                 PAPER,
                 f"{spec}: the identity perturbations improve the conditioning of the template matrix N of the "
                 "transformer's random-feature kernel at initialisation: for every tested a (a·XXᵀ, the identity "
-                "added to W_K W_Qᵀ, of either sign: the paper names none) and for every tested b (b·AX, the identity added to W_V W_Oᵀ) the 5–95% "
+                "added to W_K W_Qᵀ, of either sign: the paper names none) and for every tested b (b·AX, the "
+                "identity added to W_V W_Oᵀ) the 5–95% "
                 f"bootstrap band of N's condition number lies wholly below the plain N's band (bands over "
                 f"{base.draws} initialisations)",
                 {

@@ -678,14 +678,15 @@ def _judged_depth_claims(config: dict, table: dict, families: dict[str, str], re
             needed=resolution,
             reached=table[deepest, "ols"],
         )
-        for claim in _depth_claims(table, config["depths"], families)
+        for claim in _depth_claims(table, config["depths"], families, config["tolerance"]["ols_match"])
     ]
 
 
-def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> list[C.Claim]:
+def _depth_claims(table: dict, depths: list[int], families: dict[str, str], match: float) -> list[C.Claim]:
     """Part (c)'s claims from ``table[depth, label]`` (MSPD, SPD/d over 1 ≤ k < d) and each label's family
     (``ols``, ``ridge``, ``gd``, ``sgd``, ``knn`` or the ``zero`` control): at each depth the paper names, the
-    family of the closest learner of all."""
+    family of the closest learner of all; the deepest models, which the paper says match OLS, also come within
+    ``match`` (the MSPD at which (a) calls a model OLS's) of it."""
     closest = {depth: min(families, key=lambda label: table[depth, label]) for depth in depths}
     claims = []
     for id, text, family, covered in (
@@ -693,24 +694,47 @@ def _depth_claims(table: dict, depths: list[int], families: dict[str, str]) -> l
         ("c-two-to-four-layers-ridge", "ridge at 2–4 layers", "ridge", [x for x in depths if 2 <= x <= 4]),
         ("c-eight-plus-layers-ols", "OLS at ≥ 8 layers", "ols", [x for x in depths if x >= 8]),
     ):
-        if covered:
+        if not covered:
+            continue
+        statement = (
+            "(c) the learner closest to the transformer "
+            "(MSPD: SPD/d averaged over the under-determined prefixes 1 ≤ k < d, as the paper's Fig 3), "
+            "among every learner of the paper's figure "
+            f"({', '.join(label for label in families if label != 'zero')}) "
+            f"and the zero predictor as a control, is {text}: the closest learner's family must be {family} at "
+            "every such depth"
+        )
+        measured = {f"L={depth}": f"{closest[depth]}: {table[depth, closest[depth]]:.3g}" for depth in covered}
+        is_closest = all(families[closest[depth]] == family for depth in covered)
+        about, figure = C.paper("§4.3, Fig 3", f"closest: {text}"), "depth_table"
+        if family == "ols":
+            to_ols = max(table[depth, "ols"] for depth in covered)
+            claims.append(
+                C.all_of(
+                    id,
+                    PAPER,
+                    f"{statement}, and its MSPD to OLS is below {match:g}, the level at which (a) calls a model's "
+                    "predictions OLS's (the paper: the deepest models match OLS) (measured: depth → closest learner "
+                    "and its MSPD; the largest MSPD to OLS)",
+                    {**measured, "largest MSPD to OLS": to_ols},
+                    f"ols at L = {covered}, MSPD to OLS < {match:g}",
+                    {"OLS is the closest learner": is_closest, f"MSPD to OLS < {match:g}": to_ols < match},
+                    about=about,
+                    figure=figure,
+                )
+            )
+        else:
             claims.append(
                 C.holds_if(
                     id,
                     PAPER,
-                    "(c) the learner closest to the transformer "
-                    "(MSPD: SPD/d averaged over the under-determined prefixes 1 ≤ k < d, as the paper's Fig 3), "
-                    "among every learner of the paper's figure "
-                    f"({', '.join(label for label in families if label != 'zero')}) "
-                    f"and the zero predictor as a control, is {text}; "
-                    f"no tolerance: the closest learner's family must be {family} at every such depth "
-                    "(the paper: the 1-layer model is best approximated by one GD step, "
+                    f"{statement}; no tolerance (the paper: the 1-layer model is best approximated by one GD step, "
                     "though not well in absolute terms) (measured: depth → closest learner and its MSPD)",
-                    {f"L={depth}": f"{closest[depth]}: {table[depth, closest[depth]]:.3g}" for depth in covered},
+                    measured,
                     f"{family} at L = {covered}",
-                    all(families[closest[depth]] == family for depth in covered),
-                    about=C.paper("§4.3, Fig 3", f"closest: {text}"),
-                    figure="depth_table",
+                    is_closest,
+                    about=about,
+                    figure=figure,
                 )
             )
     return claims
@@ -1047,7 +1071,7 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     train_blocks=("train", "probe.train"),
-    claims_version=2,
+    claims_version=3,
     timing={
         "eval_prompts": 64,
         "bootstrap": 20,
