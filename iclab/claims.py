@@ -418,6 +418,19 @@ def kind_of(claim: dict) -> str:
     return claim.get("kind", "paper")
 
 
+THEORY_NOTE = (
+    "theory: a check of iclab's derivation (it computes what the paper's theorem proves, a closed form, a flow or a "
+    "construction, so only a defect of iclab's can fail it; each has a contract input on which it fails); not "
+    "evidence for the paper"
+)
+"""How a report marks a paper claim whose subject is ``theory``."""
+
+
+def is_theory(claim: dict) -> bool:
+    """Whether a ``claims.json`` entry is a paper claim about the theory, not about a trained model."""
+    return kind_of(claim) == "paper" and claim.get("subject") == "theory"
+
+
 def verdict_word(holds: bool, kind: str) -> str:
     """A judged claim's verdict in words: ``holds``; for a failed paper claim ``does not reproduce here`` (a
     finding, reported with the paper's number beside the measured one), for a failed diagnostic ``FAILS`` (a

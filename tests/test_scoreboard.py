@@ -6,6 +6,7 @@ those files, so its cases (differing verdicts, a superseded and an unfinished ru
 """
 
 import datetime as dt
+import html
 import json
 import re
 import shutil
@@ -417,3 +418,17 @@ def test_a_rejudged_runs_wall_is_shown_as_its_evaluation_alone(tmp_path):
     run.write_info({**run.read_info(), "wall_seconds": 90.0, "rejudged_from": "lsa-linear-seed100"})
     table = seed_table(root)
     assert "lsa-linear seed 100: 1 min 30 s (evaluation only: the models of lsa-linear-seed100, judged again)" in table
+
+
+def test_a_theory_claim_is_marked_as_a_check_of_iclabs_derivation(tmp_path):
+    """A paper claim about the theory (a closed form iclab computes) is shown apart from the claims about trained
+    models in the seed table and on the scoreboard: only a defect of iclab's can fail it."""
+    from iclab.claims import THEORY_NOTE
+
+    root = tmp_path / "runs"
+    derived = Claim("flow", PAPER, "the flow converges", 0.0, "< 1", True, "paper", "theory", "Thm 1").to_dict()
+    for minute, seed in enumerate(range(100, 105)):
+        _run(root, f"lsa-linear-seed{seed}", seed, [derived, _claim("four", True)], minute=minute)
+    table = seed_table(root)
+    assert "| `flow` (theory) | ✓ | ✓ | ✓ | ✓ | ✓ | 5/5 | – |" in table and "| `four` | ✓" in table
+    assert THEORY_NOTE in table and THEORY_NOTE in html.unescape(write_index(root).read_text())

@@ -26,8 +26,10 @@ from ..claims import (
     SEED_RULE,
     SMOKE_NOTE,
     SMOKE_SCALE,
+    THEORY_NOTE,
     Tally,
     holds_over_seeds,
+    is_theory,
     kind_of,
     measured_text,
     seed_entries,
@@ -390,6 +392,8 @@ def _measured_cell(row: ClaimRow) -> str:
 def _claim_row(row: ClaimRow, diagnosis: str | None = None) -> str:
     newest, _, latest = max(row.results, key=lambda result: result[0].ended)
     name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
+    if is_theory(latest):
+        name += f"<br><small class='theory'>{html.escape(THEORY_NOTE)}</small>"
     paper = row.kind == "paper"
     source = f"<br><small>{html.escape(latest['source'])}</small>" if paper and latest.get("source") else ""
     return (
@@ -580,7 +584,7 @@ def seed_table(
         "together (neither), – not in that run. A "
         "paper claim that fails by the rule does not reproduce here (✗ does not reproduce): a finding, with its "
         "measured values listed under its section; a diagnostic (iclab's own check) that fails by the rule is "
-        "marked ⚠.\n\n"
+        f"marked ⚠. A paper claim marked (theory) is {THEORY_NOTE}.\n\n"
         + "\n\n".join(sections)
         + _variants(board)
         + f"\n\nWall times (on whatever machine and load ran them; not budgets): {'; '.join(walls) or 'none'}.\n"
@@ -604,7 +608,8 @@ def _seed_row(row: ClaimRow, seeds: list[int], paper: bool) -> str:
     """A claim's line: its mark per seed, the count over seeds and, for a paper claim, the paper's number."""
     by_seed = {seed: claim for _, seed, claim in row.results}
     marks = [VERDICT_MARKS[by_seed[s]["holds"]] if s in by_seed else "–" for s in seeds]
-    line = f"| `{row.id}` | " + " | ".join(marks) + f" | {_count(row)} |"
+    theory = " (theory)" if is_theory(row.latest) else ""
+    line = f"| `{row.id}`{theory} | " + " | ".join(marks) + f" | {_count(row)} |"
     if not paper:
         return line
     number = row.latest.get("paper_value")
