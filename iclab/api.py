@@ -45,6 +45,8 @@ from .report import (
     write_seed_table,
     write_sweep_report,
 )
+from .report.diagnosis import diagnose as diagnose_claims
+from .report.diagnosis import verdicts
 from .report.index import Scoreboard
 from .report.live import LiveLog
 from .runs import WRITE_FAILURES, EvaluationFolder, Recipe, RunFolder, SweepFolder, Unwritable, unwritable
@@ -510,11 +512,12 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
     board = aggregate(path, recipe)  # read once for every page below
-    explained = diagnose(board)
+    diagnosed = diagnose_claims(board, recipe_distance, _paper_cost)  # its sweeps read once too
+    explained = verdicts(diagnosed)
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
         write_seed_table(board, seed_table, recipe, explained)
     if non_reproductions is not None:
-        write_non_reproductions(board, non_reproductions, recipe, recipe_distance, _paper_cost)
+        write_non_reproductions(diagnosed, non_reproductions)
     skipped = []
     for run in runs:  # a run whose files cannot be read or written is skipped, and said so; the others are reported
         try:

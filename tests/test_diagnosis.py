@@ -88,16 +88,15 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     (_, followed), (_, by_verdicts) = found["laddered"].ladders[0], found["no-number"].ladders[0]
     assert followed.own_target and followed.target == 0.05  # the sweep's --claim-target, drawn as "the target"
     assert not by_verdicts.own_target and by_verdicts.verdicts
-    page = non_reproductions(root, api.recipe, api.recipe_distance, lambda experiment: None)
+    diagnosed = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None)
+    page = non_reproductions(diagnosed)
     assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
     assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page
     assert "the paper recipe's cost on this machine is not measured" in page
     assert "**Its cost at this scale:** 12 s of `lsa-linear-seed100`'s 30 s (40%; parts iso)." in page
     assert page.count("**Its cost at this scale:**") == 1  # the runs that recorded none say nothing
     assert "## `fine`" not in page and json.dumps(page)  # a claim that reproduces has no section
-    written = write_non_reproductions(
-        root, tmp_path / "docs" / "page.md", api.recipe, api.recipe_distance, lambda e: None
-    )
+    written = write_non_reproductions(diagnosed, tmp_path / "docs" / "page.md")
     figure = "non-reproductions/ladder-laddered_laddered.png"
     assert f"]({figure})" in written.read_text() and (tmp_path / "docs" / figure).stat().st_size > 0
 

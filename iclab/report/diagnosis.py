@@ -139,26 +139,24 @@ def diagnoses(
     distance: Callable[[str, str], dict],
     cost: Callable[[str], dict | None],
 ) -> dict[tuple[str, str, str], str]:
-    """Each non-reproducing paper claim's diagnosis in words (:attr:`Diagnosis.verdict`) among the runs and sweeps
-    under ``root``, by its row's :attr:`~iclab.report.index.ClaimRow.key`: what the seed table and the scoreboard
-    print beside its verdict (arguments as :func:`non_reproductions`)."""
-    return {d.row.key: d.verdict for d in diagnose(aggregate(root, recipes), distance, cost)}
+    """Each non-reproducing paper claim's diagnosis in words among the runs and sweeps under ``root`` (``recipes``
+    counts only runs of the current recipes, :func:`iclab.report.index.aggregate`; ``distance`` and ``cost`` as
+    :func:`diagnose`), by its row's key (:func:`verdicts`)."""
+    return verdicts(diagnose(aggregate(root, recipes), distance, cost))
 
 
-def non_reproductions(
-    root: str | Path,
-    recipes: Callable,
-    distance: Callable[[str, str], dict],
-    cost: Callable[[str], dict | None],
-    figures: Path | None = None,
-) -> str:
-    """``docs/non-reproductions.md`` of the runs and sweeps under ``root``: one section per paper claim that does not
-    reproduce, with its measured values, its distance from the paper's recipe, the paper recipe's cost, the runs at
-    that recipe and the ladders toward it, and the diagnosis (:class:`Diagnosis`); ``recipes`` counts only runs of
-    the current recipes (:func:`iclab.report.index.aggregate`). ``figures``: a folder beside the page where each
-    ladder's figure is drawn and linked from its section (by ``figures``' name and file name)."""
-    diagnoses = diagnose(aggregate(root, recipes), distance, cost)
-    sections = [_section(d, figures) for d in diagnoses]
+def verdicts(diagnosed: list[Diagnosis]) -> dict[tuple[str, str, str], str]:
+    """Each diagnosis in words (:attr:`Diagnosis.verdict`) by its row's :attr:`~iclab.report.index.ClaimRow.key`:
+    what the seed table and the scoreboard print beside the claim's verdict."""
+    return {d.row.key: d.verdict for d in diagnosed}
+
+
+def non_reproductions(diagnosed: list[Diagnosis], figures: Path | None = None) -> str:
+    """``docs/non-reproductions.md`` of the claims ``diagnosed`` (:func:`diagnose`): one section per paper claim that
+    does not reproduce, with its measured values, its distance from the paper's recipe, the paper recipe's cost, the
+    runs at that recipe and the ladders toward it, and the diagnosis. ``figures``: a folder beside the page where
+    each ladder's figure is drawn and linked from its section (by ``figures``' name and file name)."""
+    sections = [_section(d, figures) for d in diagnosed]
     return (
         "# Why a claim does not reproduce here\n\n"
         "Written by `iclab report ROOT --non-reproductions PATH` from the runs and sweeps under ROOT. For each paper "
@@ -227,11 +225,9 @@ def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def write_non_reproductions(
-    root: str | Path, path: str | Path, recipes: Callable, distance: Callable, cost: Callable
-) -> Path:
-    """Write :func:`non_reproductions` of ``root`` to ``path`` (its folder is created), each ladder's figure in
-    the folder ``non-reproductions`` beside it."""
+def write_non_reproductions(diagnosed: list[Diagnosis], path: str | Path) -> Path:
+    """Write :func:`non_reproductions` of the claims ``diagnosed`` to ``path`` (its folder is created), each
+    ladder's figure in the folder ``non-reproductions`` beside it."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -239,7 +235,7 @@ def write_non_reproductions(
         figures.mkdir(exist_ok=True)
         for old in figures.glob("*.png"):  # a ladder no longer under the root leaves no figure behind
             old.unlink()
-        write_atomic(path, non_reproductions(root, recipes, distance, cost, figures))
+        write_atomic(path, non_reproductions(diagnosed, figures))
     except OSError as err:
         raise ConfigError(f"cannot write {path}: {err.strerror}") from None
     return path
