@@ -419,9 +419,9 @@ def kind_of(claim: dict) -> str:
 
 
 THEORY_NOTE = (
-    "theory: a check of iclab's derivation (it computes what the paper's theorem proves, a closed form, a flow or a "
-    "construction, so only a defect of iclab's can fail it; each has a contract input on which it fails); not "
-    "evidence for the paper"
+    "judged without a trained model, on iclab's computation of the paper's mathematics (a closed form, a gradient "
+    "flow, a construction, or a Monte Carlo estimate at initialisation); where the paper proves the statement, the "
+    "claim checks iclab's derivation, and only a defect of iclab's can fail it"
 )
 """How a report marks a paper claim whose subject is ``theory``."""
 

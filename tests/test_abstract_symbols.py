@@ -334,11 +334,12 @@ def test_recurrent_models_train_seed_by_seed_in_a_tiny_run(tmp_path):
 
 
 def _claims_of(losses: dict) -> dict:
-    """The sweep's claims on mean test losses ``{task: {model: {n: loss}}}`` (one seed), by id."""
+    """The sweep's claims on mean test losses ``{task: {model: {n: loss}}}`` (one seed), by id (no training losses:
+    no linearised model among them)."""
     from iclab.experiments.abstract_symbols import DEFAULTS, _sweep_claims
 
     runs = {spec: {m: {n: [v] for n, v in by_n.items()} for m, by_n in ms.items()} for spec, ms in losses.items()}
-    return {c.id: c for c in _sweep_claims(DEFAULTS, runs)}
+    return {c.id: c for c in _sweep_claims(DEFAULTS, runs, {})}
 
 
 def _failed(claim) -> list[str]:

@@ -354,10 +354,10 @@ def test_knn_and_averaging_claims_are_split_per_class_and_judged_at_every_prefix
 
 def _shift_table(name, d, model, ols=None, half=0.01):
     """A shift's curves table for one seed (0): the transformer's mean ``model`` (by k) with a 90% band reaching
-    ``half`` above it, least squares' ``ols``."""
+    ``half`` either side of it, least squares' ``ols``."""
     model = torch.as_tensor(model, dtype=torch.float64)
     ols = torch.zeros_like(model) if ols is None else torch.as_tensor(ols, dtype=torch.float64)
-    return {("linear", 0): {"mean": model, "high": model + half}, "ols": {"mean": ols}}
+    return {("linear", 0): {"mean": model, "low": model - half, "high": model + half}, "ols": {"mean": ols}}
 
 
 def test_robust_shift_claims_compare_the_paper_numbers_at_its_k_mapped_to_d():
@@ -413,6 +413,9 @@ def test_failing_shift_claims_need_the_papers_rise_at_2d():
     assert claim(least + 0.001).holds and claim(least + 0.001).measured["rise"] == pytest.approx(least + 0.001)
     assert not claim(least - 0.001).holds
     assert not claim(0.0, elsewhere=1.0).holds  # failing before 2d is not the paper's failure at k = 40
+    # However wide the run's band, "fails" needs a rise at all.
+    wide = _shift_table("scale-x=3", d, torch.full((11,), 0.05), half=1.0)
+    assert not _failing_claim("scale-x=3", wide, standard, [0], d).holds
 
 
 def test_relu_claim_is_two_sided_at_the_longest_prefix():
@@ -426,7 +429,7 @@ def test_relu_claim_is_two_sided_at_the_longest_prefix():
         model[last] = 0.2 + offset
         curves = {
             ("relu-net", "net-gd"): {"mean": network},
-            ("relu-net", ("relu-net", 0)): {"mean": model, "high": model + half},
+            ("relu-net", ("relu-net", 0)): {"mean": model, "low": model - half, "high": model + half},
         }
         return _relu_net_claim(DEFAULTS, [0], curves)
 
@@ -435,6 +438,14 @@ def test_relu_claim_is_two_sided_at_the_longest_prefix():
     for offset in (PAPER_BAND + half + 0.001, -(PAPER_BAND + half + 0.001)):  # far better is not "comparably" either
         assert not claim(offset).holds
     assert claim(0.0, mean_elsewhere=0.5).holds  # judged where the paper gives its numbers
+    # Above the network, the side of the band toward it (mean − p5) decides, not p95 − mean.
+    network, model = (
+        torch.full((last + 1,), 0.2, dtype=torch.float64),
+        torch.full((last + 1,), 0.2 + PAPER_BAND + 0.015),
+    )
+    lopsided = {"mean": model, "low": model - 0.02, "high": model + 0.001}
+    curves = {("relu-net", "net-gd"): {"mean": network}, ("relu-net", ("relu-net", 0)): lopsided}
+    assert _relu_net_claim(DEFAULTS, [0], curves).holds
 
 
 def test_the_robust_shift_claims_need_prompts_that_reach_2d(tmp_path):

@@ -449,11 +449,10 @@ def _fit(
     out = {}
     for seed in seeds:
         test, best = result.curve(seed, "test"), result.best_step(seed, "validation")
-        out[seed] = {"test": test[best], "test_last": test[max(test)], "best_step": best}  # the loop logs its last step
+        fit = result.curve(seed, "train_loss")  # the loop logs its last step
+        out[seed] = {"test": test[best], "test_last": test[max(test)], "best_step": best, "train_last": fit[max(fit)]}
         for key, value in out[seed].items():
             ctx.log(setting=setting, model=model, seed=seed, n=n, metric=f"{key}_{metric}", value=value)
-        fit = result.curve(seed, "train_loss")
-        out[seed]["train_last"] = fit[max(fit)]
     return out
 
 
@@ -598,7 +597,7 @@ def _mean(values) -> float:
     return sum(values) / len(values)
 
 
-def _sweep_claims(config, losses, fits=None) -> list:
+def _sweep_claims(config, losses, fits) -> list:
     """The sweep's claims for every task whose losses hold the claim's models and n (see each helper); ``fits``,
     the training losses at the last step in the same layout, where a claim reads them."""
     tol = config["tolerance"]
@@ -623,7 +622,7 @@ def _sweep_claims(config, losses, fits=None) -> list:
         if spec in PAPER_PLAIN and "transformer" in mean:
             claims.append(_plain_needs_1024(spec, mean["transformer"], tol))
         claims += _mlp_claims(spec, mean, tol)
-        fit = {model: {n: _mean(v) for n, v in by_n.items()} for model, by_n in (fits or {}).get(spec, {}).items()}
+        fit = {model: {n: _mean(v) for n, v in by_n.items()} for model, by_n in fits.get(spec, {}).items()}
         claims += _ntk_claim(spec, mean, fit, config["sweep"]["ntk_n"], tol)
         claims += _between_claim(spec, mean, tol) + _recurrent_claims(spec, mean, tol)
     return claims
@@ -638,7 +637,7 @@ def _ntk_claim(spec: str, mean: dict, fit: dict, n: int, tol: dict) -> list:
         return []
     level = tol["plain_learned"]
     trained, linearised = mean["transformer"][n], mean["transformer-ntk"][n]
-    fitted = fit.get("transformer-ntk", {}).get(n, float("nan"))
+    fitted = fit["transformer-ntk"][n]  # trained beside its test loss
     return [
         C.all_of(
             f"{spec}-ntk-needs-more-data",

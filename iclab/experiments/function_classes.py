@@ -678,24 +678,26 @@ def _tree_claim(config, seeds, c, slow_curves) -> C.Claim:
 def _relu_net_claim(config, seeds, slow_curves) -> C.Claim:
     """On 2-layer ReLU networks the transformer's error at the longest prefix, where the paper gives its numbers,
     is within the paper's band + the run's 90% half-band of a 2-layer network's fitted by GD on the same prompts,
-    either side ("comparably"), every seed; measured: the seed nearest its limit."""
+    either side ("comparably"), every seed; measured: the seed nearest its limit. The half-band is the transformer's,
+    on the side that faces the network (mean − p5 when it lies above, p95 − mean when below)."""
     task = _task(config, "relu-net")
     last = task.n_context - 1
     network = next(v for (c, key), v in slow_curves.items() if c == "relu-net" and not isinstance(key, tuple))
     rows = []
     for s in seeds:
-        own = slow_curves["relu-net", ("relu-net", s)]
-        error, allowed = own["mean"][last].item(), PAPER_BAND + (own["high"][last] - own["mean"][last]).item()
-        rows.append({"seed": s, "error": error, "network": network["mean"][last].item(), "allowed": allowed})
+        own = {key: own[last].item() for key, own in slow_curves["relu-net", ("relu-net", s)].items()}
+        reference = network["mean"][last].item()
+        half = own["mean"] - own["low"] if own["mean"] > reference else own["high"] - own["mean"]
+        rows.append({"seed": s, "error": own["mean"], "network": reference, "allowed": PAPER_BAND + half})
     worst = max(rows, key=lambda r: abs(r["error"] - r["network"]) - r["allowed"])
     return C.holds_if(
         "relu-matches-net-gd",
         PAPER,
         "on 2-layer ReLU networks the transformer performs comparably to a 2-layer network fitted by GD: at the "
         f"longest prefix k = {last}, where the paper gives both errors (its k = 100), its normalised error lies "
-        f"within {PAPER_BAND} (the widest half-width of the paper's 90% bands) + this run's 90% half-band at k of "
-        f"the network's, either side (same {config['slow_prompts']} prompts), every seed (measured: the seed "
-        "nearest its limit)",
+        f"within {PAPER_BAND} (the widest half-width of the paper's 90% bands) + this run's 90% half-band of the "
+        "transformer at k (on the side facing the network) of the network's, either side (same "
+        f"{config['slow_prompts']} prompts), every seed (measured: the seed nearest its limit)",
         worst,
         f"|error − network| ≤ {PAPER_BAND} + the 90% half-band, every seed",
         all(abs(r["error"] - r["network"]) <= r["allowed"] for r in rows),
@@ -801,14 +803,14 @@ def _paper_errors_text(name: str) -> str:
 def _failing_claim(name, table, standard, seeds, d) -> C.Claim:
     """Under failing shift ``name`` (:data:`FAILING_SHIFTS`) the linear transformer's error at k = 2d (the paper's
     k = 40) rises from its error on the standard prompts by at least the paper's error there (its standard error
-    is about 0) less the paper's band and the run's 90% half-band under the shift, every seed; measured: the seed
-    nearest its limit."""
+    is about 0) less the paper's band and the run's 90% half-band under the shift (mean − p5: the side a lower error
+    lies on), and by more than 0 whatever the band, every seed; measured: the seed nearest its limit."""
     k, paper_error = _run_k(40, d), PAPER_SHIFT_ERRORS[name][40]
     rows = []
     for s in seeds:
         shifted = table["linear", s]
         rise = (shifted["mean"][k] - standard["linear", s]["mean"][k]).item()
-        least = paper_error - PAPER_BAND - (shifted["high"][k] - shifted["mean"][k]).item()
+        least = max(paper_error - PAPER_BAND - (shifted["mean"][k] - shifted["low"][k]).item(), 0.0)
         rows.append({"seed": s, "error": shifted["mean"][k].item(), "rise": rise, "at least": least})
     worst = min(rows, key=lambda r: r["rise"] - r["at least"])
     return C.holds_if(
@@ -817,11 +819,11 @@ def _failing_claim(name, table, standard, seeds, d) -> C.Claim:
         f"a failure the paper found: under the {name} prompts the linear transformer's error at k = 2d = {k} (the "
         f"paper's k = 40 at d = {PAPER_D}) rises from its error on standard prompts by at least the paper's "
         f"{paper_error:g} (its error there, where on standard prompts it is about 0) − {PAPER_BAND} (the widest "
-        "half-width of the paper's 90% bands) − this run's 90% half-band under the shift, every seed (measured: "
-        "the seed nearest its limit)",
+        "half-width of the paper's 90% bands) − this run's 90% half-band under the shift (mean − p5), and by more "
+        "than 0, every seed (measured: the seed nearest its limit)",
         worst,
-        f"rise ≥ {paper_error:g} − {PAPER_BAND} − the 90% half-band, every seed",
-        all(r["rise"] >= r["at least"] for r in rows),
+        f"rise ≥ {paper_error:g} − {PAPER_BAND} − the 90% half-band, and > 0, every seed",
+        all(r["rise"] >= r["at least"] and r["rise"] > 0 for r in rows),
         about=C.paper(_shift_source(name), _paper_errors_text(name)),
         figure="shifts",
     )
@@ -1007,7 +1009,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=5,
+    claims_version=6,
     nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,

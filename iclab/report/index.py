@@ -393,7 +393,7 @@ def _claim_row(row: ClaimRow, diagnosis: str | None = None) -> str:
     newest, _, latest = max(row.results, key=lambda result: result[0].ended)
     name = f"<b>{html.escape(row.id)}</b><br><small>{html.escape(row.experiment)} · {html.escape(row.scale)}</small>"
     if is_theory(latest):
-        name += f"<br><small class='theory'>{html.escape(THEORY_NOTE)}</small>"
+        name += f"<br><small class='theory'>theory: {html.escape(THEORY_NOTE)}</small>"
     paper = row.kind == "paper"
     source = f"<br><small>{html.escape(latest['source'])}</small>" if paper and latest.get("source") else ""
     return (
