@@ -49,9 +49,9 @@ def _timed(run) -> tuple[dict, str] | None:
     return (info, note) if info.get("time") else None
 
 
-def section(run) -> list[str]:
-    """One run's markdown tables: its parts, then its claims, the costliest first."""
-    info, note = _timed(run)
+def section(run, info: dict, note: str) -> list[str]:
+    """One run's markdown tables (``info, note``: :func:`_timed`'s): its parts, then its claims, the costliest
+    first."""
     spent = info["time"]
     holds = {c["id"]: c["holds"] for c in run.claims}
     parts, claims = time_rows(spent)
@@ -76,12 +76,13 @@ def section(run) -> list[str]:
 
 
 def main(root: Path) -> None:
-    runs = [r for r in aggregate(root, recipe).counted() if _timed(r)]
-    body = [line for run in sorted(runs, key=lambda r: (r.experiment, r.scale)) for line in section(run)]
+    timed = [(r, found) for r in aggregate(root, recipe).counted() if (found := _timed(r))]
+    timed.sort(key=lambda pair: (pair[0].experiment, pair[0].scale))
+    body = [line for run, (info, note) in timed for line in section(run, info, note)]
     if not body:
         body = ["No counted run under the evaluation root recorded its time yet.", ""]
     PAGE.write_text(HEAD + "\n" + "\n".join(body), encoding="utf-8")
-    print(f"{PAGE}: {len(runs)} runs")
+    print(f"{PAGE}: {len(timed)} runs")
 
 
 if __name__ == "__main__":
