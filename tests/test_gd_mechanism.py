@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from iclab.config import ConfigError
-from iclab.learners import GDPlusPlus, GradientDescent, LeastSquares, Ridge
+from iclab.learners import GDPlusPlus, GradientDescent, LeastSquares, Ridge, gd_plus_plus
 from iclab.metrics import compare, predictions, sensitivity
 from iclab.models import LinearSelfAttention, gd_construction, interpolate_lsa
 from iclab.prompts import PairedFormat
@@ -116,6 +116,46 @@ def test_gd_fit_recovers_the_closed_form_and_beats_gd():
     assert losses[0] == pytest.approx(best.loss / 2, rel=0.03)
     assert losses[1] < losses[2] < losses[0]  # GD++ beats 2-step GD beats one step
     assert 0.1 < two.gammas[0].item() < 0.3
+
+
+def test_gd_fit_reaches_the_sample_optimum():
+    # One GD step predicts η·a with a = (1/N) x_qᵀ Σ y_i x_i, so the sample optimum is Σ a y / Σ a².
+    task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
+    e = task.sample(512, generator(0, "fit"), torch.float64)
+    a = torch.einsum("bqd,bd->bq", e.x_query, torch.einsum("bn,bnd->bd", e.ys, e.xs)) / 8
+    exact = ((a * e.y_query).sum() / a.pow(2).sum()).item()
+    assert GDPlusPlus.fit(e, 1, curvature=False, start=(0.1, 0.0)).lrs.item() == pytest.approx(exact, rel=1e-9)
+
+
+def test_per_step_gd_plus_plus_fit_is_stationary():
+    # Four per-step layers, where L-BFGS used to stop far from the minimum: the fit's gradient vanishes.
+    task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
+    e = task.sample(1024, generator(0, "fit"), torch.float64)
+
+    def loss_and_gradient(learner):
+        lrs, gammas = learner.lrs.clone().requires_grad_(), learner.gammas.clone().requires_grad_()
+        loss = (gd_plus_plus(e.xs, e.ys, e.x_query, lrs, gammas) - e.y_query).pow(2).mean()
+        loss.backward()
+        return loss.item(), torch.cat([lrs.grad, gammas.grad[:-1]]).norm().item()  # the last γ has no effect
+
+    shared = GDPlusPlus.fit(e, 4, start=(1.0, 0.0))
+    per = GDPlusPlus.fit(e, 4, shared=False, start=(shared.lrs, shared.gammas))
+    (start_loss, start_gradient), (loss, gradient) = loss_and_gradient(shared), loss_and_gradient(per)
+    assert gradient < 1e-4 * start_gradient and loss < start_loss
+    assert per.gammas[-1].item() == shared.gammas[-1].item()  # left at its start value
+
+
+def test_gd_fit_survives_a_start_that_blows_up():
+    # γ = 20 makes (I − γS) expand every input: the start's MSE is ~1e41. The fit refuses every step
+    # that overflows and reaches a local minimum that beats predicting 0 (MSE E[y²] = 5/3).
+    task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
+    e = task.sample(256, generator(0, "fit"), torch.float64)
+    far = GDPlusPlus.fit(e, 3, start=(1.0, 20.0))
+    assert (far.predict_episode(e) - e.y_query).pow(2).mean() < 0.5 * e.y_query.pow(2).mean()
+    with pytest.raises(ConfigError):
+        GDPlusPlus.fit(e, 3, iterations=0)
+    with pytest.raises(ConfigError):
+        GDPlusPlus.fit(e, 3, shared=False, start=([1.0, 2.0], 0.0))
 
 
 def test_construction_input_checks():

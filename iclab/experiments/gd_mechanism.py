@@ -19,8 +19,8 @@ attention starts at a small scale and trains on large batches, which keeps every
 rank-1 solution that uses the labels as keys. What each choice avoids, as measured:
 docs/experiments/gd-mechanism.md.
 
-GD and GD++ step sizes (and γ) are fitted by L-BFGS on a fixed sample of ``fit_prompts``
-prompts (:meth:`GDPlusPlus.fit`); the best one-step η is exact
+GD and GD++ step sizes (and γ) are fitted to convergence (Levenberg–Marquardt) on a fixed sample of
+``fit_prompts`` prompts (:meth:`GDPlusPlus.fit`); the best one-step η is exact
 (:func:`iclab.theory.gd_step_optimum`).
 """
 
@@ -616,7 +616,7 @@ EXPERIMENT = Experiment(
     run=run,
     checks=_checks,
     train_blocks=("train", "sine.train"),
-    claims_version=2,
+    claims_version=3,
     timing={
         "eval_prompts": 1000,
         "compare_prompts": 50,

@@ -162,46 +162,66 @@ class GDPlusPlus(LinearLearner):
         shared: bool = True,
         curvature: bool = True,
         start: tuple = (1.0, 0.0),
-        iterations: int = 20,
+        iterations: int = 500,
+        rtol: float = 1e-9,
     ) -> GDPlusPlus:
         """Step sizes (and γ when ``curvature``) minimising the query MSE on ``episode``, in float64.
 
         ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
-        one per step. The search is L-BFGS with a strong-Wolfe line search from ``start`` = (η, γ),
-        scalars or per-step sequences (e.g. the best one-step η from
-        :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to start a per-step one). The
-        objective is a polynomial in (η, γ), so this finds the local minimum next to the start.
-        A per-step fit leaves the last γ at its start value (it does not affect the prediction).
+        one per step. The search starts from ``start`` = (η, γ), scalars or per-step sequences
+        (e.g. the best one-step η from :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to
+        start a per-step one), and finds the local minimum next to it. A per-step fit leaves the
+        last γ at its start value (it does not affect the prediction).
+
+        The loss is a sum of squared residuals, so the search is Levenberg–Marquardt: each
+        iteration solves the damped Gauss–Newton system, keeps the step only if it lowers the
+        loss (a step into the high-degree polynomial's blow-up is refused and the damping
+        raised), and it stops once an iteration gains less than ``rtol`` (relative) or after
+        ``iterations``. At four and more per-step layers L-BFGS stalls far from this minimum.
         """
+        if iterations < 1 or rtol < 0:
+            raise ConfigError(f"GD++ fit needs iterations >= 1 and rtol >= 0, got {iterations} and {rtol}")
         e = episode.to(dtype=torch.float64)
-        size = 1 if shared else steps
 
-        def initial(value, trainable):
-            v = torch.as_tensor(value, dtype=torch.float64).flatten()
-            return (v[:1] if shared else v.expand(steps)).clone().requires_grad_(trainable)
+        def initial(value):
+            v = torch.as_tensor(value, dtype=torch.float64, device=e.xs.device).flatten()
+            if len(v) not in (1, steps):
+                raise ConfigError(f"start values must be scalars or have {steps} entries")
+            return v[:1] if shared else v.expand(steps).clone()
 
-        lr, gamma = initial(start[0], True), initial(start[1] if curvature else 0.0, curvature)
-        if len(lr) != size or len(gamma) != size:
-            raise ConfigError(f"start values must be scalars or have {steps} entries")
-        optimizer = torch.optim.LBFGS(
-            [lr, gamma] if curvature else [lr],
-            max_iter=iterations,
-            line_search_fn="strong_wolfe",
-            tolerance_grad=1e-12,
-            tolerance_change=1e-14,
-        )
+        lr, gamma = initial(start[0]), initial(start[1] if curvature else 0.0)
+        # The parameters searched: η and, with curvature, γ; per-step fits leave out the last γ.
+        free_gammas = (1 if shared else steps - 1) if curvature else 0
+        theta = torch.cat([lr, gamma[:free_gammas]])
 
-        def expand(v):
-            return v.expand(steps) if shared else v
+        def unpack(theta):
+            lrs, gammas = theta[: len(lr)], torch.cat([theta[len(lr) :], gamma[free_gammas:]])
+            return (lrs.expand(steps), gammas.expand(steps)) if shared else (lrs, gammas)
 
-        def closure():
-            optimizer.zero_grad()
-            loss = (gd_plus_plus(e.xs, e.ys, e.x_query, expand(lr), expand(gamma)) - e.y_query).pow(2).mean()
-            loss.backward()
-            return loss
+        def residuals(theta):
+            return (gd_plus_plus(e.xs, e.ys, e.x_query, *unpack(theta)) - e.y_query).flatten()
 
-        optimizer.step(closure)
-        return cls(expand(lr).detach().clone(), expand(gamma).detach().clone())
+        r = residuals(theta)
+        loss, damping = r.pow(2).mean(), 1e-3
+        for _ in range(iterations):
+            jacobian = torch.func.jacfwd(residuals)(theta)
+            curvature_matrix, gradient = jacobian.T @ jacobian, jacobian.T @ r
+            # Marquardt's scaling, floored so that a parameter without effect gets a zero step.
+            scale = torch.diag(curvature_matrix.diagonal() + 1e-12 * curvature_matrix.diagonal().max())
+            while damping < 1e12:
+                trial = theta + torch.linalg.solve(curvature_matrix + damping * scale, -gradient)
+                trial_r = residuals(trial)
+                trial_loss = trial_r.pow(2).mean()
+                if trial_loss < loss:  # False for NaN too
+                    break
+                damping *= 4
+            else:
+                break  # no step lowers the loss: at the minimum
+            gain = (loss - trial_loss) / loss
+            theta, r, loss, damping = trial, trial_r, trial_loss, max(damping / 3, 1e-12)
+            if gain < rtol:
+                break
+        return cls(*(v.detach().clone() for v in unpack(theta)))
 
 
 def _short(values: torch.Tensor) -> str:
