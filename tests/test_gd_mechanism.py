@@ -1,5 +1,7 @@
 """GD / GD++ constructions against their learners, comparison metrics, and the sine task."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -128,7 +130,7 @@ def test_gd_fit_reaches_the_sample_optimum():
 
 
 def test_per_step_gd_plus_plus_fit_is_stationary():
-    # Four per-step layers, where L-BFGS used to stop far from the minimum: the fit's gradient vanishes.
+    # Four per-step layers (a fit of 7 parameters from the recurrent one): the gradient vanishes there.
     task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
     e = task.sample(1024, generator(0, "fit"), torch.float64)
 
@@ -146,12 +148,16 @@ def test_per_step_gd_plus_plus_fit_is_stationary():
 
 
 def test_gd_fit_survives_a_start_that_blows_up():
-    # γ = 20 makes (I − γS) expand every input: the start's MSE is ~1e41. The fit refuses every step
-    # that overflows and reaches a local minimum that beats predicting 0 (MSE E[y²] = 5/3).
+    # γ = 20 makes (I − γS) expand every input: the start's MSE is ~1e41. The fit still reaches a
+    # local minimum that beats predicting 0 (MSE E[y²] = 5/3), and a start that overflows is refused.
     task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
     e = task.sample(256, generator(0, "fit"), torch.float64)
     far = GDPlusPlus.fit(e, 3, start=(1.0, 20.0))
     assert (far.predict_episode(e) - e.y_query).pow(2).mean() < 0.5 * e.y_query.pow(2).mean()
+    silent = dataclasses.replace(e, ys=torch.zeros_like(e.ys), y_query=torch.zeros_like(e.y_query))
+    assert GDPlusPlus.fit(silent, 2, start=(1.0, 0.1)).name == "gd++2(η=1, γ=0.1)"  # nothing to fit: the start
+    with pytest.raises(ConfigError):
+        GDPlusPlus.fit(e, 3, start=(1.0, 1e30))
     with pytest.raises(ConfigError):
         GDPlusPlus.fit(e, 3, iterations=0)
     with pytest.raises(ConfigError):

@@ -170,14 +170,17 @@ class GDPlusPlus(LinearLearner):
         ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
         one per step. The search starts from ``start`` = (η, γ), scalars or per-step sequences
         (e.g. the best one-step η from :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to
-        start a per-step one), and finds the local minimum next to it. A per-step fit leaves the
+        start a per-step one), and returns a local minimum, in general not the only one: from
+        four per-step layers different starts find different minima. A per-step fit leaves the
         last γ at its start value (it does not affect the prediction).
 
         The loss is a sum of squared residuals, so the search is Levenberg–Marquardt: each
-        iteration solves the damped Gauss–Newton system, keeps the step only if it lowers the
+        iteration solves the damped Gauss–Newton system and keeps the step only if it lowers the
         loss (a step into the high-degree polynomial's blow-up is refused and the damping
-        raised), and it stops once an iteration gains less than ``rtol`` (relative) or after
-        ``iterations``. At four and more per-step layers L-BFGS stalls far from this minimum.
+        raised). It stops when a step taken at the iteration's first try gains less than ``rtol``
+        of the loss (one taken after refusals is short by construction and says nothing), when
+        no step lowers the loss even at the largest damping or the gradient is exactly zero, or
+        after ``iterations``. At four and more per-step layers L-BFGS stalls far from the minimum.
         """
         if iterations < 1 or rtol < 0:
             raise ConfigError(f"GD++ fit needs iterations >= 1 and rtol >= 0, got {iterations} and {rtol}")
@@ -203,23 +206,28 @@ class GDPlusPlus(LinearLearner):
 
         r = residuals(theta)
         loss, damping = r.pow(2).mean(), 1e-3
+        if not torch.isfinite(loss):
+            raise ConfigError(f"GD++ fit: the start {start} gives a non-finite loss on these prompts")
         for _ in range(iterations):
             jacobian = torch.func.jacfwd(residuals)(theta)
             curvature_matrix, gradient = jacobian.T @ jacobian, jacobian.T @ r
+            if not gradient.any():
+                break  # nothing moves the prediction (e.g. prompts without context)
             # Marquardt's scaling, floored so that a parameter without effect gets a zero step.
             scale = torch.diag(curvature_matrix.diagonal() + 1e-12 * curvature_matrix.diagonal().max())
+            refused = 0
             while damping < 1e12:
                 trial = theta + torch.linalg.solve(curvature_matrix + damping * scale, -gradient)
                 trial_r = residuals(trial)
                 trial_loss = trial_r.pow(2).mean()
                 if trial_loss < loss:  # False for NaN too
                     break
-                damping *= 4
+                damping, refused = damping * 4, refused + 1
             else:
                 break  # no step lowers the loss: at the minimum
             gain = (loss - trial_loss) / loss
             theta, r, loss, damping = trial, trial_r, trial_loss, max(damping / 3, 1e-12)
-            if gain < rtol:
+            if gain < rtol and not refused:
                 break
         return cls(*(v.detach().clone() for v in unpack(theta)))
 
