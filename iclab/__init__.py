@@ -15,7 +15,7 @@ The API is imported on first use, so ``import iclab`` (and ``iclab --help``) sta
 from .version import __version__ as __version__  # iclab.__version__
 
 _API = {name: "api" for name in ("RunResult", "list_experiments", "rejudge", "report", "reproduce", "resume", "run")}
-_API.update({name: "sweeps" for name in ("SweepResult", "resume_sweep", "sweep")})
+_API.update({name: "sweeps" for name in ("SweepResult", "rejudge_sweep", "resume_sweep", "sweep")})
 _API.update(
     {
         "LoadedModel": "loading",

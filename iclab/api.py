@@ -235,14 +235,14 @@ def resume(
         # The finished run stays as it is; its continuation starts from a copy of its checkpoints, taken under its
         # lock, and is trained under its own.
         config = config.with_keys(continued_from=folder.path.name)
-        child = _from_checkpoints(folder, spec.name, config, root=folder.path.parent)
+        child = copy_checkpoints(folder, config, root=folder.path.parent)
     return _execute(child, config, device, progress)
 
 
-def _from_checkpoints(folder: RunFolder, experiment: str, config: RunConfig, **where) -> RunFolder:
-    """A new run folder of ``config`` (``where``: :meth:`RunFolder.create`'s ``out`` or ``root``) that starts from a
+def copy_checkpoints(folder: RunFolder, config: RunConfig, out: Path | None = None, **where) -> RunFolder:
+    """A new run folder of ``config`` (``out``, or ``where``: :meth:`RunFolder.create`'s ``root``) that starts from a
     copy of ``folder``'s checkpoints; no folder is left behind when the copy fails."""
-    child = RunFolder.create(experiment, config.record, **where)
+    child = RunFolder.create(config.record["experiment"], config.record, out=out, **where)
     try:
         shutil.copytree(folder.checkpoints, child.checkpoints)
     except BaseException as err:  # a partial copy would resume from truncated files
@@ -265,29 +265,51 @@ def rejudge(path: str | Path, device: str | None = None, progress: bool = True) 
     config would, with the current claims and their settings (:data:`CLAIM_KEYS`); its ``run.json`` records
     ``rejudged_from``. What a change of claims asks, without the hours of training again. Refused for a run that has
     not finished (``iclab resume`` finishes it, judged by the current claims) and for one whose recipe has changed
-    since it ran (its models are not the current recipe's)."""
+    since it ran (its models are not the current recipe's). A sweep's points: :func:`iclab.sweeps.rejudge_sweep`."""
     folder = RunFolder.open(path)
     with folder.writer():
         if not folder.finished:
             raise ConfigError(
                 f"{path} has not finished: `iclab resume {path}` finishes it, judged by the current claims"
             )
-        stored = folder.read_config()
-        spec, current = experiments.get(stored["experiment"]), recipe(stored["experiment"], stored["scale"])
-        if current is None:
-            raise ConfigError(f"{path}: its scale {stored['scale']!r} no longer resolves: run it again")
-        claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
-        config = spec.reconfigure({**stored, **claims})
-        mine = Recipe(_normal(config.record), spec.claims_version)
-        if mine.fingerprint != current.fingerprint:
-            why = "; ".join(current.changes(config.record, mine.fingerprint))
-            raise ConfigError(f"{path} is not a run of its scale's current recipe ({why}): run it again")
-        if folder.read_info().get("fingerprint") == current.fingerprint:
-            raise ConfigError(f"{path} is already judged by the current claims (version {spec.claims_version})")
+        config, current = judging_config(folder)
+        if judged_by(folder, current):
+            raise ConfigError(f"{path} is already judged by the current claims (version {current.claims_version})")
         device = pick_device(device)
-        name = re.sub(r"-claims\d+$", "", folder.path.name) + f"-claims{spec.claims_version}"
-        child = _from_checkpoints(folder, spec.name, config, out=folder.path.with_name(name))
+        child = copy_checkpoints(folder, config, claims_sibling(folder.path, current))
     return _execute(child, config, device, progress, provenance={"rejudged_from": folder.path.name})
+
+
+def judging_config(folder: RunFolder, overrides: Mapping[str, object] | None = None) -> tuple[RunConfig, Recipe]:
+    """The config that judges ``folder``'s trained models by the current claims (its own, with the current recipe's
+    :data:`CLAIM_KEYS`) and the current :class:`~iclab.runs.Recipe` its models must be of: its scale's, with
+    ``overrides`` (a sweep point's values and its sweep's overrides; a run's own overrides make no recipe). Raises
+    :class:`ConfigError` when that recipe no longer resolves or has changed since the run's config was written."""
+    stored = folder.read_config()
+    spec = experiments.get(stored["experiment"])
+    try:
+        resolved = resolved_config(spec.name, stored["scale"], overrides or {})
+    except ConfigError as err:
+        raise ConfigError(f"{folder.path}: its recipe no longer resolves ({err}): run it again") from None
+    current = Recipe(_normal(resolved), spec.claims_version)
+    claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
+    config = spec.reconfigure({**stored, **claims})
+    mine = Recipe(_normal(config.record), spec.claims_version)
+    if mine.fingerprint != current.fingerprint:
+        why = "; ".join(current.changes(config.record, mine.fingerprint))
+        raise ConfigError(f"{folder.path} is not a run of its scale's current recipe ({why}): run it again")
+    return config, current
+
+
+def judged_by(folder: RunFolder, current: Recipe) -> bool:
+    """Whether finished ``folder`` was judged by ``current``'s recipe and claims (its ``run.json`` fingerprint)."""
+    return folder.finished and folder.read_info().get("fingerprint") == current.fingerprint
+
+
+def claims_sibling(path: Path, current: Recipe) -> Path:
+    """Where a folder judged again by ``current``'s claims goes: ``<name>-claims<V>`` beside ``path`` (an earlier
+    ``-claims<N>`` suffix replaced)."""
+    return path.with_name(re.sub(r"-claims\d+$", "", path.name) + f"-claims{current.claims_version}")
 
 
 NOT_RECIPE = ("seed", "seeds", "log")

@@ -13,6 +13,7 @@ import logging
 import shlex
 import sys
 import time
+from pathlib import Path
 
 from . import experiments
 from .claims import SMOKE_NOTE, SMOKE_SCALE, measured_text, summary, verdict_text
@@ -79,9 +80,10 @@ def _run_verbs(sub) -> None:
     rejudge = sub.add_parser(
         "rejudge",
         help="judge a finished run's trained models by the current claims, as a new run folder beside it "
-        "(<name>-claims<V>) that starts from a copy of its checkpoints; nothing trains again",
+        "(<name>-claims<V>) that starts from a copy of its checkpoints; nothing trains again. A sweep folder: "
+        "every point, as a new sweep <name>-claims<V> (its unfinished points train on from their checkpoints)",
     )
-    rejudge.add_argument("run_dir")
+    rejudge.add_argument("run_dir", help="a run folder or a sweep folder")
     rejudge.add_argument("--device")
 
 
@@ -386,6 +388,20 @@ def _sweep(args) -> int:
             address=args.address,
             **{k: v for k, v in resources.items() if v is not None},
         )
+    return _sweep_outcome(result)
+
+
+def _rejudge_sweep(args) -> int:
+    """``rejudge`` of a sweep folder; returns the number of failed points (at most 125) as the exit status."""
+    from . import sweeps
+
+    if args.device:
+        raise ConfigError("--device: a sweep's points run on the devices its sweep.yaml gives them (gpus_per_trial)")
+    return _sweep_outcome(sweeps.rejudge_sweep(args.run_dir))
+
+
+def _sweep_outcome(result) -> int:
+    """Print a sweep's finished points and failures; returns the number failed (at most 125)."""
     points = result.points
     print(
         f"{result.path}: {len(points) - result.failed} of {len(points)} points finished; report "
@@ -512,6 +528,8 @@ def _dispatch(args, argv: list[str]) -> int:
         _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
     elif args.command == "resume":
         _print_result(api.resume(args.run_dir, args.device, overrides=args.overrides))
+    elif args.command == "rejudge" and (Path(args.run_dir) / "sweep.yaml").exists():
+        return _rejudge_sweep(args)
     elif args.command == "rejudge":
         _print_result(api.rejudge(args.run_dir, args.device))
     elif args.command == "reproduce":

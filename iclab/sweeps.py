@@ -232,6 +232,35 @@ def resume_sweep(
     return _run(folder, address, progress)
 
 
+def rejudge_sweep(path: str | Path, *, progress: bool = True) -> SweepResult:
+    """Judge a sweep's trained models by the current claims, as :func:`iclab.rejudge` does a run's: a new sweep
+    folder beside it, ``<name>-claims<V>``, of the same grid (its ``sweep.yaml`` records ``rejudged_from``), whose
+    points start from copies of the old points' checkpoints. A finished point is evaluated and judged with nothing
+    trained again, an interrupted one trains on from its last checkpoint, one never started runs afresh; the points
+    run on Ray as a sweep's do. Refused when a point's recipe (its scale's, with the point's values and the sweep's
+    overrides) has changed since it ran, and when every point that trained finished judged by the current claims."""
+    old = SweepFolder.open(path)
+    spec = old.read_spec()
+    copies = []
+    for point in expand(spec["grid"]):
+        run = old.run(point_name(point))
+        if run.has_checkpoint:
+            copies.append((run, *api.judging_config(run, {**spec["overrides"], **point})))
+    if not copies:
+        raise ConfigError(f"{path}: no point has trained yet: `iclab sweep --resume {path}` runs it")
+    current = copies[0][2]
+    if all(api.judged_by(run, recipe) for run, _, recipe in copies):
+        raise ConfigError(
+            f"{path} is already judged by the current claims (version {current.claims_version}); "
+            f"`iclab sweep --resume {path}` runs the points it has not finished"
+        )
+    new = SweepFolder.create({**spec, "rejudged_from": old.path.name}, api.claims_sibling(old.path, current))
+    for run, config, _ in copies:
+        with run.writer():  # not while a worker of the old sweep trains it
+            api.copy_checkpoints(run, config, new.run(run.path.name).path)
+    return _run(new, None, progress)
+
+
 def _check_metric(experiment: str, metric: str) -> None:
     """A metric other than the training loss (which every trained model logs) must be one the experiment
     logs (:func:`iclab.api.logged_metrics`, a smoke run of seconds), or the sweep would find out after its

@@ -249,3 +249,43 @@ def test_a_sweep_over_seeds_trains_one_seed_a_point(tmp_path, monkeypatch):
     assert spec["grid"]["seed"] == [100, 101, 102] and spec["overrides"]["seeds"] == 1
     kept = sweeps.sweep("gd-mechanism", ["train.steps=100"], seeds=2, overrides=["seeds=2"], out=tmp_path / "t")
     assert kept["overrides"]["seeds"] == 2  # asked for: kept
+
+
+def test_a_sweep_judged_by_older_claims_is_rejudged_point_by_point_without_training_again(tmp_path, capsys):
+    """A sweep whose points were judged by an older claims version (their run.json says so) is judged again as a new
+    sweep beside it: each finished point's weights and training history carried over, an interrupted point finished
+    from its checkpoints; a point whose recipe changed since it ran is refused, and so is a sweep judged already."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file
+
+    from iclab import experiments
+
+    old = tmp_path / "ladder"
+    assert main(["sweep", "lsa-linear", "--grid", "train.lr=0.02,0.05", "--out", str(old), *TINY]) == 0
+    version = experiments.get("lsa-linear").claims_version
+    for point in ("train.lr=0.02", "train.lr=0.05"):  # judged by the claims before the current ones
+        run = RunFolder(old / point)
+        run.write_info({**run.read_info(), "fingerprint": {**run.read_info()["fingerprint"], "claims": version - 1}})
+    (old / "train.lr=0.05" / "claims.json").unlink()  # interrupted after its training: it finishes in the new sweep
+    assert main(["rejudge", str(old)]) == 0
+    assert "2 of 2 points finished" in capsys.readouterr().out
+    new = old.with_name(f"ladder-claims{version}")
+    assert SweepFolder.open(new).read_spec()["rejudged_from"] == "ladder"
+    for point in ("train.lr=0.02", "train.lr=0.05"):
+        info = json.loads((new / point / "run.json").read_text())
+        assert info["fingerprint"]["claims"] == version and info["recipe_changes"]["train.lr"] == float(point[9:])
+        assert info["resumed"]  # from the copied checkpoints, at their last step
+        for weights in (old / point).glob("checkpoints/*/seed*/model.safetensors"):
+            before, after = load_file(weights), load_file(new / point / weights.relative_to(old / point))
+            assert all(torch.equal(before[k], after[k]) for k in before)
+        trained = lambda run: pd.read_parquet(run / "metrics.parquet").query("metric == 'train_loss'")
+        assert trained(new / point)[["model", "step", "value"]].equals(trained(old / point)[["model", "step", "value"]])
+    assert set(pd.read_parquet(new / "claims.parquet").point) == {"train.lr=0.02", "train.lr=0.05"}
+    with pytest.raises(ConfigError, match="already judged by the current claims"):
+        iclab.rejudge_sweep(new, progress=False)
+    config = RunFolder(new / "train.lr=0.02").read_config()
+    RunFolder(new / "train.lr=0.02").write_config({**config, "eval_prompts": 999})  # not the point's recipe
+    with pytest.raises(ConfigError, match="not a run of its scale's current recipe"):
+        iclab.rejudge_sweep(new, progress=False)
