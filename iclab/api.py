@@ -281,10 +281,21 @@ def rejudge(path: str | Path, device: str | None = None, progress: bool = True) 
 
 
 def judging_config(folder: RunFolder, overrides: Mapping[str, object] | None = None) -> tuple[RunConfig, Recipe]:
-    """The config that judges ``folder``'s trained models by the current claims (its own, with the current recipe's
-    :data:`CLAIM_KEYS`) and the current :class:`~iclab.runs.Recipe` its models must be of: its scale's, with
-    ``overrides`` (a sweep point's values and its sweep's overrides; a run's own overrides make no recipe). Raises
-    :class:`ConfigError` when that recipe no longer resolves or has changed since the run's config was written."""
+    """The config that judges ``folder``'s trained models by the current claims and the current recipe they must
+    be of (:func:`recipe_gap`); raises :class:`ConfigError` when that recipe no longer resolves or has changed
+    since the run's config was written."""
+    config, current, gap = recipe_gap(folder, overrides)
+    if gap:
+        raise ConfigError(f"{folder.path} is not a run of its scale's current recipe ({'; '.join(gap)}): run it again")
+    return config, current
+
+
+def recipe_gap(folder: RunFolder, overrides: Mapping[str, object] | None = None) -> tuple[RunConfig, Recipe, list[str]]:
+    """``folder``'s config with the current recipe's :data:`CLAIM_KEYS` (what judges its models by the current
+    claims), the current :class:`~iclab.runs.Recipe` its models must be of (its scale's, with ``overrides``: a sweep
+    point's values and its sweep's overrides; a run's own overrides make no recipe), and what separates the
+    config from that recipe, in words (empty for a run of it; the claims it was judged by aside). Raises
+    :class:`ConfigError` when the recipe no longer resolves."""
     stored = folder.read_config()
     spec = experiments.get(stored["experiment"])
     try:
@@ -295,10 +306,7 @@ def judging_config(folder: RunFolder, overrides: Mapping[str, object] | None = N
     claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
     config = spec.reconfigure({**stored, **claims})
     mine = Recipe(_normal(config.record), spec.claims_version)
-    if mine.fingerprint != current.fingerprint:
-        why = "; ".join(current.changes(config.record, mine.fingerprint))
-        raise ConfigError(f"{folder.path} is not a run of its scale's current recipe ({why}): run it again")
-    return config, current
+    return config, current, current.changes(config.record, mine.fingerprint)
 
 
 def judged_by(folder: RunFolder, current: Recipe) -> bool:
@@ -375,14 +383,22 @@ def diagnose(root: str | Path | Scoreboard) -> dict[tuple[str, str, str], str]:
     read, :func:`iclab.report.aggregate`) does not, in words, by
     ``(experiment, scale, claim id)`` (:func:`iclab.report.diagnosis.diagnoses`, with the current recipes, their
     distance to the paper's and the paper recipe's cost here): what the scoreboard and the seed table print."""
-    return diagnoses(root, recipe, recipe_distance, _paper_cost)
+    return diagnoses(root, recipe, recipe_distance, _paper_cost, _sweep_changes)
 
 
-def recipe(experiment: str, scale: str) -> Recipe | None:
-    """The current :class:`~iclab.runs.Recipe` of ``experiment`` at ``scale`` (its resolved config and claims
-    version), or None for an experiment or scale that no longer resolves."""
+def _sweep_changes(folder: SweepFolder) -> list[str]:
+    """:func:`iclab.sweeps.sweep_changes`, imported on first use: the sweeps module imports this one."""
+    from .sweeps import sweep_changes
+
+    return sweep_changes(folder)
+
+
+def recipe(experiment: str, scale: str, overrides: Mapping[str, object] | None = None) -> Recipe | None:
+    """The current :class:`~iclab.runs.Recipe` of ``experiment`` at ``scale`` (its resolved config, with
+    ``overrides`` such as a sweep point's, and its claims version), or None for an experiment, scale or override
+    that no longer resolves."""
     try:
-        config = resolved_config(experiment, scale)
+        config = resolved_config(experiment, scale, overrides or {})
     except ConfigError:
         return None
     return Recipe(_normal(config), experiments.get(experiment).claims_version)
@@ -534,7 +550,7 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
     board = aggregate(path, recipe)  # read once for every page below
-    diagnosed = diagnose_claims(board, recipe_distance, _paper_cost)  # its sweeps read once too
+    diagnosed = diagnose_claims(board, recipe_distance, _paper_cost, _sweep_changes)  # its sweeps read once too
     explained = verdicts(diagnosed)
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
         write_seed_table(board, seed_table, recipe, explained)

@@ -261,6 +261,29 @@ def rejudge_sweep(path: str | Path, *, progress: bool = True) -> SweepResult:
     return _run(new, None, progress)
 
 
+def sweep_changes(folder: SweepFolder) -> list[str]:
+    """What separates a sweep's finished points from their current recipes (each its scale's, with the point's
+    values and the sweep's overrides, :func:`iclab.api.recipe_gap`) and from their experiment's current claims,
+    in words, each change once: empty when every point is current. A sweep with any is no ladder of the current
+    recipe; :func:`rejudge_sweep` judges its models again where only the claims changed."""
+    spec = folder.read_spec()
+    found = []
+    for point in expand(spec["grid"]):
+        run = folder.run(point_name(point))
+        if not run.finished:
+            continue
+        try:
+            _, current, gap = api.recipe_gap(run, {**spec["overrides"], **point})
+        except ConfigError:
+            found.append("its config or its recipe no longer resolves")
+            continue
+        judged = (run.read_info().get("fingerprint") or {}).get("claims")
+        if judged != current.claims_version:
+            gap.append(f"claims version {judged} (now {current.claims_version})")
+        found += gap
+    return list(dict.fromkeys(found))
+
+
 def _check_metric(experiment: str, metric: str) -> None:
     """A metric other than the training loss (which every trained model logs) must be one the experiment
     logs (:func:`iclab.api.logged_metrics`, a smoke run of seconds), or the sweep would find out after its

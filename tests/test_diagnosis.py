@@ -13,13 +13,20 @@ from iclab.claims import Claim
 from iclab.report.diagnosis import diagnose, non_reproductions, write_non_reproductions
 from iclab.report.index import aggregate
 from iclab.runs import RunFolder, SweepFolder
-from iclab.sweeps import _write_tables, expand, point_name
+from iclab.sweeps import _write_tables, expand, point_name, sweep_changes
 
 
-def _ladder(root, claim_id: str, numbers: dict[int, list[float]], also: dict[str, dict[int, list]] | None = None):
+def _ladder(
+    root,
+    claim_id: str,
+    numbers: dict[int, list[float]],
+    also: dict[str, dict[int, list]] | None = None,
+    claims_version: int | None = None,
+    name: str | None = None,
+):
     """A sweep of lsa-linear over train.steps following ``claim_id``, each seed's number at each rung given;
     ``also``: other claims its runs judged, each seed's measured value at each rung (fails at the first rung, holds
-    at the others)."""
+    at the others). Its points are of their current recipe, judged by ``claims_version`` (default the current)."""
     grid = {"train.steps": [2000, 4000], "seed": list(numbers)}
     spec = {
         "experiment": "lsa-linear",
@@ -32,13 +39,15 @@ def _ladder(root, claim_id: str, numbers: dict[int, list[float]], also: dict[str
         "cpus_per_trial": 1,
         "gpus_per_trial": 0,
     }
-    sweep = SweepFolder.create(spec, out=root / f"ladder-{claim_id}")
+    sweep = SweepFolder.create(spec, out=root / (name or f"ladder-{claim_id}"))
     points = expand(grid)
     for point in points:
         steps, seed = point["train.steps"], point["seed"]
-        config = {"experiment": "lsa-linear", "scale": "quick", "seed": seed, "train": {"steps": steps}}
+        config = api.resolved_config("lsa-linear", "quick", point)
         run = RunFolder.create("lsa-linear", config, out=sweep.run(point_name(point)).path)
         run.write_metrics([{"model": "lsa", "step": 10, "metric": "train_loss", "value": 0.1}])
+        fingerprint = api.recipe("lsa-linear", "quick", point).fingerprint
+        run.write_info({"fingerprint": {**fingerprint, "claims": claims_version or fingerprint["claims"]}})
         rung = grid["train.steps"].index(steps)
         claims = [Claim(claim_id, "P", "s", numbers[seed][rung], "< 0.1", False, "paper", "trained", "F")]
         for other, measured in (also or {}).items():
@@ -72,7 +81,7 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     _ladder(root, "laddered", {100: [0.4, 0.2], 101: [0.42, 0.25], 102: [0.38, 0.21]}, also)
     cost = {"seconds": 7200.0, "estimated": True, "threads": 2, "device": "cpu", "date": "2026-11-27"}
     board = aggregate(root, api.recipe)
-    found = {d.row.id: d for d in diagnose(board, api.recipe_distance, lambda experiment: cost)}
+    found = {d.row.id: d for d in diagnose(board, api.recipe_distance, lambda experiment: cost, sweep_changes)}
     assert set(found) == {"small-recipe", "laddered", "unexplained", "by-the-way", "no-number"}  # quick only
     assert found["by-the-way"].verdict.startswith("moving toward holding as train.steps grows")  # no paper number
     assert found["no-number"].verdict.startswith("moving toward holding as train.steps grows (ladder-laddered)")
@@ -88,7 +97,7 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     (_, followed), (_, by_verdicts) = found["laddered"].ladders[0], found["no-number"].ladders[0]
     assert followed.own_target and followed.target == 0.05  # the sweep's --claim-target, drawn as "the target"
     assert not by_verdicts.own_target and by_verdicts.verdicts
-    diagnosed = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None)
+    diagnosed = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
     page = non_reproductions(diagnosed)
     assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
     assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page
@@ -99,6 +108,26 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     written = write_non_reproductions(diagnosed, tmp_path / "docs" / "page.md")
     figure = "non-reproductions/ladder-laddered_laddered.png"
     assert f"]({figure})" in written.read_text() and (tmp_path / "docs" / figure).stat().st_size > 0
+
+
+def test_a_ladder_judged_by_older_claims_is_set_apart_and_diagnoses_nothing(tmp_path):
+    """A sweep whose points were judged before their experiment's claims changed says nothing of the current
+    claims: its section lists it apart with what changed, and the claim stays undiagnosed until it is rejudged."""
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 105)):
+        _run(root, f"lsa-linear-seed{seed}", seed, [_claim("laddered", False, measured=0.4)], minute=k)
+    version = api.recipe("lsa-linear", "quick").claims_version
+    _ladder(root, "laddered", {100: [0.4, 0.1], 101: [0.4, 0.1], 102: [0.4, 0.1]}, claims_version=version - 1)
+    assert sweep_changes(SweepFolder(root / "ladder-laddered")) == [f"claims version {version - 1} (now {version})"]
+    (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
+    assert not found.ladders and [path.name for path, _ in found.set_apart] == ["ladder-laddered"]
+    assert found.verdict.startswith("not diagnosed yet: no run at the paper's recipe and no ladder of the current")
+    page = non_reproductions([found])
+    assert f"- `ladder-laddered`: claims version {version - 1} (now {version})" in page
+    _ladder(root, "laddered", {100: [0.4, 0.1], 101: [0.4, 0.1], 102: [0.4, 0.1]}, name="ladder-laddered-claims9")
+    (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
+    assert [path.name for path, _ in found.ladders] == ["ladder-laddered-claims9"] and len(found.set_apart) == 1
+    assert found.verdict.startswith("moving toward the paper's number as train.steps grows (ladder-laddered-claims9)")
 
 
 def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis(tmp_path):

@@ -14,7 +14,9 @@ seeds fails), :func:`diagnose` gathers:
 - the ladders that follow the claim from the scale's recipe toward the paper's: the sweep folders under the root
   over one key (besides seeds) whose runs judged it, read at the path the sweep follows it by when made with
   ``--claim`` for it, else by its measured number, or by its verdicts where it gives none
-  (:func:`iclab.report.sweep.ladder`), so one sweep diagnoses every claim its runs judge,
+  (:func:`iclab.report.sweep.ladder`), so one sweep diagnoses every claim its runs judge; a sweep whose points ran
+  an older recipe or were judged by older claims (``changes(folder)``, :func:`iclab.api.sweep_changes`) is listed
+  apart with what changed and diagnoses nothing (``iclab rejudge SWEEP`` judges it again),
 
 and says, in that order of evidence: *reproduces at the paper's recipe* (the smaller recipe is the cause), *does
 not reproduce at the paper's recipe* (a finding against the paper), the ladder's trend (*moving toward the paper's
@@ -52,6 +54,7 @@ class Diagnosis:
     cost: dict | None
     at_paper: list[ClaimRow] = field(default_factory=list)
     ladders: list[tuple[Path, Ladder]] = field(default_factory=list)
+    set_apart: list[tuple[Path, list[str]]] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -67,7 +70,8 @@ class Diagnosis:
         if self.ladders:
             trends = "; ".join(f"{steps.trend.verdict} ({folder.name})" for folder, steps in self.ladders)
             return f"{trends}; {self.cost_text}"
-        return f"not diagnosed yet: no run at the paper's recipe and no ladder; {self.cost_text}"
+        apart = f" of the current recipe and claims ({len(self.set_apart)} set apart)" if self.set_apart else ""
+        return f"not diagnosed yet: no run at the paper's recipe and no ladder{apart}; {self.cost_text}"
 
     @property
     def cost_text(self) -> str:
@@ -83,39 +87,49 @@ class Diagnosis:
         )
 
 
-def _one_key_sweeps(root: Path) -> list[tuple[SweepFolder, dict]]:
-    """Every sweep folder directly under ``root`` over one key besides its seeds, with its spec."""
+def _one_key_sweeps(root: Path, changes: Callable[[SweepFolder], list[str]]) -> list[tuple[SweepFolder, dict, list]]:
+    """Every sweep folder directly under ``root`` over one key besides its seeds, with its spec and what separates
+    its points from their current recipes and claims (``changes``; empty for a current sweep)."""
     found = []
     for path in sorted(p for p in root.iterdir() if (p / "sweep.yaml").is_file()) if root.is_dir() else []:
         folder = SweepFolder(path)
         spec = folder.read_spec()
         if len([key for key in spec["grid"] if key != "seed"]) == 1:
-            found.append((folder, spec))
+            found.append((folder, spec, changes(folder)))
     return found
 
 
-def _ladders_of(row: ClaimRow, sweeps: list[tuple[SweepFolder, dict]]) -> list[tuple[Path, Ladder]]:
-    """The ladders of ``row``'s claim among the one-key sweeps of its experiment: each sweep's runs judged it (at
-    the path the sweep follows it by, when the sweep was made with ``--claim`` for it)."""
-    found = []
-    for folder, spec in sweeps:
+def _ladders_of(
+    row: ClaimRow, sweeps: list[tuple[SweepFolder, dict, list]]
+) -> tuple[list[tuple[Path, Ladder]], list[tuple[Path, list[str]]]]:
+    """The ladders of ``row``'s claim among the one-key sweeps of its experiment (each sweep's runs judged it, read
+    at the path the sweep follows it by when it was made with ``--claim`` for it), and apart, those of older
+    recipes or claims with what changed."""
+    found, apart = [], []
+    for folder, spec, changed in sweeps:
         if spec["experiment"] != row.experiment:
             continue
         steps = ladder(folder, spec["claim"] if followed_claim(spec) == row.id else row.id)
-        if steps is not None and any(v is not None for values in steps.numbers.values() for v in values):
+        if steps is None or all(v is None for values in steps.numbers.values() for v in values):
+            continue
+        if changed:
+            apart.append((folder.path, changed))
+        else:
             found.append((folder.path, steps))
-    return found
+    return found, apart
 
 
 def diagnose(
     board: Scoreboard,
     distance: Callable[[str, str], dict],
     cost: Callable[[str], dict | None],
+    changes: Callable[[SweepFolder], list[str]],
 ) -> list[Diagnosis]:
     """A :class:`Diagnosis` for each paper claim of ``board`` that does not reproduce at a scale other than the
     paper's, in the board's order: ``distance(experiment, scale)`` the keys its recipe changes from the paper's,
-    ``cost(experiment)`` the paper recipe's measured or estimated cost."""
-    sweeps = _one_key_sweeps(board.root)
+    ``cost(experiment)`` the paper recipe's measured or estimated cost, ``changes(sweep)`` what separates a sweep's
+    points from their current recipes and claims (a ladder with any is set apart)."""
+    sweeps = _one_key_sweeps(board.root, changes)
     out = []
     for row in board.of_kind("paper"):
         if row.holds is not False or row.scale in PAPER_SCALES:
@@ -129,7 +143,7 @@ def diagnose(
             for other in board.rows
             if other.experiment == row.experiment and other.id == row.id and other.scale in PAPER_SCALES
         ]
-        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, _ladders_of(row, sweeps)))
+        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, *_ladders_of(row, sweeps)))
     return out
 
 
@@ -138,11 +152,12 @@ def diagnoses(
     recipes: Callable,
     distance: Callable[[str, str], dict],
     cost: Callable[[str], dict | None],
+    changes: Callable[[SweepFolder], list[str]],
 ) -> dict[tuple[str, str, str], str]:
     """Each non-reproducing paper claim's diagnosis in words among the runs and sweeps under ``root`` (``recipes``
-    counts only runs of the current recipes, :func:`iclab.report.index.aggregate`; ``distance`` and ``cost`` as
-    :func:`diagnose`), by its row's key (:func:`verdicts`)."""
-    return verdicts(diagnose(aggregate(root, recipes), distance, cost))
+    counts only runs of the current recipes, :func:`iclab.report.index.aggregate`; ``distance``, ``cost`` and
+    ``changes`` as :func:`diagnose`), by its row's key (:func:`verdicts`)."""
+    return verdicts(diagnose(aggregate(root, recipes), distance, cost, changes))
 
 
 def verdicts(diagnosed: list[Diagnosis]) -> dict[tuple[str, str, str], str]:
@@ -206,6 +221,10 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
             if figures is not None:
                 drawn = ladder_figure(figures / f"{path.name}_{steps.claim}.png", steps)
                 lines.append(f"\n  ![{steps.claim} along {steps.key}]({figures.name}/{drawn.name})")
+    if d.set_apart:
+        why = "points of an older recipe or judged by older claims; `iclab rejudge SWEEP` judges them again"
+        lines += ["", f"**Ladders set apart** ({why}):", ""]
+        lines += [f"- `{path.name}`: {'; '.join(changes)}" for path, changes in d.set_apart]
     return "\n".join(lines)
 
 
