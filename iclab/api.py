@@ -297,16 +297,13 @@ def recipe_gap(folder: RunFolder, overrides: Mapping[str, object] | None = None)
     config from that recipe, in words (empty for a run of it; the claims it was judged by aside). Raises
     :class:`ConfigError` when the recipe no longer resolves."""
     stored = folder.read_config()
-    spec = experiments.get(stored["experiment"])
-    try:
-        resolved = resolved_config(spec.name, stored["scale"], overrides or {})
-    except ConfigError as err:
-        raise ConfigError(f"{folder.path}: its recipe no longer resolves ({err}): run it again") from None
-    current = Recipe(_normal(resolved), spec.claims_version)
+    spec, current = experiments.get(stored["experiment"]), recipe(stored["experiment"], stored["scale"], overrides)
+    if current is None:
+        raise ConfigError(f"{folder.path}: its scale {stored['scale']!r} no longer resolves: run it again")
     claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
     config = spec.reconfigure({**stored, **claims})
     mine = Recipe(_normal(config.record), spec.claims_version)
-    return config, current, current.changes(config.record, mine.fingerprint)
+    return config, current, current.changes(_normal(config.record), mine.fingerprint)
 
 
 def judged_by(folder: RunFolder, current: Recipe) -> bool:

@@ -17,12 +17,14 @@ another node, where it resumes the run folder the lost attempt left.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import itertools
 import json
 import math
 import os
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -237,35 +239,47 @@ def rejudge_sweep(path: str | Path, *, progress: bool = True) -> SweepResult:
     folder beside it, ``<name>-claims<V>``, of the same grid (its ``sweep.yaml`` records ``rejudged_from``), whose
     points start from copies of the old points' checkpoints. A finished point is evaluated and judged with nothing
     trained again, an interrupted one trains on from its last checkpoint, one never started runs afresh; the points
-    run on Ray as a sweep's do. Refused when a point's recipe (its scale's, with the point's values and the sweep's
-    overrides) has changed since it ran, and when every point that trained finished judged by the current claims."""
+    run on a local Ray as a sweep's do. Refused, before anything is written, when a point's recipe (its scale's,
+    with the point's values and the sweep's overrides) has changed since it ran, when a finished point kept no
+    checkpoints, when a worker still trains a point, and when every finished point was judged by the current
+    claims (``iclab sweep --resume`` finishes the others)."""
     old = SweepFolder.open(path)
     spec = old.read_spec()
-    copies = []
-    for point in expand(spec["grid"]):
-        run = old.run(point_name(point))
-        if run.has_checkpoint:
-            copies.append((run, *api.judging_config(run, {**spec["overrides"], **point})))
-    if not copies:
-        raise ConfigError(f"{path}: no point has trained yet: `iclab sweep --resume {path}` runs it")
-    current = copies[0][2]
-    if all(api.judged_by(run, recipe) for run, _, recipe in copies):
-        raise ConfigError(
-            f"{path} is already judged by the current claims (version {current.claims_version}); "
-            f"`iclab sweep --resume {path}` runs the points it has not finished"
-        )
-    new = SweepFolder.create({**spec, "rejudged_from": old.path.name}, api.claims_sibling(old.path, current))
-    for run, config, _ in copies:
-        with run.writer():  # not while a worker of the old sweep trains it
-            api.copy_checkpoints(run, config, new.run(run.path.name).path)
+    _check_resources(spec["cpus_per_trial"], spec["gpus_per_trial"], None)
+    with contextlib.ExitStack() as held:
+        copies = []
+        for point in expand(spec["grid"]):
+            run = old.run(point_name(point))
+            if run.finished and not run.has_checkpoint:
+                raise ConfigError(f"{run.path} finished without keeping its checkpoints: its models cannot be judged")
+            if run.has_checkpoint:
+                held.enter_context(run.writer())  # refused while a worker of the old sweep trains it
+                copies.append((run, *api.judging_config(run, {**spec["overrides"], **point})))
+        if not copies:
+            raise ConfigError(f"{path}: no point has trained yet: `iclab sweep --resume {path}` runs it")
+        current, finished = copies[0][2], [(run, recipe) for run, _, recipe in copies if run.finished]
+        out = api.claims_sibling(old.path, current)
+        if out == old.path or (finished and all(api.judged_by(run, recipe) for run, recipe in finished)):
+            raise ConfigError(
+                f"{path} is already judged by the current claims (version {current.claims_version}); "
+                f"`iclab sweep --resume {path}` runs the points it has not finished"
+            )
+        new = SweepFolder.create({**spec, "rejudged_from": old.path.name}, out)
+        try:
+            for run, config, _ in copies:
+                api.copy_checkpoints(run, config, new.run(run.path.name).path)
+        except BaseException:  # a half-copied sweep would train the points it lacks from scratch
+            shutil.rmtree(new.path, ignore_errors=True)
+            raise
     return _run(new, None, progress)
 
 
 def sweep_changes(folder: SweepFolder) -> list[str]:
     """What separates a sweep's finished points from their current recipes (each its scale's, with the point's
-    values and the sweep's overrides, :func:`iclab.api.recipe_gap`) and from their experiment's current claims,
-    in words, each change once: empty when every point is current. A sweep with any is no ladder of the current
-    recipe; :func:`rejudge_sweep` judges its models again where only the claims changed."""
+    values and the sweep's overrides, :func:`iclab.api.recipe_gap`) and from their experiment's current claims
+    (the claims version each was judged by and the claims' settings in its config), in words, each change once:
+    empty when every point is current. A sweep with any is no ladder of the current recipe; where only the claims
+    changed, :func:`rejudge_sweep` judges its models again."""
     spec = folder.read_spec()
     found = []
     for point in expand(spec["grid"]):
@@ -273,13 +287,17 @@ def sweep_changes(folder: SweepFolder) -> list[str]:
         if not run.finished:
             continue
         try:
-            _, current, gap = api.recipe_gap(run, {**spec["overrides"], **point})
+            judging, current, gap = api.recipe_gap(run, {**spec["overrides"], **point})
         except ConfigError:
             found.append("its config or its recipe no longer resolves")
             continue
         judged = (run.read_info().get("fingerprint") or {}).get("claims")
         if judged != current.claims_version:
-            gap.append(f"claims version {judged} (now {current.claims_version})")
+            gap.append(
+                f"claims version {judged if judged is not None else 'not recorded'} (now {current.claims_version})"
+            )
+        stored = run.read_config()
+        gap += [f"its {key} settings changed" for key in api.CLAIM_KEYS if stored.get(key) != judging.record.get(key)]
         found += gap
     return list(dict.fromkeys(found))
 

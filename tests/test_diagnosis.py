@@ -128,6 +128,10 @@ def test_a_ladder_judged_by_older_claims_is_set_apart_and_diagnoses_nothing(tmp_
     (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
     assert [path.name for path, _ in found.ladders] == ["ladder-laddered-claims9"] and len(found.set_apart) == 1
     assert found.verdict.startswith("moving toward the paper's number as train.steps grows (ladder-laddered-claims9)")
+    rejudged = SweepFolder(root / "ladder-laddered-claims9")  # made from the old one by `iclab rejudge`: replaces it
+    rejudged.write_spec({**rejudged.read_spec(), "rejudged_from": "ladder-laddered"})
+    (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
+    assert [path.name for path, _ in found.ladders] == ["ladder-laddered-claims9"] and not found.set_apart
 
 
 def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis(tmp_path):

@@ -17,7 +17,7 @@ from iclab.config import ConfigError
 from iclab.report import write_sweep_report
 from iclab.report.sweep import _key_figure, point_values
 from iclab.runs import RunFolder, SweepFolder
-from iclab.sweeps import _write_tables, expand, parse_grid, point_name
+from iclab.sweeps import _write_tables, expand, parse_grid, point_name, sweep_changes
 
 TINY = [
     "--set",
@@ -256,6 +256,7 @@ def test_a_sweep_judged_by_older_claims_is_rejudged_point_by_point_without_train
     sweep beside it: each finished point's weights and training history carried over, an interrupted point finished
     from its checkpoints; a point whose recipe changed since it ran is refused, and so is a sweep judged already."""
     import json
+    import shutil
 
     import torch
     from safetensors.torch import load_file
@@ -263,16 +264,19 @@ def test_a_sweep_judged_by_older_claims_is_rejudged_point_by_point_without_train
     from iclab import experiments
 
     old = tmp_path / "ladder"
-    assert main(["sweep", "lsa-linear", "--grid", "train.lr=0.02,0.05", "--out", str(old), *TINY]) == 0
+    assert main(["sweep", "lsa-linear", "--grid", "train.lr=0.02,0.05,0.08", "--out", str(old), *TINY]) == 0
     version = experiments.get("lsa-linear").claims_version
     for point in ("train.lr=0.02", "train.lr=0.05"):  # judged by the claims before the current ones
         run = RunFolder(old / point)
         run.write_info({**run.read_info(), "fingerprint": {**run.read_info()["fingerprint"], "claims": version - 1}})
     (old / "train.lr=0.05" / "claims.json").unlink()  # interrupted after its training: it finishes in the new sweep
+    shutil.rmtree(old / "train.lr=0.08")  # never started: it runs afresh
     assert main(["rejudge", str(old)]) == 0
-    assert "2 of 2 points finished" in capsys.readouterr().out
+    assert "3 of 3 points finished" in capsys.readouterr().out
     new = old.with_name(f"ladder-claims{version}")
     assert SweepFolder.open(new).read_spec()["rejudged_from"] == "ladder"
+    assert not (old / "train.lr=0.05" / "claims.json").exists()  # the old sweep is left as it was
+    assert not json.loads((new / "train.lr=0.08" / "run.json").read_text())["resumed"]
     for point in ("train.lr=0.02", "train.lr=0.05"):
         info = json.loads((new / point / "run.json").read_text())
         assert info["fingerprint"]["claims"] == version and info["recipe_changes"]["train.lr"] == float(point[9:])
@@ -282,10 +286,17 @@ def test_a_sweep_judged_by_older_claims_is_rejudged_point_by_point_without_train
             assert all(torch.equal(before[k], after[k]) for k in before)
         trained = lambda run: pd.read_parquet(run / "metrics.parquet").query("metric == 'train_loss'")
         assert trained(new / point)[["model", "step", "value"]].equals(trained(old / point)[["model", "step", "value"]])
-    assert set(pd.read_parquet(new / "claims.parquet").point) == {"train.lr=0.02", "train.lr=0.05"}
+    assert set(pd.read_parquet(new / "claims.parquet").point) == {"train.lr=0.02", "train.lr=0.05", "train.lr=0.08"}
+    assert sweep_changes(SweepFolder(old)) == [f"claims version {version - 1} (now {version})"]
+    assert sweep_changes(SweepFolder(new)) == []
     with pytest.raises(ConfigError, match="already judged by the current claims"):
         iclab.rejudge_sweep(new, progress=False)
-    config = RunFolder(new / "train.lr=0.02").read_config()
-    RunFolder(new / "train.lr=0.02").write_config({**config, "eval_prompts": 999})  # not the point's recipe
+    config = RunFolder(old / "train.lr=0.02").read_config()
+    RunFolder(old / "train.lr=0.02").write_config({**config, "eval_prompts": 999})  # not the point's recipe
+    assert sweep_changes(SweepFolder(old))[0].startswith("recipe changed since: eval_prompts 999 → 1000")
     with pytest.raises(ConfigError, match="not a run of its scale's current recipe"):
-        iclab.rejudge_sweep(new, progress=False)
+        iclab.rejudge_sweep(old, progress=False)
+    shutil.rmtree(old / "train.lr=0.02" / "checkpoints")
+    with pytest.raises(ConfigError, match="finished without keeping its checkpoints"):
+        iclab.rejudge_sweep(old, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ladder", f"ladder-claims{version}"]  # nothing half-made

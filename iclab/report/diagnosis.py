@@ -15,8 +15,9 @@ seeds fails), :func:`diagnose` gathers:
   over one key (besides seeds) whose runs judged it, read at the path the sweep follows it by when made with
   ``--claim`` for it, else by its measured number, or by its verdicts where it gives none
   (:func:`iclab.report.sweep.ladder`), so one sweep diagnoses every claim its runs judge; a sweep whose points ran
-  an older recipe or were judged by older claims (``changes(folder)``, :func:`iclab.api.sweep_changes`) is listed
-  apart with what changed and diagnoses nothing (``iclab rejudge SWEEP`` judges it again),
+  an older recipe or were judged by older claims (``changes(folder)``, :func:`iclab.sweeps.sweep_changes`) is listed
+  apart with what changed and diagnoses nothing, unless a current sweep was made from it by ``iclab rejudge SWEEP``
+  (its ``rejudged_from``), which replaces it,
 
 and says, in that order of evidence: *reproduces at the paper's recipe* (the smaller recipe is the cause), *does
 not reproduce at the paper's recipe* (a finding against the paper), the ladder's trend (*moving toward the paper's
@@ -96,7 +97,8 @@ def _one_key_sweeps(root: Path, changes: Callable[[SweepFolder], list[str]]) -> 
         spec = folder.read_spec()
         if len([key for key in spec["grid"] if key != "seed"]) == 1:
             found.append((folder, spec, changes(folder)))
-    return found
+    replaced = {spec.get("rejudged_from") for _, spec, changed in found if not changed}
+    return [entry for entry in found if entry[0].path.name not in replaced]
 
 
 def _ladders_of(
@@ -222,7 +224,10 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
                 drawn = ladder_figure(figures / f"{path.name}_{steps.claim}.png", steps)
                 lines.append(f"\n  ![{steps.claim} along {steps.key}]({figures.name}/{drawn.name})")
     if d.set_apart:
-        why = "points of an older recipe or judged by older claims; `iclab rejudge SWEEP` judges them again"
+        why = (
+            "points of an older recipe or judged by older claims: `iclab rejudge SWEEP` judges again a sweep whose "
+            "claims alone changed; one whose recipe changed must run again"
+        )
         lines += ["", f"**Ladders set apart** ({why}):", ""]
         lines += [f"- `{path.name}`: {'; '.join(changes)}" for path, changes in d.set_apart]
     return "\n".join(lines)
