@@ -49,7 +49,16 @@ from .report.diagnosis import diagnose as diagnose_claims
 from .report.diagnosis import verdicts
 from .report.index import Scoreboard
 from .report.live import LiveLog
-from .runs import WRITE_FAILURES, EvaluationFolder, Recipe, RunFolder, SweepFolder, Unwritable, unwritable
+from .runs import (
+    WRITE_FAILURES,
+    EvaluationFolder,
+    Recipe,
+    RunFolder,
+    SweepFolder,
+    Unwritable,
+    unwritable,
+    without_execution,
+)
 from .train import TrainingDiverged
 from .version import __version__
 
@@ -303,7 +312,7 @@ def recipe_gap(folder: RunFolder, overrides: Mapping[str, object] | None = None)
     claims = {key: current.config[key] for key in CLAIM_KEYS if key in current.config}
     config = spec.reconfigure({**stored, **claims})
     mine = Recipe(_normal(config.record), spec.claims_version)
-    return config, current, current.changes(_normal(config.record), mine.fingerprint)
+    return config, current, current.changes(config.record, mine.fingerprint)
 
 
 def judged_by(folder: RunFolder, current: Recipe) -> bool:
@@ -323,22 +332,10 @@ resume's overrides and a continuation's parent (``resume_overrides``, ``continue
 part of its training followed another config."""
 
 
-EXECUTION = ("capture",)
-"""Keys of a training block (``train``, ``probe.train``, …) that say how a device runs its steps, not what they
-compute, like the device itself: left out of a recipe, so a run is its recipe's whether its steps were captured or
-not (and a run of a recipe recorded before such a key existed still is)."""
-
-
 def _normal(config: Mapping) -> dict:
     """A config as ``config.yaml`` holds it, without the keys of :data:`NOT_RECIPE` and its training blocks'
-    :data:`EXECUTION` keys."""
-    return _without_execution(yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})))
-
-
-def _without_execution(value: Any, training: bool = False) -> Any:
-    if not isinstance(value, dict):
-        return value
-    return {k: _without_execution(v, k == "train") for k, v in value.items() if not (training and k in EXECUTION)}
+    execution keys (:data:`iclab.runs.EXECUTION`)."""
+    return without_execution(yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})))
 
 
 def recipe_changes(config: Mapping) -> dict:

@@ -65,6 +65,19 @@ _NOT_RECIPE = ("seed", "seeds", "log", "resume_overrides", "continued_from")
 resumed or continued (a variant says that apart)."""
 
 
+EXECUTION = ("capture",)
+"""Keys of a training block (``train``, ``probe.train``, …) that say how a device runs its steps, not what they
+compute, like the device itself: left out of a recipe, so a run is its recipe's whether its steps were captured or
+not (and a run of a recipe recorded before such a key existed still is)."""
+
+
+def without_execution(value: Any, training: bool = False) -> Any:
+    """``value`` (a config, or a part of one) without its training blocks' :data:`EXECUTION` keys."""
+    if not isinstance(value, dict):
+        return value
+    return {k: without_execution(v, k == "train") for k, v in value.items() if not (training and k in EXECUTION)}
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What a run's verdicts depend on besides its seeds: its scale's recipe (the resolved config in
@@ -91,7 +104,7 @@ class Recipe:
         if fingerprint.get("claims") != self.claims_version:
             out.append(f"claims version {fingerprint.get('claims')} (now {self.claims_version})")
         if fingerprint.get("recipe") != self.fingerprint["recipe"]:
-            mine = {k: v for k, v in config.items() if k in self.config or k not in _NOT_RECIPE}
+            mine = {k: v for k, v in without_execution(config).items() if k in self.config or k not in _NOT_RECIPE}
             keys = differences(mine, self.config)
             out.append(
                 "recipe changed since: "

@@ -359,6 +359,9 @@ def test_how_a_device_runs_the_steps_is_not_part_of_a_recipe(tiny_runs):
     )
     nested = api._normal({"probe": {"train": {"capture": True, "lr": 0.1}}, "capture": 1})
     assert nested == {"probe": {"train": {"lr": 0.1}}, "capture": 1}  # a training block's key only
+    stale = {**recipe.fingerprint, "recipe": "0" * 16}  # recorded by an iclab that hashed the key: named by others
+    own = {**recipe.config, "train": {**recipe.config["train"], "capture": True}, "eval_prompts": 7}
+    assert recipe.changes(own, stale) == [f"recipe changed since: eval_prompts 7 → {recipe.config['eval_prompts']!r}"]
 
 
 def _gain_runs(root, gains: list[tuple[float, float]], name="lm"):
