@@ -56,6 +56,8 @@ from .runs import (
     RunFolder,
     SweepFolder,
     Unwritable,
+    expand,
+    point_name,
     unwritable,
     without_execution,
 )
@@ -377,14 +379,35 @@ def diagnose(root: str | Path | Scoreboard) -> dict[tuple[str, str, str], str]:
     read, :func:`iclab.report.aggregate`) does not, in words, by
     ``(experiment, scale, claim id)`` (:func:`iclab.report.diagnosis.diagnoses`, with the current recipes, their
     distance to the paper's and the paper recipe's cost here): what the scoreboard and the seed table print."""
-    return diagnoses(root, recipe, recipe_distance, _paper_cost, _sweep_changes)
+    return diagnoses(root, recipe, recipe_distance, _paper_cost, sweep_changes)
 
 
-def _sweep_changes(folder: SweepFolder) -> list[str]:
-    """:func:`iclab.sweeps.sweep_changes`, imported on first use: the sweeps module imports this one."""
-    from .sweeps import sweep_changes
-
-    return sweep_changes(folder)
+def sweep_changes(folder: SweepFolder) -> list[str]:
+    """What separates a sweep's finished points from their current recipes (each its scale's, with the point's
+    values and the sweep's overrides, :func:`iclab.recipe_gap`) and from their experiment's current claims
+    (the claims version each was judged by and the claims' settings in its config), in words, each change once:
+    empty when every point is current. A sweep with any is no ladder of the current recipe; where only the claims
+    changed, :func:`iclab.sweeps.rejudge_sweep` judges its models again."""
+    spec = folder.read_spec()
+    found = []
+    for point in expand(spec["grid"]):
+        run = folder.run(point_name(point))
+        if not run.finished:
+            continue
+        try:
+            judging, current, gap = recipe_gap(run, {**spec["overrides"], **point})
+        except ConfigError:
+            found.append("its config or its recipe no longer resolves")
+            continue
+        judged = (run.read_info().get("fingerprint") or {}).get("claims")
+        if judged != current.claims_version:
+            gap.append(
+                f"claims version {judged if judged is not None else 'not recorded'} (now {current.claims_version})"
+            )
+        stored = run.read_config()
+        gap += [f"its {key} settings changed" for key in CLAIM_KEYS if stored.get(key) != judging.record.get(key)]
+        found += gap
+    return list(dict.fromkeys(found))
 
 
 def recipe(experiment: str, scale: str, overrides: Mapping[str, object] | None = None) -> Recipe | None:
@@ -544,7 +567,7 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
     board = aggregate(path, recipe)  # read once for every page below
-    diagnosed = diagnose_claims(board, recipe_distance, _paper_cost, _sweep_changes)  # its sweeps read once too
+    diagnosed = diagnose_claims(board, recipe_distance, _paper_cost, sweep_changes)  # its sweeps read once too
     explained = verdicts(diagnosed)
     if seed_table is not None:  # first: a path it cannot write stops the command before any page is rewritten
         write_seed_table(board, seed_table, recipe, explained)

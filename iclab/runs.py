@@ -27,7 +27,7 @@ import os
 import re
 import secrets
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -764,6 +764,20 @@ class RunFolder(_Folder):
     def read_info(self) -> dict:
         """``run.json``, or ``{}`` for an unfinished run (or one from before the file existed)."""
         return read_file(self.info_file, _json, dict) if self.info_file.exists() else {}
+
+
+def expand(grid: Mapping[str, list]) -> list[dict[str, Any]]:
+    """Every combination of the grid's values, the first key varying slowest."""
+    for key, values in grid.items():
+        if not isinstance(values, (list, tuple)) or not values:
+            raise ConfigError(f"grid key {key!r} needs a non-empty list of values, got {values!r}")
+    return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
+
+
+def point_name(point: Mapping[str, Any]) -> str:
+    """The point's folder name: ``key=value`` pairs joined by ``__`` (JSON values, no spaces)."""
+    pairs = (f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in point.items())
+    return "__".join(pairs).replace("/", "_").replace('"', "")
 
 
 class SweepFolder(_Folder):

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-import itertools
 import json
 import math
 import os
@@ -35,7 +34,7 @@ import pandas as pd
 from . import api, experiments
 from .config import ConfigError, parse_assignment, parse_value
 from .report import write_sweep_report
-from .runs import Lock, RunFolder, SweepFolder, first_line, write_atomic
+from .runs import Lock, RunFolder, SweepFolder, expand, first_line, point_name, write_atomic
 
 # How many times Ray runs a point again after its node or worker process died (each retry resumes the point's
 # folder); an exception inside a point is its result, never retried.
@@ -112,20 +111,6 @@ def _split_top_level(text: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return [p.strip() for p in parts]
-
-
-def expand(grid: Mapping[str, list]) -> list[dict[str, Any]]:
-    """Every combination of the grid's values, the first key varying slowest."""
-    for key, values in grid.items():
-        if not isinstance(values, (list, tuple)) or not values:
-            raise ConfigError(f"grid key {key!r} needs a non-empty list of values, got {values!r}")
-    return [dict(zip(grid, combo)) for combo in itertools.product(*grid.values())]
-
-
-def point_name(point: Mapping[str, Any]) -> str:
-    """The point's folder name: ``key=value`` pairs joined by ``__`` (JSON values, no spaces)."""
-    pairs = (f"{key}={json.dumps(value, separators=(',', ':'))}" for key, value in point.items())
-    return "__".join(pairs).replace("/", "_").replace('"', "")
 
 
 def sweep(
@@ -272,34 +257,6 @@ def rejudge_sweep(path: str | Path, *, progress: bool = True) -> SweepResult:
             shutil.rmtree(new.path, ignore_errors=True)
             raise
     return _run(new, None, progress)
-
-
-def sweep_changes(folder: SweepFolder) -> list[str]:
-    """What separates a sweep's finished points from their current recipes (each its scale's, with the point's
-    values and the sweep's overrides, :func:`iclab.api.recipe_gap`) and from their experiment's current claims
-    (the claims version each was judged by and the claims' settings in its config), in words, each change once:
-    empty when every point is current. A sweep with any is no ladder of the current recipe; where only the claims
-    changed, :func:`rejudge_sweep` judges its models again."""
-    spec = folder.read_spec()
-    found = []
-    for point in expand(spec["grid"]):
-        run = folder.run(point_name(point))
-        if not run.finished:
-            continue
-        try:
-            judging, current, gap = api.recipe_gap(run, {**spec["overrides"], **point})
-        except ConfigError:
-            found.append("its config or its recipe no longer resolves")
-            continue
-        judged = (run.read_info().get("fingerprint") or {}).get("claims")
-        if judged != current.claims_version:
-            gap.append(
-                f"claims version {judged if judged is not None else 'not recorded'} (now {current.claims_version})"
-            )
-        stored = run.read_config()
-        gap += [f"its {key} settings changed" for key in api.CLAIM_KEYS if stored.get(key) != judging.record.get(key)]
-        found += gap
-    return list(dict.fromkeys(found))
 
 
 def _check_metric(experiment: str, metric: str) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 from test_scoreboard import _claim, _run
 
 from iclab import api
+from iclab.api import sweep_changes
 from iclab.claims import Claim
 from iclab.report.diagnosis import diagnose, non_reproductions, write_non_reproductions
 from iclab.report.index import aggregate
 from iclab.runs import RunFolder, SweepFolder
-from iclab.sweeps import _write_tables, expand, point_name, sweep_changes
+from iclab.sweeps import _write_tables, expand, point_name
 
 
 def _ladder(

@@ -11,13 +11,14 @@ import pytest
 from matplotlib.image import imread
 
 import iclab
+from iclab.api import sweep_changes
 from iclab.claims import Claim, judged_at
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.report import write_sweep_report
 from iclab.report.sweep import _key_figure, point_values
 from iclab.runs import RunFolder, SweepFolder
-from iclab.sweeps import _write_tables, expand, parse_grid, point_name, sweep_changes
+from iclab.sweeps import _write_tables, expand, parse_grid, point_name
 
 TINY = [
     "--set",

@@ -15,7 +15,7 @@ seeds fails), :func:`diagnose` gathers:
   over one key (besides seeds) whose runs judged it, read at the path the sweep follows it by when made with
   ``--claim`` for it, else by its measured number, or by its verdicts where it gives none
   (:func:`iclab.report.sweep.ladder`), so one sweep diagnoses every claim its runs judge; a sweep whose points ran
-  an older recipe or were judged by older claims (``changes(folder)``, :func:`iclab.sweeps.sweep_changes`) is listed
+  an older recipe or were judged by older claims (``changes(folder)``, :func:`iclab.api.sweep_changes`) is listed
   apart with what changed and diagnoses nothing, unless a current sweep was made from it by ``iclab rejudge SWEEP``
   (its ``rejudged_from``), which replaces it,
 
