@@ -384,7 +384,7 @@ def diagnose(root: str | Path | Scoreboard) -> dict[tuple[str, str, str], str]:
 
 def sweep_changes(folder: SweepFolder) -> list[str]:
     """What separates a sweep's finished points from their current recipes (each its scale's, with the point's
-    values and the sweep's overrides, :func:`iclab.recipe_gap`) and from their experiment's current claims
+    values and the sweep's overrides, :func:`recipe_gap`) and from their experiment's current claims
     (the claims version each was judged by and the claims' settings in its config), in words, each change once:
     empty when every point is current. A sweep with any is no ladder of the current recipe; where only the claims
     changed, :func:`iclab.sweeps.rejudge_sweep` judges its models again."""
