@@ -263,7 +263,7 @@ def test_copying_goes_up_the_n_grid_until_each_model_copies(tmp_path, until_reac
     }
     # Every n up to 16, where copy-modified-width-free reads the error, trains even after a model copies.
     ns = [4, 16] if until_reached else [4, 16, 32]
-    expected = {f"copy-{m}-w{w}-n{n}" for m in ("transformer", "transformer+kq+vo") for w in (8, 16) for n in ns}
+    expected = {f"copy-{m}-w{w}-n{n}" for m in ("transformer", "transformer+vo") for w in (8, 16) for n in ns}
     assert trained == expected
     measured = {c["id"]: c["measured"] for c in result.claims}
     assert measured["copy-plain-inverse-scaling"] == {"8": 4, "16": 4}
@@ -397,7 +397,7 @@ def test_copying_with_the_modification_is_judged_by_a_binomial_test_at_n_16():
     def claim(wrong_at_16: dict, samples=500):
         errors = {
             "transformer": {w: {16: 1.0} for w in wrong_at_16},
-            "transformer+kq+vo": {w: {16: k / samples, 64: 0.0} for w, k in wrong_at_16.items()},
+            "transformer+vo": {w: {16: k / samples, 64: 0.0} for w, k in wrong_at_16.items()},
         }
         config = {**DEFAULTS, "copying": {**DEFAULTS["copying"], "widths": list(wrong_at_16)}}
         return {c.id: c for c in _copying_claims(config, errors, samples)}.get("copy-modified-width-free")
@@ -407,7 +407,7 @@ def test_copying_with_the_modification_is_judged_by_a_binomial_test_at_n_16():
     assert not claim({64: 0, 128: 7, 256: 0}).holds
     assert "fewer than 7 wrong of 500" in claim({64: 0}).expected
     assert claim({64: 0, 128: 1}).measured == {"64": {"error": 0.0, "wrong": 0}, "128": {"error": 0.002, "wrong": 1}}
-    errors = {"transformer+kq+vo": {64: {64: 0.0}}}  # n = 16 did not train: no claim
+    errors = {"transformer+vo": {64: {64: 0.0}}}  # n = 16 did not train: no claim
     assert _copying_claims({**DEFAULTS, "copying": {**DEFAULTS["copying"], "widths": [64]}}, errors, 500) == []
 
 
