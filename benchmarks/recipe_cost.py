@@ -79,18 +79,20 @@ def main(argv: list[str] | None = None) -> dict:
     estimates, skipped = {}, {}
     for name in names:
         try:
-            estimates[name] = api.time_recipe(name, args.scale, args.steps)
+            found = api.time_recipe(name, args.scale, args.steps)
         except ConfigError as err:
             skipped[name] = str(err)
+            print(f"{name} ({args.scale}): not timed: {err}")
             continue
-        found = estimates[name]
+        estimates[name] = found
+        # Recorded as each finishes: a timed run of a paper recipe can take most of an hour, and stopping a
+        # session's later ones must not lose the earlier ones.
+        record_estimates({name: found}, args.scale, TIMES)
         print(
             f"{name} ({args.scale}): {found['seconds'] / 3600:.2f} h a seed of training on {found['threads']} "
-            f"thread(s) of {found['device']} (timed run: {found['wall_seconds']:.0f} s)"
+            f"thread(s) of {found['device']} (timed run: {found['wall_seconds']:.0f} s)",
+            flush=True,
         )
-    for name, why in skipped.items():
-        print(f"{name} ({args.scale}): not timed: {why}")
-    record_estimates(estimates, args.scale, TIMES)
     result = {"scale": args.scale, "estimates": estimates, "skipped": skipped}
     store_result("recipe_cost", result)
     return result

@@ -1077,5 +1077,9 @@ EXPERIMENT = Experiment(
         "bootstrap": 20,
         "construction_prompts": 8,
         "ilwd.contexts": 8,
+        # the probes' data: the paper's 16384 prompts' hidden states at 17 depths of width 512 need ~45 GB
+        # (a timed run was killed for memory on 24 GB); a probe's step cost is its batch's, not its data's
+        "probe.train_prompts": 512,
+        "probe.test_prompts": 256,
     },  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )
