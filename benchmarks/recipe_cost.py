@@ -76,25 +76,24 @@ def main(argv: list[str] | None = None) -> dict:
     if args.threads:
         torch.set_num_threads(args.threads)
     names = args.experiments or experiments.names()
-    estimates, skipped = {}, {}
+    result = {"scale": args.scale, "estimates": {}, "skipped": {}}
     for name in names:
         try:
             found = api.time_recipe(name, args.scale, args.steps)
         except ConfigError as err:
-            skipped[name] = str(err)
-            print(f"{name} ({args.scale}): not timed: {err}")
-            continue
-        estimates[name] = found
-        # Recorded as each finishes: a timed run of a paper recipe can take most of an hour, and stopping a
+            result["skipped"][name] = str(err)
+            print(f"{name} ({args.scale}): not timed: {err}", flush=True)
+        else:
+            result["estimates"][name] = found
+            record_estimates({name: found}, args.scale, TIMES)
+            print(
+                f"{name} ({args.scale}): {found['seconds'] / 3600:.2f} h a seed of training on {found['threads']} "
+                f"thread(s) of {found['device']} (timed run: {found['wall_seconds']:.0f} s)",
+                flush=True,
+            )
+        # Stored as each finishes: a timed run of a paper recipe can take most of an hour, and stopping a
         # session's later ones must not lose the earlier ones.
-        record_estimates({name: found}, args.scale, TIMES)
-        print(
-            f"{name} ({args.scale}): {found['seconds'] / 3600:.2f} h a seed of training on {found['threads']} "
-            f"thread(s) of {found['device']} (timed run: {found['wall_seconds']:.0f} s)",
-            flush=True,
-        )
-    result = {"scale": args.scale, "estimates": estimates, "skipped": skipped}
-    store_result("recipe_cost", result)
+        store_result("recipe_cost", result)
     return result
 
 

@@ -138,10 +138,10 @@ DEFAULTS = {
     # (the claims' "needs n ≥ 1024"); every model of the sweep trains at every n of `n`.
     # points: further (model, n) per task beyond the grid, each where the paper reports a number (PAPER_GAIN,
     # PAPER_MLP_EQUALITY, PAPER_PLAIN, PAPER_BETWEEN, PAPER_MLP): majority of length 2 at n = 128, the MLP given XXᵀ
-    # on ABA vs ABB at n = 8192, the one-hot MLP at n = 1024 and 8192 (where the transformers learn, up to the
-    # paper's largest n), the transformer with both terms at n = 32 and 64 on ABA vs ABB and same/different (the
-    # long scale adds its own: the linearised transformer beside the plain one and the recurrent models on ABA vs
-    # ABB).
+    # on ABA vs ABB at n = 8192, the one-hot MLP at n = 1024 (where the transformers learn), the transformer with
+    # both terms at n = 32 and 64 on ABA vs ABB and same/different (the long scale adds its own: the one-hot MLP at
+    # the paper's largest n, 8192, the linearised transformer beside the plain one and the recurrent models on ABA
+    # vs ABB).
     "sweep": {
         "tasks": ["aba-abb", "same-different"],
         "n": [16, 64, 256],
@@ -149,8 +149,8 @@ DEFAULTS = {
         "models": ["transformer", "transformer+kq", "transformer+vo", "transformer+kq+vo", "mlp", "mlp+equality"],
         "points": {
             "majority-2": {"transformer": [128], "transformer+kq+vo": [128]},
-            "aba-abb": {"mlp": [1024, 8192], "mlp+equality": [8192], "transformer+kq+vo": [32, 64]},
-            "same-different": {"mlp": [1024, 8192], "transformer+kq+vo": [32, 64]},
+            "aba-abb": {"mlp": [1024], "mlp+equality": [8192], "transformer+kq+vo": [32, 64]},
+            "same-different": {"mlp": [1024], "transformer+kq+vo": [32, 64]},
         },
         # ntk_n: where the plain transformer and its linearisation are compared, when both train there: n = 1024,
         # where the paper's plain transformer learns ABA vs ABB (0.13); at larger n the authors expect the
@@ -189,7 +189,8 @@ DEFAULTS = {
     # readout: "cls" reads an appended CLS token, "last" the last input token (both in the authors' copying
     # model); with "last" the symbol is already in the read-out's residual stream and every model copies
     # at once. identity_scale: the copying models' multiplier (300, not the sweep's 10: at 10 b stalls
-    # before it can copy, at 100 the widest model often missed n = 16). Widths: the paper's first three;
+    # before it can copy, at 100 the widest model often missed n = 16: measured on the model with both terms, and
+    # kept for the b·AX term alone, the one that copies). Widths: the paper's first three;
     # heads of 64 whatever the width (with heads of width / 4 the plain model copied at no width by
     # n = 512). These choices and their measurements: docs/experiments/abstract-symbols.md.
     "copying": {
@@ -261,8 +262,9 @@ SCALES = {
     "quick": {},
     # Long: the points quick cannot afford within a tenth of the quick reproduction's time (AABB vs ABAB's plain
     # transformer at n = 256 and 1024, majority of length 4 at n = 2048, the plain and the linearised transformer
-    # on ABA vs ABB at n = 256 and 1024, the RNN and the LSTM on ABA vs ABB at n = 2048, 4096 and 8192; their cost is
-    # in docs/experiments/abstract-symbols.md) beside quick's own points, without quick's grid, copying and kernel
+    # on ABA vs ABB at n = 256 and 1024, the RNN and the LSTM on ABA vs ABB at n = 2048, 4096 and 8192, the one-hot
+    # MLP at n = 8192 on ABA vs ABB and same/different; their cost is in docs/experiments/abstract-symbols.md)
+    # beside quick's own points, without quick's grid, copying and kernel
     # (judged at quick).
     "long": {
         "sweep": {
@@ -276,7 +278,9 @@ SCALES = {
                     "transformer-ntk": [256, 1024],
                     "rnn": [2048, 4096, 8192],
                     "lstm": [2048, 4096, 8192],
+                    "mlp": [1024, 8192],
                 },
+                "same-different": {"mlp": [1024, 8192]},
             },
         },
         "copying": {"widths": []},
