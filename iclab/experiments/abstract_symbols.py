@@ -755,8 +755,8 @@ def _gain_claim(spec: str, mean: dict, modified: str, tol: dict) -> list:
 
 
 def _mlp_claims(spec: str, mean: dict, tol: dict) -> list:
-    """The MLP on one-hot tokens stays at chance at every n it trained (the grid and its points, up to the paper's
-    n = 8192, where the transformers learn); the MLP given XXᵀ learns where the paper
+    """The MLP on one-hot tokens stays at chance at every n it trained (the grid and its points: n = 1024, where the
+    transformers learn, at quick; the paper's largest, 8192, at long); the MLP given XXᵀ learns where the paper
     reports it (:data:`PAPER_MLP_EQUALITY`)."""
     claims = []
     if "mlp" in mean:
