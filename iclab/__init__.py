@@ -26,6 +26,7 @@ _API.update(
         "IdentificationResult": "identification",
         "export": "hub",
         "latest_run": "runs",
+        "archive": "runs",
     }
 )
 __all__ = sorted(_API)

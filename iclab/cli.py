@@ -1,4 +1,5 @@
-"""The ``iclab`` command line: list, show, run, resume, reproduce, sweep, report, compare, eval, identify, export.
+"""The ``iclab`` command line: list, show, run, resume, rejudge, reproduce, sweep, report, archive,
+compare, eval, identify, export.
 
 Bad input (unknown experiment or key, wrong type, impossible shape) prints one line
 ``iclab: error: ...`` and exits with status 2; Ctrl-C prints one line (where a run stopped and how to
@@ -165,7 +166,7 @@ def _sweep_verb(sub) -> None:
 
 
 def _folder_verbs(sub) -> None:
-    """``report`` and ``compare``: they read folders and run nothing."""
+    """``report``, ``archive`` and ``compare``: they read folders and run nothing."""
     report = sub.add_parser(
         "report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html"
     )
@@ -179,6 +180,14 @@ def _folder_verbs(sub) -> None:
         help="a folder of runs: also write to PATH why each paper claim that does not reproduce does not (its "
         "distance to the paper's recipe, that recipe's cost, runs at it and ladders toward it, the diagnosis)",
     )
+
+    archive = sub.add_parser(
+        "archive",
+        help="copy the record of each finished run and sweep of a folder of runs (config, run.json, claims, "
+        "metrics; no checkpoints) into DEST, a folder of runs small enough to commit that `iclab report` reads",
+    )
+    archive.add_argument("run_dir", help="a folder of runs (e.g. runs/eval)")
+    archive.add_argument("dest", help="the folder of records (e.g. results); a run's older record is replaced")
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
     compare.add_argument("run_a")
@@ -502,6 +511,12 @@ def _dispatch(args, argv: list[str]) -> int:
     """Carry out the verb; returns the exit status."""
     if args.command == "list":
         _list()
+        return 0
+    if args.command == "archive":  # reads and copies folders only: no torch
+        from .runs import archive
+
+        written = archive(args.run_dir, args.dest)
+        print(f"{args.dest}: {len(written)} record{'s' * (len(written) != 1)} of the runs and sweeps of {args.run_dir}")
         return 0
     if args.command == "compare":  # reads folders only: no torch
         from .report import compare_runs

@@ -910,3 +910,54 @@ def _new_folder(path: Path) -> Path:
             continue
         except OSError as err:  # a parent that is a file, no permission, a read-only disk
             raise unwritable(candidate, err, "create the folder") from None
+
+
+RUN_RECORD = ("config.yaml", "run.json", "claims.json", "metrics.parquet")
+"""A finished run's record: the files the scoreboard, the seed table, the claim costs and the non-reproductions page
+read of it. :func:`archive` keeps these; the checkpoints are large, and the figures and report are redrawn."""
+SWEEP_RECORD = ("sweep.yaml", "points.parquet", "sweep.parquet", "claims.parquet", "ladder.json")
+"""A sweep's own files that the reports read, besides its points' run records."""
+
+
+def archive(root: str | Path, dest: str | Path) -> list[Path]:
+    """Copy the record of every finished run folder and every sweep folder directly under ``root`` into
+    ``dest/<name>/`` (:data:`RUN_RECORD`, :data:`SWEEP_RECORD`; a sweep's finished points into
+    ``dest/<sweep>/<point>/``), replacing an older copy of the same folder; returns the folders written, by name.
+
+    ``dest`` is then a folder of runs that ``iclab report`` reads as it reads ``root``: the record of the runs behind
+    the generated pages, small enough to commit where the runs root itself is not kept (a machine that does not keep
+    ``runs/`` between sessions keeps the verdicts). Unfinished runs are left out: ``iclab resume`` finishes them."""
+    root, dest = Path(root), Path(dest)
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder of runs")
+    if dest.resolve() == root.resolve():
+        raise ConfigError(f"archive {root} into another folder than itself")
+    written = []
+    for path in sorted(root.iterdir()):
+        if (path / SWEEP_RECORD[0]).is_file():
+            written.append(_copy_record(path, dest / path.name, SWEEP_RECORD))
+            for point in sorted(p for p in path.iterdir() if _is_finished_run(p)):
+                _copy_record(point, dest / path.name / point.name, RUN_RECORD)
+        elif _is_finished_run(path):
+            written.append(_copy_record(path, dest / path.name, RUN_RECORD))
+    return written
+
+
+def _is_finished_run(path: Path) -> bool:
+    run = RunFolder(path)
+    return run.config_file.is_file() and run.finished
+
+
+def _copy_record(source: Path, target: Path, names: tuple[str, ...]) -> Path:
+    """Copy the files ``names`` of ``source`` into ``target``, each whole or not at all; a name ``source`` lacks is
+    removed from ``target`` (an older copy's file must not outlive the folder it came from)."""
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            if (source / name).is_file():
+                write_atomic(target / name, lambda scratch, found=source / name: shutil.copyfile(found, scratch))
+            else:
+                (target / name).unlink(missing_ok=True)
+    except OSError as err:  # a parent that is a file, no permission, a read-only disk
+        raise unwritable(target, err, "write the record in") from None
+    return target

@@ -35,6 +35,7 @@ FAST += ["--set", "flow.steps=200"]
         (["run", "lsa-linear", "--set", "train.warmup=-1"], "train.warmup and weight_decay must be >= 0"),
         (["run", "lsa-linear", "--set", "train.clip=0"], "train.clip must be > 0"),
         (["report", "/nonexistent/run"], "not a run folder"),
+        (["archive", "/nonexistent/runs", "/nonexistent/records"], "not a folder of runs"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(argv, message, capsys, tmp_path):

@@ -13,7 +13,7 @@ from iclab.api import sweep_changes
 from iclab.claims import Claim
 from iclab.report.diagnosis import diagnose, non_reproductions, write_non_reproductions
 from iclab.report.index import aggregate
-from iclab.runs import RunFolder, SweepFolder
+from iclab.runs import RunFolder, SweepFolder, archive
 from iclab.sweeps import _write_tables, expand, point_name
 
 
@@ -187,3 +187,28 @@ def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(t
             assert list(step.rungs) == sorted(step.rungs), step.name
     text = tool.show(tmp_path)
     assert all(f"{step.name} ({step.experiment})" in text for step in tool.PLAN)
+
+
+def test_an_archive_of_the_runs_writes_the_same_pages_without_their_checkpoints(tmp_path):
+    """``iclab archive``: the records of the finished runs and sweeps (no checkpoints) give the seed table and the
+    non-reproductions page the runs themselves give; a second archive replaces the first's files."""
+    root, records = tmp_path / "runs", tmp_path / "results"
+    for k, seed in enumerate(range(100, 105)):
+        run = _run(root, f"lsa-linear-seed{seed}", seed, [_claim("laddered", False, measured=0.4)], minute=k)
+        run.checkpoints.mkdir()
+        (run.checkpoints / "lsa.safetensors").write_bytes(b"weights")
+    _run(root, "lsa-linear-unfinished", 100, None, minute=9)
+    _ladder(root, "laddered", {100: [0.4, 0.2], 101: [0.42, 0.25], 102: [0.38, 0.21]})
+    written = archive(root, records)
+    assert [p.name for p in written] == ["ladder-laddered", *(f"lsa-linear-seed{s}" for s in range(100, 105))]
+    assert not list(records.rglob("*.safetensors")) and not (records / "lsa-linear-unfinished").exists()
+    pages = {}
+    for folder in (root, records):
+        api.report(folder, tmp_path / f"{folder.name}-table.md", tmp_path / f"{folder.name}-page.md")
+        pages[folder.name] = [(tmp_path / f"{folder.name}-{page}.md").read_text() for page in ("table", "page")]
+    assert pages["runs"] == pages["results"] and "moving toward the paper's number" in pages["results"][1]
+    (records / "lsa-linear-seed100" / "claims.json").write_text("[]")  # replaced by the next archive
+    (root / "lsa-linear-seed101" / "metrics.parquet").unlink()  # gone from the run: gone from its record
+    archive(root, records)
+    assert json.loads((records / "lsa-linear-seed100" / "claims.json").read_text())
+    assert not (records / "lsa-linear-seed101" / "metrics.parquet").exists()
