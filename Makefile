@@ -1,12 +1,12 @@
 # The two commands of the README: `make reproduce` (set up + quick reproduction) and
 # `make test` (set up + lint + the documentation site built strictly + test suite). Both create or update
-# .venv first.
+# .venv first. `make pages` writes the pages of the evaluation runs from their records in results/.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup reproduce lint docs test test-slow clean
+.PHONY: setup reproduce lint docs test test-slow pages clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ test: lint docs
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The pages written from the evaluation runs, from their records in results/ (`iclab archive runs/eval results`
+# keeps them; docs/run-folder.md): the claim x seed table, the non-reproductions and what each claim costs.
+pages: $(STAMP)
+	$(BIN)/python tools/claim_costs.py results
+	$(BIN)/iclab report results --seed-table docs/seed-table.md --non-reproductions docs/non-reproductions.md
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache

@@ -166,7 +166,7 @@ def _sweep_verb(sub) -> None:
 
 
 def _folder_verbs(sub) -> None:
-    """``report``, ``archive`` and ``compare``: they read folders and run nothing."""
+    """``report``, ``archive`` and ``compare``: they read folders (and write pages or records) and train nothing."""
     report = sub.add_parser(
         "report", help="rewrite a run or sweep folder's report.html, or a folder of runs' reports and index.html"
     )
@@ -183,11 +183,14 @@ def _folder_verbs(sub) -> None:
 
     archive = sub.add_parser(
         "archive",
-        help="copy the record of each finished run and sweep of a folder of runs (config, run.json, claims, "
-        "metrics; no checkpoints) into DEST, a folder of runs small enough to commit that `iclab report` reads",
+        help="copy the record of each finished run and each sweep (its finished points) of a folder of runs "
+        "(config, run.json, metrics, claims; no checkpoints or figures) into DEST, a folder of runs small enough "
+        "to commit that `iclab report` reads",
     )
-    archive.add_argument("run_dir", help="a folder of runs (e.g. runs/eval)")
-    archive.add_argument("dest", help="the folder of records (e.g. results); a run's older record is replaced")
+    archive.add_argument("run_dir", metavar="ROOT", help="a folder of runs (e.g. runs/eval)")
+    archive.add_argument(
+        "dest", metavar="DEST", help="the folder of records (e.g. results); an older record of a run is replaced whole"
+    )
 
     compare = sub.add_parser("compare", help="two finished runs side by side: config, claims, final metrics")
     compare.add_argument("run_a")

@@ -912,35 +912,48 @@ def _new_folder(path: Path) -> Path:
             raise unwritable(candidate, err, "create the folder") from None
 
 
-RUN_RECORD = ("config.yaml", "run.json", "claims.json", "metrics.parquet")
-"""A finished run's record: the files the scoreboard, the seed table, the claim costs and the non-reproductions page
-read of it. :func:`archive` keeps these; the checkpoints are large, and the figures and report are redrawn."""
-SWEEP_RECORD = ("sweep.yaml", "points.parquet", "sweep.parquet", "claims.parquet", "ladder.json")
-"""A sweep's own files that the reports read, besides its points' run records."""
+RUN_RECORD = tuple(getattr(RunFolder("."), f).name for f in ("config_file", "info_file", "metrics_file", "claims_file"))
+"""What :func:`archive` keeps of a finished run: the files the scoreboard, the pages written from the runs and the
+run's ``report.html`` read (``claims.json`` last: it marks the run finished). Checkpoints, figures (drawn in
+training), evaluations and event logs stay behind."""
+SWEEP_RECORD = tuple(getattr(SweepFolder("."), f).name for f in ("spec_file", "points_file"))
+"""What :func:`archive` keeps of a sweep besides its finished points' records: what its ladders are read from."""
 
 
 def archive(root: str | Path, dest: str | Path) -> list[Path]:
     """Copy the record of every finished run folder and every sweep folder directly under ``root`` into
-    ``dest/<name>/`` (:data:`RUN_RECORD`, :data:`SWEEP_RECORD`; a sweep's finished points into
-    ``dest/<sweep>/<point>/``), replacing an older copy of the same folder; returns the folders written, by name.
+    ``dest/<name>/`` (:data:`RUN_RECORD`; :data:`SWEEP_RECORD` and the records of the sweep's finished points,
+    ``dest/<sweep>/<point>/``); returns the folders written, by name. Each record is written beside its place and
+    then takes it in one rename, replacing an older record of the same folder whole (nothing of it outlives it).
 
     ``dest`` is then a folder of runs that ``iclab report`` reads as it reads ``root``: the record of the runs behind
     the generated pages, small enough to commit where the runs root itself is not kept (a machine that does not keep
-    ``runs/`` between sessions keeps the verdicts). Unfinished runs are left out: ``iclab resume`` finishes them."""
+    ``runs/`` between sessions keeps the verdicts). Unfinished runs are left out: ``iclab resume`` finishes them.
+    A record is for reading: it has no checkpoints to resume, judge again or evaluate."""
     root, dest = Path(root), Path(dest)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder of runs")
+    if (root / RUN_RECORD[0]).is_file() or (root / SWEEP_RECORD[0]).is_file():
+        raise ConfigError(f"{root} is a run or sweep folder: archive the folder of runs that holds it")
     if dest.resolve() == root.resolve():
         raise ConfigError(f"archive {root} into another folder than itself")
     written = []
-    for path in sorted(root.iterdir()):
+    for path in _entries(root):
         if (path / SWEEP_RECORD[0]).is_file():
-            written.append(_copy_record(path, dest / path.name, SWEEP_RECORD))
-            for point in sorted(p for p in path.iterdir() if _is_finished_run(p)):
-                _copy_record(point, dest / path.name / point.name, RUN_RECORD)
+            points = [p for p in _entries(path) if _is_finished_run(p)]
+            written.append(_replace(dest / path.name, lambda into, s=path, ps=points: _sweep_record(s, ps, into)))
         elif _is_finished_run(path):
-            written.append(_copy_record(path, dest / path.name, RUN_RECORD))
+            written.append(_replace(dest / path.name, lambda into, s=path: _copy(s, into, RUN_RECORD)))
+    if not written:
+        raise ConfigError(f"no finished run or sweep under {root}")
     return written
+
+
+def _entries(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir())
+    except OSError as err:
+        raise unreadable(folder, err) from None
 
 
 def _is_finished_run(path: Path) -> bool:
@@ -948,16 +961,42 @@ def _is_finished_run(path: Path) -> bool:
     return run.config_file.is_file() and run.finished
 
 
-def _copy_record(source: Path, target: Path, names: tuple[str, ...]) -> Path:
-    """Copy the files ``names`` of ``source`` into ``target``, each whole or not at all; a name ``source`` lacks is
-    removed from ``target`` (an older copy's file must not outlive the folder it came from)."""
+def _sweep_record(sweep: Path, points: list[Path], into: Path) -> None:
+    for point in points:
+        _copy(point, into / point.name, RUN_RECORD)
+    _copy(sweep, into, SWEEP_RECORD)
+
+
+def _copy(source: Path, into: Path, names: tuple[str, ...]) -> None:
+    """Copy the files ``names`` that ``source`` has into the folder ``into`` (made), in that order."""
     try:
-        target.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            if (source / name).is_file():
-                write_atomic(target / name, lambda scratch, found=source / name: shutil.copyfile(found, scratch))
-            else:
-                (target / name).unlink(missing_ok=True)
-    except OSError as err:  # a parent that is a file, no permission, a read-only disk
-        raise unwritable(target, err, "write the record in") from None
+        into.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise unwritable(into, err, "create the folder") from None
+    for name in (n for n in names if (source / n).is_file()):
+        try:
+            data = (source / name).read_bytes()  # a record's files are small
+        except OSError as err:
+            raise unreadable(source / name, err) from None
+        try:
+            (into / name).write_bytes(data)
+        except OSError as err:
+            raise unwritable(into / name, err) from None
+
+
+def _replace(target: Path, fill: Callable[[Path], None]) -> Path:
+    """Make ``target`` a folder that ``fill`` writes: filled beside it, then renamed into its place (an older
+    ``target`` is renamed away just before and removed after), so a reader never sees part of one."""
+    scratch = target.with_name(f".{target.name}.{secrets.token_hex(4)}{SCRATCH_SUFFIX}")
+    old = scratch.with_name(scratch.name + "-old")
+    try:
+        fill(scratch)
+        if target.exists():
+            os.replace(target, old)
+        os.replace(scratch, target)
+    except OSError as err:
+        raise unwritable(target, err) from None
+    finally:
+        for leftover in (scratch, old):
+            shutil.rmtree(leftover, ignore_errors=True)
     return target

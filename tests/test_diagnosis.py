@@ -3,14 +3,17 @@
 import html
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 
+import pytest
 from test_scoreboard import _claim, _run
 
 from iclab import api
 from iclab.api import sweep_changes
 from iclab.claims import Claim
+from iclab.config import ConfigError
 from iclab.report.diagnosis import diagnose, non_reproductions, write_non_reproductions
 from iclab.report.index import aggregate
 from iclab.runs import RunFolder, SweepFolder, archive
@@ -212,3 +215,12 @@ def test_an_archive_of_the_runs_writes_the_same_pages_without_their_checkpoints(
     archive(root, records)
     assert json.loads((records / "lsa-linear-seed100" / "claims.json").read_text())
     assert not (records / "lsa-linear-seed101" / "metrics.parquet").exists()
+    shutil.rmtree(root / "ladder-laddered")  # the ladder made again, one seed so far: its old points go
+    _ladder(root, "laddered", {100: [0.4, 0.2]})
+    archive(root, records)
+    assert sorted(p.name for p in (records / "ladder-laddered").iterdir() if p.is_dir()) == [
+        "train.steps=2000__seed=100",
+        "train.steps=4000__seed=100",
+    ]
+    with pytest.raises(ConfigError, match="is a run or sweep folder"):
+        archive(root / "lsa-linear-seed100", records)

@@ -1,6 +1,6 @@
 """Write docs/claim-costs.md: where each counted evaluation run's time went, part by part, and so what each claim costs.
 
-    python tools/claim_costs.py [ROOT]   # ROOT: a reproduction on the evaluation seeds (default runs/eval)
+    python tools/claim_costs.py [ROOT]   # ROOT: the evaluation runs or their records (default results; `make pages`)
 
 Every run the scoreboard counts under ROOT that recorded its time (``run.json`` ``time``, :mod:`iclab.ledger`) gets
 a table: each part of the experiment, its wall time and share of the run, the models it trained (and reused from
@@ -40,9 +40,11 @@ def _timed(run) -> tuple[dict, str] | None:
     """The ``run.json`` whose time books a counted run's claims and a note, or None where none recorded its time: a
     run judged again by ``iclab rejudge`` evaluated the models another run trained, so that run's time is what its
     claims cost."""
-    parent = run.info.get("rejudged_from")
-    if parent:
+    parent, info = None, run.info
+    while info.get("rejudged_from"):  # judged again, maybe more than once: the run that trained the models
+        parent = info["rejudged_from"]
         info = RunFolder.open(run.folder.path.parent / parent).read_info()
+    if parent:
         note = f"; its models were trained by `{parent}`, whose time this is (judged again)"
     else:
         info, note = run.info, ", finished by a resume" if run.info.get("resumed") else ""
@@ -75,15 +77,20 @@ def section(run, info: dict, note: str) -> list[str]:
     return [*lines, ""]
 
 
-def main(root: Path) -> None:
+def page(root: Path) -> str:
+    """The page's markdown from the runs under ``root``."""
     timed = [(r, found) for r in aggregate(root, recipe).counted() if (found := _timed(r))]
     timed.sort(key=lambda pair: (pair[0].experiment, pair[0].scale))
     body = [line for run, (info, note) in timed for line in section(run, info, note)]
     if not body:
         body = ["No counted run under the evaluation root recorded its time yet.", ""]
-    PAGE.write_text(HEAD + "\n" + "\n".join(body), encoding="utf-8")
-    print(f"{PAGE}: {len(timed)} runs")
+    return HEAD + "\n" + "\n".join(body)
+
+
+def main(root: Path) -> None:
+    PAGE.write_text(page(root), encoding="utf-8")
+    print(PAGE)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "runs/eval"))
+    main(Path(sys.argv[1] if len(sys.argv) > 1 else "results"))

@@ -55,6 +55,9 @@ def main(root: Path) -> None:
         page = DOCS / f"{run.experiment}.md"
         if run.scale != "quick" or run.seed != EVALUATION_SEEDS[0] or not page.exists():
             continue
+        if not run.folder.figures():  # a record (results/, `iclab archive`) keeps none: the committed ones stay
+            print(f"{run.experiment}: no figures in {run.folder.path} (a record?); left as they are")
+            continue
         target = DOCS / "figures" / run.experiment
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
