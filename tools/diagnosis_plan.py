@@ -9,7 +9,8 @@ recipe toward the paper's.
 Each step was chosen from the paper's recipe and our distance from it (its ``why``), never from the verdicts on
 the evaluation seeds. Run steps one at a time with nothing else running: ``--run`` records the step's wall time
 in ROOT/diagnosis-times.json; ``iclab archive ROOT results`` keeps the records of the runs and ladders it leaves
-under ROOT, and ``make pages`` writes docs/non-reproductions.md from them. A step that is stopped resumes where it stopped when run again.
+under ROOT, and ``make pages`` writes docs/non-reproductions.md from them. A step that is stopped resumes where it
+stopped when run again.
 """
 
 from __future__ import annotations
