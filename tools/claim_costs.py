@@ -47,7 +47,7 @@ def _timed(run) -> tuple[dict, str] | None:
     if parent:
         note = f"; its models were trained by `{parent}`, whose time this is (judged again)"
     else:
-        info, note = run.info, ", finished by a resume" if run.info.get("resumed") else ""
+        note = ", finished by a resume" if info.get("resumed") else ""
     return (info, note) if info.get("time") else None
 
 
