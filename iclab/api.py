@@ -37,7 +37,6 @@ from .identification.report import IDENTIFICATION, write_identification_report
 from .report import (
     aggregate,
     diagnoses,
-    run_folders,
     write_evaluation_report,
     write_index,
     write_non_reproductions,
@@ -58,6 +57,7 @@ from .runs import (
     Unwritable,
     expand,
     point_name,
+    run_folders,
     unwritable,
     without_execution,
 )
@@ -399,11 +399,7 @@ def sweep_changes(folder: SweepFolder) -> list[str]:
         except ConfigError:
             found.append("its config or its recipe no longer resolves")
             continue
-        judged = (run.read_info().get("fingerprint") or {}).get("claims")
-        if judged != current.claims_version:
-            gap.append(
-                f"claims version {judged if judged is not None else 'not recorded'} (now {current.claims_version})"
-            )
+        gap += current.claims_change(run.read_info().get("fingerprint"))
         stored = run.read_config()
         gap += [f"its {key} settings changed" for key in CLAIM_KEYS if stored.get(key) != judging.record.get(key)]
         found += gap

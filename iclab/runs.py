@@ -100,9 +100,7 @@ class Recipe:
         words: empty when the run is of this recipe."""
         if not fingerprint:
             return ["run by an iclab that recorded no fingerprint (older than its recipe and claims)"]
-        out = []
-        if fingerprint.get("claims") != self.claims_version:
-            out.append(f"claims version {fingerprint.get('claims')} (now {self.claims_version})")
+        out = self.claims_change(fingerprint)
         if fingerprint.get("recipe") != self.fingerprint["recipe"]:
             mine = {k: v for k, v in without_execution(config).items() if k in self.config or k not in _NOT_RECIPE}
             keys = differences(mine, self.config)
@@ -111,6 +109,14 @@ class Recipe:
                 + (", ".join(f"{k} {a!r} → {b!r}" for k, (a, b) in keys.items()) or "its defaults' types or order")
             )
         return out
+
+    def claims_change(self, fingerprint: dict | None) -> list[str]:
+        """The claims version a run was judged by (its ``run.json`` ``fingerprint``), in words, where it is not this
+        recipe's: empty when the run was judged by the current claims."""
+        judged = (fingerprint or {}).get("claims")
+        if judged == self.claims_version:
+            return []
+        return [f"claims version {judged if judged is not None else 'not recorded'} (now {self.claims_version})"]
 
 
 BUGS = (ImportError, MemoryError, TypeError, AttributeError, NameError)
@@ -937,16 +943,27 @@ def archive(root: str | Path, dest: str | Path) -> list[Path]:
         raise ConfigError(f"{root} is a run or sweep folder: archive the folder of runs that holds it")
     if dest.resolve() == root.resolve():
         raise ConfigError(f"archive {root} into another folder than itself")
-    written = []
+    written = [
+        _replace(dest / run.path.name, lambda into, s=run.path: _copy(s, into, RUN_RECORD))
+        for run in run_folders(root)
+        if run.finished
+    ]
     for path in _entries(root):
         if (path / SWEEP_RECORD[0]).is_file():
-            points = [p for p in _entries(path) if _is_finished_run(p)]
+            points = [run.path for run in run_folders(path) if run.finished]
             written.append(_replace(dest / path.name, lambda into, s=path, ps=points: _sweep_record(s, ps, into)))
-        elif _is_finished_run(path):
-            written.append(_replace(dest / path.name, lambda into, s=path: _copy(s, into, RUN_RECORD)))
     if not written:
         raise ConfigError(f"no finished run or sweep under {root}")
-    return written
+    return sorted(written)
+
+
+def run_folders(root: str | Path) -> list[RunFolder]:
+    """The run folders directly inside ``root`` (those holding a ``config.yaml``), by name; none where ``root`` is
+    not a folder."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return [run for run in map(RunFolder, _entries(root)) if run.config_file.is_file()]
 
 
 def _entries(folder: Path) -> list[Path]:
@@ -954,11 +971,6 @@ def _entries(folder: Path) -> list[Path]:
         return sorted(p for p in folder.iterdir() if p.is_dir())
     except OSError as err:
         raise unreadable(folder, err) from None
-
-
-def _is_finished_run(path: Path) -> bool:
-    run = RunFolder(path)
-    return run.config_file.is_file() and run.finished
 
 
 def _sweep_record(sweep: Path, points: list[Path], into: Path) -> None:

@@ -6,14 +6,13 @@ from .compare import compare_runs
 from .diagnosis import diagnoses, write_non_reproductions
 from .evaluation import write_evaluation_report
 from .html import write_report
-from .index import aggregate, run_folders, write_index, write_seed_table
+from .index import aggregate, write_index, write_seed_table
 from .sweep import write_sweep_report
 
 __all__ = [
     "aggregate",
     "compare_runs",
     "diagnoses",
-    "run_folders",
     "write_evaluation_report",
     "write_index",
     "write_non_reproductions",

@@ -39,7 +39,7 @@ from ..claims import (
 )
 from ..config import ConfigError
 from ..formatting import spans
-from ..runs import Recipe, RunFolder, write_atomic
+from ..runs import Recipe, RunFolder, run_folders, write_atomic
 from .html import (
     cell,
     claim_anchor,
@@ -74,14 +74,6 @@ def on_evaluation_seeds(config: dict) -> bool:
     """Whether every seed a run trained is an evaluation seed (:data:`iclab.claims.EVALUATION_SEEDS`)."""
     first = config.get("seed", 0)
     return all(first + k in EVALUATION_SEEDS for k in range(config.get("seeds", 1)))
-
-
-def run_folders(root: str | Path) -> list[RunFolder]:
-    """The run folders directly inside ``root`` (those holding a ``config.yaml``), by name."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    return [RunFolder(p) for p in sorted(root.iterdir()) if (p / "config.yaml").is_file()]
 
 
 class Run:
