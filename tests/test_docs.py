@@ -84,3 +84,24 @@ def test_the_api_pages_turn_every_sphinx_role_into_a_reference():
     assert '<autoref identifier="iclab.api.list_experiments" optional><code>list_experiments</code></autoref>' in train
     config = package["experiments.base.Experiment"].docstring.value
     assert 'identifier="iclab.config.ConfigError" optional><code>ConfigError</code>' in config  # ~ keeps the name
+
+
+def test_the_pages_written_from_the_evaluation_runs_are_what_their_records_give(tmp_path):
+    """docs/seed-table.md, docs/non-reproductions.md and docs/claim-costs.md are written by `make pages` from the
+    runs' records committed in results/ (`iclab archive`): no number on them is typed, and a change of the claims,
+    the recipes or the records that would change them fails here until the pages are written again."""
+    import importlib.util
+    import shutil
+
+    from iclab import api
+
+    records = tmp_path / "results"
+    shutil.copytree(ROOT / "results", records)
+    api.report(records, tmp_path / "seed-table.md", tmp_path / "non-reproductions.md")
+    spec = importlib.util.spec_from_file_location("claim_costs", ROOT / "tools" / "claim_costs.py")
+    claim_costs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(claim_costs)
+    (tmp_path / "claim-costs.md").write_text(claim_costs.page(records), encoding="utf-8")
+    for name in ("seed-table.md", "non-reproductions.md", "claim-costs.md"):
+        written = (tmp_path / name).read_text(encoding="utf-8")
+        assert written == (ROOT / "docs" / name).read_text(encoding="utf-8"), f"docs/{name}: run `make pages`"
