@@ -1,4 +1,7 @@
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -6,6 +9,23 @@ import torch
 # Threads per test process: 2 (the CI machine's cores) unless ICLAB_TEST_THREADS says otherwise (e.g. 1
 # beside another job, where two 2-thread processes would spin against each other).
 THREADS = int(os.environ.get("ICLAB_TEST_THREADS", "2"))
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+def _load_tool(name: str):
+    """The script tools/<name>.py as a module (tools/ is not a package), registered in sys.modules, where a
+    dataclass of it looks its module up."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def tool():
+    """Loads a script of tools/ as a module: ``tool("claim_costs")``."""
+    return _load_tool
 
 
 @pytest.fixture(autouse=True)

@@ -1,14 +1,11 @@
 """Why a claim does not reproduce: the non-reproductions page from hand-written runs and a ladder (no training)."""
 
 import html
-import importlib.util
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
-from test_scoreboard import _claim, _run
+from test_scoreboard import _claim, _gain_runs, _run
 
 from iclab import api
 from iclab.api import sweep_changes
@@ -90,9 +87,9 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert found["by-the-way"].verdict.startswith("moving toward holding as train.steps grows")  # no paper number
     assert found["no-number"].verdict.startswith("moving toward holding as train.steps grows (ladder-laddered)")
     assert found["small-recipe"].verdict == (
-        "reproduces at the paper's recipe (paper, 3 of 3 seeds): the quick recipe is the cause"
+        "reproduces at the paper's recipe (paper, holds on 3 of 3 seeds): the quick recipe is the cause"
     )
-    assert found["unexplained"].verdict == "does not reproduce at the paper's recipe (paper, 0 of 3 seeds)"
+    assert found["unexplained"].verdict == "does not reproduce at the paper's recipe (paper, holds on 0 of 3 seeds)"
     assert found["laddered"].verdict.startswith("moving toward the paper's number as train.steps grows (ladder-")
     assert "the paper's recipe takes about 2 h 00 min a seed on 2 thread(s) of cpu (estimated from a timed run" in (
         found["laddered"].verdict
@@ -112,6 +109,14 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     written = write_non_reproductions(diagnosed, tmp_path / "docs" / "page.md")
     figure = "non-reproductions/ladder-laddered_laddered.png"
     assert f"]({figure})" in written.read_text() and (tmp_path / "docs" / figure).stat().st_size > 0
+
+
+def test_a_claim_judged_over_seeds_says_its_test_where_it_does_not_reproduce(tmp_path):
+    """Its seeds measure, the test over them judges: the page gives the test's numbers, not "0 of 0 seeds"."""
+    _gain_runs(tmp_path, [(61.95, 61.26), (61.39, 62.6), (60.14, 60.13), (59.45, 58.92), (59.31, 59.31)])
+    page = non_reproductions(diagnose(aggregate(tmp_path), api.recipe_distance, lambda experiment: None, sweep_changes))
+    assert "Does not reproduce: mean 0.004 at 0.0" in page and "standard errors over 5 seeds (needs > 2)" in page
+    assert "of 0 seeds" not in page
 
 
 def test_a_ladder_judged_by_older_claims_is_set_apart_and_diagnoses_nothing(tmp_path):
@@ -153,7 +158,7 @@ def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis
             root, f"paper-cpu-seed{seed}", seed, claims, minute=20 + k, experiment="abstract-symbols", scale="paper-cpu"
         )
     api.report(root, seed_table=tmp_path / "table.md")
-    cause = "reproduces at the paper's recipe (paper-cpu, 3 of 3 seeds): the quick recipe is the cause"
+    cause = "reproduces at the paper's recipe (paper-cpu, holds on 3 of 3 seeds): the quick recipe is the cause"
     table = (tmp_path / "table.md").read_text()
     assert "| `small-recipe` | ✗ | ✗ | ✗ | ✗ | ✗ | 0/5 ✗ does not reproduce |" in table  # quick's verdict stands
     assert "| `small-recipe` | ✓ | ✓ | ✓ | 3/3 |" in table  # its own section
@@ -164,32 +169,23 @@ def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis
     assert f"diagnosis: {html.escape(cause)}" in page and page.count("class='diagnosis'") == 2
 
 
-def _plan_tool():
-    path = Path(__file__).resolve().parent.parent / "tools" / "diagnosis_plan.py"
-    spec = importlib.util.spec_from_file_location("diagnosis_plan", path)
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = tool  # its dataclass looks its module up there
-    spec.loader.exec_module(tool)
-    return tool
-
-
-def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(tmp_path):
+def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(tmp_path, tool):
     """Each step's costliest run resolves and passes its experiment's checks, its command parses, and a ladder
     follows one of the claims it diagnoses along its one key, from its scale's recipe."""
     from iclab import experiments
     from iclab.cli import _parser
 
-    tool = _plan_tool()
-    assert len({step.name for step in tool.PLAN}) == len(tool.PLAN)
-    for step in tool.PLAN:
+    plan = tool("diagnosis_plan")
+    assert len({step.name for step in plan.PLAN}) == len(plan.PLAN)
+    for step in plan.PLAN:
         experiments.get(step.experiment).configure(step.scale, step.costliest(), seeds=1)
         args = _parser().parse_args(step.command(tmp_path))
         assert args.command in ("reproduce", "sweep")
         if step.key is not None:
             assert step.follow.partition(":")[0] in step.claims and len(step.rungs) >= 3, step.name
             assert list(step.rungs) == sorted(step.rungs), step.name
-    text = tool.show(tmp_path)
-    assert all(f"{step.name} ({step.experiment})" in text for step in tool.PLAN)
+    text = plan.show(tmp_path)
+    assert all(f"{step.name} ({step.experiment})" in text for step in plan.PLAN)
 
 
 def test_an_archive_of_the_runs_writes_the_same_pages_without_their_checkpoints(tmp_path):

@@ -1,6 +1,5 @@
 """The documentation's cross-references: ``docs/papers.md §N`` citations and links between docs pages."""
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -21,14 +20,6 @@ SOURCES = [
     )
     for p in ROOT.glob(pattern)
 ]
-
-
-def _tool(name: str):
-    """The script tools/<name>.py as a module (tools/ is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_citation_of_papers_md_names_a_section():
@@ -76,12 +67,12 @@ def test_the_readme_starts_in_a_minute_and_the_site_lists_every_page():
     assert pages == listed, "every page of docs/ is in mkdocs.yml's nav (and only those)"
 
 
-def test_the_api_pages_turn_every_sphinx_role_into_a_reference():
+def test_the_api_pages_turn_every_sphinx_role_into_a_reference(tool):
     """Issue 55, build item 7: mkdocstrings printed the docstrings' roles (`:func:`x``) as they were. The site's
     Griffe extension (tools/griffe_roles.py) rewrites them: none is left in any docstring the site renders."""
     import griffe
 
-    roles = _tool("griffe_roles")
+    roles = tool("griffe_roles")
     package = griffe.load("iclab", search_paths=[ROOT], extensions=griffe.load_extensions(roles.SphinxRoles()))
     left = [obj.path for obj in roles._objects(package) if obj.docstring and roles.ROLE.search(obj.docstring.value)]
     assert not left
@@ -91,7 +82,7 @@ def test_the_api_pages_turn_every_sphinx_role_into_a_reference():
     assert 'identifier="iclab.config.ConfigError" optional><code>ConfigError</code>' in config  # ~ keeps the name
 
 
-def test_the_pages_written_from_the_evaluation_runs_are_what_their_records_give(tmp_path):
+def test_the_pages_written_from_the_evaluation_runs_are_what_their_records_give(tmp_path, tool):
     """docs/seed-table.md, docs/non-reproductions.md and docs/claim-costs.md are written by `make pages` from the
     runs' records committed in results/ (`iclab archive`): no number on them is typed, and a change of the claims,
     the recipes or the records that would change them fails here until the pages are written again."""
@@ -102,7 +93,7 @@ def test_the_pages_written_from_the_evaluation_runs_are_what_their_records_give(
     records = tmp_path / "results"
     shutil.copytree(ROOT / "results", records)
     api.report(records, tmp_path / "seed-table.md", tmp_path / "non-reproductions.md")
-    (tmp_path / "claim-costs.md").write_text(_tool("claim_costs").page(records), encoding="utf-8")
+    (tmp_path / "claim-costs.md").write_text(tool("claim_costs").page(records), encoding="utf-8")
     for name in ("seed-table.md", "non-reproductions.md", "claim-costs.md"):
         written = (tmp_path / name).read_text(encoding="utf-8")
         assert written == (ROOT / "docs" / name).read_text(encoding="utf-8"), f"docs/{name}: run `make pages`"

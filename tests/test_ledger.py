@@ -1,8 +1,5 @@
 """Where a run's time goes (iclab.ledger): parts, the models they train and reuse, each claim's cost."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from iclab import ledger as L
@@ -107,16 +104,13 @@ def test_the_run_report_shows_where_the_time_went(clock):
     assert time_table({}) == ""  # a run from before the ledger
 
 
-def test_the_claim_costs_page_is_the_runs_records(tiny_runs, tmp_path, monkeypatch):
+def test_the_claim_costs_page_is_the_runs_records(tiny_runs, tmp_path, monkeypatch, tool):
     """tools/claim_costs.py writes a table per counted run from its run.json alone: each part, its time and share,
     the claims it serves with their verdicts."""
-    path = Path(__file__).resolve().parent.parent / "tools" / "claim_costs.py"
-    spec = importlib.util.spec_from_file_location("claim_costs", path)
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    monkeypatch.setattr(tool, "PAGE", tmp_path / "claim-costs.md")
+    costs = tool("claim_costs")
+    monkeypatch.setattr(costs, "PAGE", tmp_path / "claim-costs.md")
     root, runs = tiny_runs
-    tool.main(root)
+    costs.main(root)
     page = (tmp_path / "claim-costs.md").read_text()
     counted = runs["b"].folder  # the newer of the two lsa-linear runs counts for seed 100
     spent = counted.read_info()["time"]

@@ -64,10 +64,10 @@ class Diagnosis:
             if row.holds is not None:
                 if row.holds:
                     return (
-                        f"reproduces at the paper's recipe ({row.scale}, {row.held} of {row.judged} seeds): the "
+                        f"reproduces at the paper's recipe ({row.scale}, {row.tally()}): the "
                         f"{self.row.scale} recipe is the cause"
                     )
-                return f"does not reproduce at the paper's recipe ({row.scale}, {row.held} of {row.judged} seeds)"
+                return f"does not reproduce at the paper's recipe ({row.scale}, {row.tally()})"
         if self.ladders:
             trends = "; ".join(f"{steps.trend.verdict} ({folder.name})" for folder, steps in self.ladders)
             return f"{trends}; {self.cost_text}"
@@ -197,7 +197,7 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
     lines = [
         f"## `{row.id}` ({row.experiment}, {row.scale})",
         "",
-        f"Does not reproduce: holds on {row.held} of {row.judged} seeds. Measured: {values}"
+        f"Does not reproduce: {row.tally()}. Measured: {values}"
         + (f" (the paper: {measured_text(paper)})." if paper is not None else "."),
         "",
         f"**Diagnosis:** {d.verdict}.",
@@ -209,7 +209,7 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
     ]
     if d.at_paper:
         lines += ["", "**At the paper's recipe:**", ""]
-        lines += [f"- {r.scale}: holds on {r.held} of {r.judged} seeds" for r in d.at_paper]
+        lines += [f"- {r.scale}: {r.tally()}" for r in d.at_paper]
     if d.ladders:
         lines += ["", "**Ladders:**", ""]
         for path, steps in d.ladders:

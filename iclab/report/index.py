@@ -213,6 +213,10 @@ class ClaimRow:
             f"mean {found['mean']:.4g} at {found['t']:.3g} standard errors over {found['seeds']} seeds (needs > {z:g})"
         )
 
+    def tally(self) -> str:
+        """``holds on 3 of 5 seeds``, or for a claim judged over seeds together its test's text."""
+        return self.seed_test_text() if self.seed_test is not None else f"holds on {self.held} of {self.judged} seeds"
+
     def judged_at(self) -> str:
         """The scales its judged-elsewhere entries name, e.g. ``long``."""
         return ", ".join(dict.fromkeys(str(c.get("judged_at")) for c in self.elsewhere))
