@@ -34,6 +34,7 @@ from .devices import pick_device
 from .experiments.base import RunConfig, RunContext
 from .formatting import spans
 from .identification.report import IDENTIFICATION, write_identification_report
+from .ledger import Ledger
 from .report import (
     aggregate,
     diagnoses,
@@ -431,8 +432,16 @@ def _execute(
         try:
             live = LiveLog(folder, record)
             share = CoreShare()
+            inherited = "continued_from" in record or "rejudged_from" in (provenance or {})  # another run's checkpoints
             context = RunContext(
-                folder, device, progress, experiment=spec.name, config=config.values, live=live, cores=share
+                folder,
+                device,
+                progress,
+                experiment=spec.name,
+                config=config.values,
+                live=live,
+                cores=share,
+                ledger=Ledger(inherited=inherited),
             )
             changes = recipe_changes(record)
             started, clock, cpu = dt.datetime.now().astimezone(), time.perf_counter(), time.process_time()
@@ -442,13 +451,14 @@ def _execute(
             folder.write_metrics(context.rows)
             live.close(context.rows, claims)
             live = None  # closed: a failure below has none to close
-            wall = time.perf_counter() - clock
+            wall = time.perf_counter() - clock + context.ledger.earlier  # a resumed run's earlier training too
             folder.write_info(
                 {
                     **_environment(device, checkout),
                     "started": started.isoformat(timespec="milliseconds"),  # orders runs of the same second
                     "resumed": not fresh,
                     "wall_seconds": round(wall, 2),
+                    "earlier_seconds": round(context.ledger.earlier, 2),  # of the wall: earlier sessions' training
                     "cpu_seconds": round(time.process_time() - cpu, 2),
                     "recipe_changes": changes,
                     "fingerprint": Recipe(_normal(record), spec.claims_version).fingerprint,

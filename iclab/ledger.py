@@ -12,7 +12,10 @@ is not charged, nor the source of a reused model's own warm start; the time outs
 figures drawn outside a part, the claims judged over seeds, writing the metrics) is reported as such, with the
 models trained there.
 
-A resumed run times only what it did since it resumed (``run.json`` ``resumed`` says so).
+A resumed run adds the training its earlier sessions did (its checkpoints record it, :class:`iclab.train.TrainResult`
+``earlier_seconds``) to the model, to the part that asked for it, and to the run's wall time (:attr:`Ledger.earlier`);
+what those sessions evaluated before they stopped is done again and counted once. A run whose checkpoints were copied
+from another (a continuation, a judging again) counts none of the training they record: it is that run's.
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ class Ledger:
     parts: dict[str, Part] = field(default_factory=dict)
     outside: dict[str, float] = field(default_factory=dict)
     """Training seconds of the models trained outside every part."""
+    earlier: float = 0.0
+    """Training seconds of earlier sessions of a resumed run, which this session's clock does not see."""
+    inherited: bool = False
+    """The run's checkpoints were copied from another run (a continuation, a judging again): the training they
+    record is that run's, not counted here."""
     _open: str | None = field(default=None, init=False, repr=False)
 
     @contextmanager
@@ -68,10 +76,15 @@ class Ledger:
             part.seconds += time.perf_counter() - started
             self._open = None
 
-    def trained(self, model: str, seconds: float) -> None:
-        """Book ``seconds`` of training of ``model`` to the open part (or to :attr:`outside`)."""
+    def trained(self, model: str, seconds: float, earlier: float = 0.0) -> None:
+        """Book ``seconds`` of training of ``model`` to the open part (or to :attr:`outside`), and ``earlier``
+        seconds that earlier sessions of a resumed run spent training it (to the open part's time as well)."""
+        earlier = 0.0 if self.inherited else earlier
         book = self.outside if self._open is None else self.parts[self._open].training
-        book[model] = book.get(model, 0.0) + seconds
+        book[model] = book.get(model, 0.0) + seconds + earlier
+        self.earlier += earlier
+        if self._open is not None:
+            self.parts[self._open].seconds += earlier
 
     def uses(self, model: str) -> None:
         """Note that the open part uses ``model``, trained by another part (asked for again, or a warm start's

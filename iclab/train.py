@@ -12,8 +12,9 @@ Checkpoints of model ``name`` and seed k live in ``<checkpoint_dir>/<name>/seed<
     model.safetensors   the weights (the module's state dict), with metadata: name, seed, step and
                         whatever the caller's ``describe(model)`` says (class, constructor arguments,
                         prompt format, task, ...), every value JSON-encoded
-    state.safetensors   optimizer state (``optim.<param>.<state>``) and the logged history
-                        (``history.<metric>.step`` / ``.value``); metadata: step
+    state.safetensors   optimizer state (``optim.<param>.<state>``), the logged history
+                        (``history.<metric>.step`` / ``.value``) and the seconds spent training until
+                        this step, every session of an interrupted run together (``train_seconds``); metadata: step
     step<N>.safetensors the weights at a step of ``train.keep``, with the same metadata
     previous/           the checkpoint before the latest (model and state), with a manifest
 
@@ -342,6 +343,10 @@ class TrainResult:
     models: list[nn.Module]
     history: list[dict]
     seeds: list[int] = dataclasses.field(default_factory=list)
+    earlier_seconds: float = 0.0
+    """The seconds earlier sessions of an interrupted run spent training these models, every seed trained beside them
+    together (read from the checkpoints this one resumed from; a selection keeps its group's), which the caller's own
+    clock does not see."""
 
     @property
     def by_seed(self) -> dict[int, nn.Module]:
@@ -351,7 +356,8 @@ class TrainResult:
     def select(self, seeds: Sequence[int]) -> TrainResult:
         """The result of ``seeds`` alone (each one of :attr:`seeds`): their models and history rows."""
         models, wanted = self.by_seed, set(seeds)
-        return TrainResult([models[s] for s in seeds], [r for r in self.history if r["seed"] in wanted], list(seeds))
+        history = [r for r in self.history if r["seed"] in wanted]
+        return TrainResult([models[s] for s in seeds], history, list(seeds), self.earlier_seconds)
 
     def curve(self, seed: int, metric: str) -> dict[int, float]:
         """``{step: value}`` of ``metric`` for ``seed``'s model, at every logging step."""
@@ -499,7 +505,7 @@ def train(
     if config.epochs is not None and config.train_size is None:
         raise ConfigError(f"{name}: train.epochs counts passes over a fixed training set: it needs train.train_size")
     groups = [list(seeds)] if vectorize else [[s] for s in seeds]
-    models, history = [], []
+    models, history, earlier = [], [], 0.0
     for group in groups:
         trainer = _SeedGroup(
             make_model, data, config, group, torch.device(device), checkpoint_dir, name, describe, starts, manifest
@@ -507,7 +513,8 @@ def train(
         trainer.run(progress, callback, on_log)
         models += trainer.models()
         history += trainer.history
-    return TrainResult(models, history, list(seeds))
+        earlier += trainer.earlier_seconds
+    return TrainResult(models, history, list(seeds), earlier)
 
 
 def _stacked(prompts: list[Prompt]) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -559,6 +566,8 @@ class _SeedGroup:
         self.optimizer = self._make_optimizer()
         self._seed_losses = torch.compile(self._stacked_losses) if config.compile else self._stacked_losses
         self.step = 0
+        self.earlier_seconds = 0.0  # spent training by the sessions before a resume (their checkpoints say)
+        self._started = time.perf_counter()  # this session's training, for the checkpoints' train_seconds
         self._next_prompts = (-1,)  # the captured step's prompts made ahead: (step, tokens, targets, n_context)
         self.history: list[dict] = []
         self.start_losses = self._start_losses()  # before a resume replaces the initial weights
@@ -835,6 +844,9 @@ class _SeedGroup:
                 picked = [r for r in rows if r["metric"] == metric]
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
+            tensors["train_seconds"] = torch.tensor(
+                self.earlier_seconds + time.perf_counter() - self._started, dtype=torch.float64
+            )
             # The state before the weights: without a manifest, a seed whose state is in place has committed.
             written[folder / STATE] = _write_pending(tensors, folder / STATE, {"step": str(self.step)})
             written[folder / WEIGHTS] = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
@@ -1003,6 +1015,7 @@ class _SeedGroup:
         saved = self.optimizer.state_dict()
         self.optimizer.load_state_dict({"state": optimizer_state, "param_groups": saved["param_groups"]})
         self.step = steps.pop()
+        self.earlier_seconds = float(states[0].get("train_seconds", 0.0))  # (none in checkpoints written before it)
         for seed, tensors in zip(self.seeds, states):
             metrics = {key[len("history.") :].rsplit(".", 1)[0] for key in tensors if key.startswith("history.")}
             for metric in metrics:

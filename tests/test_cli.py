@@ -149,7 +149,16 @@ def test_resume_finishes_an_interrupted_run(tmp_path):
     (out / "claims.json").unlink()
     resumed = api.resume(out, progress=False)
     assert [c["measured"] for c in resumed.claims] == [c["measured"] for c in first.claims]
-    assert resumed.folder.read_info()["resumed"] is True
+    info = resumed.folder.read_info()
+    assert info["resumed"] is True
+    # its models were trained by the first session: their checkpoints' seconds are in its time, not 0 (one seed's
+    # state file a model: the seeds of a model train together, each file has the group's seconds)
+    states = resumed.folder.checkpoints.glob("*/seed0/state.safetensors")
+    earlier = sum(load_file(path)["train_seconds"].item() for path in states)
+    booked = [s for part in info["time"]["parts"].values() for s in part["training"].values()]
+    booked += info["time"]["outside_parts_training"].values()
+    assert earlier > 0 and info["earlier_seconds"] == pytest.approx(earlier, abs=0.01)
+    assert sum(booked) >= earlier and info["wall_seconds"] >= earlier
 
 
 def test_default_run_folders_are_unique(tmp_path):
@@ -391,6 +400,7 @@ def test_rejudge_judges_a_finished_runs_models_by_the_current_claims_without_tra
     child = parent.with_name(f"lsa-claims{newer.claims_version}")
     info = json.loads((child / "run.json").read_text())
     assert info["rejudged_from"] == "lsa" and info["fingerprint"] == api.recipe("lsa-linear", "smoke").fingerprint
+    assert info["earlier_seconds"] == 0.0  # the training its copied checkpoints record is the parent's
     assert yaml.safe_load((child / "config.yaml").read_text())["tolerance"]["cosine"] == 0.999
     for weights in parent.glob("checkpoints/*/seed3/model.safetensors"):
         before, after = load_file(weights), load_file(child / weights.relative_to(parent))

@@ -58,6 +58,24 @@ def test_exclusions_and_training_outside_parts(clock):
     assert out["claims"]["copy-w16"]["seconds"] == 2.5
 
 
+def test_a_resumed_run_counts_the_training_of_its_earlier_sessions(clock):
+    """What a resumed run's checkpoints say its earlier sessions spent training a model is booked to the model and
+    to the part that asked for it, and to the run's time outside this session's clock (``Ledger.earlier``)."""
+    ledger = L.Ledger()
+    with ledger.part("sweep", claims=["*"]):
+        ledger.trained("plain", 1.0, earlier=40.0)  # 40 s before the interruption, 1 s to load and finish
+        clock.now += 3.0
+    ledger.trained("probe", 0.5, earlier=2.0)
+    assert ledger.earlier == 42.0
+    out = ledger.summary(clock.now + ledger.earlier, ["gain"])
+    assert out["wall_seconds"] == 45.0 and out["parts"]["sweep"]["seconds"] == 43.0
+    assert out["parts"]["sweep"]["training"] == {"plain": 41.0} and out["outside_parts_training"] == {"probe": 2.5}
+    assert out["claims"]["gain"]["seconds"] == 43.0
+    copied = L.Ledger(inherited=True)  # a continuation's or a judging again's checkpoints: the other run's training
+    copied.trained("plain", 1.0, earlier=40.0)
+    assert copied.earlier == 0.0 and copied.outside == {"plain": 1.0}
+
+
 def test_a_model_trained_together_and_asked_for_on_the_next_pass_is_not_charged_twice(clock):
     """A run context's passes share its ledger: the first pass trains the seeds together, the next reuses them."""
     import dataclasses

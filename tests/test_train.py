@@ -103,6 +103,32 @@ def test_resume_after_interruption_continues_from_checkpoint(tmp_path):
     assert [r["step"] for r in resumed.history if r["seed"] == 0] == list(range(10, 101, 10))
 
 
+def test_a_resumed_training_knows_the_seconds_its_earlier_session_spent(tmp_path):
+    """The state file records the seconds spent training until its step; a resume reports them as
+    ``earlier_seconds`` (the caller's clock sees only its own session), and its next checkpoint adds its own."""
+    cfg = TrainConfig(steps=40, batch_size=32, lr=0.01, log_every=10, checkpoint_every=20)
+    data = data_source(TASK, PairedFormat(), cfg.train_size)
+    fresh = train(_make, data, cfg, seeds=[0], progress=False)
+    assert fresh.earlier_seconds == 0.0
+    with pytest.raises(KeyboardInterrupt):
+        train(
+            _make,
+            data,
+            cfg,
+            seeds=[0],
+            checkpoint_dir=tmp_path,
+            name="lsa",
+            progress=False,
+            callback=_interrupted_at(30),
+        )
+    state = tmp_path / "lsa" / "seed0" / "state.safetensors"
+    spent = load_file(state)["train_seconds"].item()  # at the step-20 checkpoint
+    assert spent > 0
+    resumed = train(_make, data, cfg, seeds=[0], checkpoint_dir=tmp_path, name="lsa", progress=False)
+    assert resumed.earlier_seconds == spent and resumed.select([0]).earlier_seconds == spent
+    assert load_file(state)["train_seconds"].item() > spent  # the step-40 checkpoint: both sessions
+
+
 def _interrupted_at(step_to_stop):
     def interrupt(step, models):
         if step == step_to_stop:

@@ -31,7 +31,8 @@ is its training and its evaluation over all the run's seeds (most models train t
 the parts that serve it and the models they reuse from other parts, so its cost is their time; claims of one part
 share it, and the shares of a run do not add up to one. The rest of the wall time (shared set-up, figures drawn
 outside a part, claims judged over seeds, writing the metrics) is outside every part. A run finished by a resume
-times only its last session. Verdicts over the run's seeds, marked as in [the seed table](seed-table.md): ✓ holds,
+adds the training its earlier sessions did (its checkpoints record it; runs written before 2026-11-28 time only
+their last session). Verdicts over the run's seeds, marked as in [the seed table](seed-table.md): ✓ holds,
 ✗ does not reproduce, ○ judged at another scale.
 """
 

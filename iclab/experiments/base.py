@@ -240,7 +240,7 @@ class RunContext:
             result = self._timed(name, make_model, data, config, seeds, kwargs)
         else:
             result = self._train(name, make_model, data, config, seeds, setting, kwargs)
-        self.ledger.trained(name, time.perf_counter() - started)
+        self.ledger.trained(name, time.perf_counter() - started, result.earlier_seconds)
         for row in result.history:
             self.log(setting=setting, model=name, **row)
         if self.live is not None:

@@ -118,9 +118,10 @@ class Run:
 
     @property
     def ended(self) -> float:
-        """When it finished: its last session's start plus wall time, else when claims.json was written."""
+        """When it finished: its last session's start plus that session's wall time (its wall time less what
+        earlier sessions spent training), else when claims.json was written."""
         if "started" in self.info and self.wall is not None:
-            return self.started + self.wall
+            return self.started + self.wall - self.info.get("earlier_seconds", 0.0)
         return self.folder.claims_file.stat().st_mtime
 
     def wall_text(self) -> str:
