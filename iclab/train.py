@@ -831,11 +831,12 @@ class _SeedGroup:
     def _save(self):
         self._check_finite()
         state = self.optimizer.state_dict()["state"]
+        seconds = torch.tensor(self.earlier_seconds + time.perf_counter() - self._started, dtype=torch.float64)
         written = {}
         for k, seed in enumerate(self.seeds):
             folder = checkpoint_folder(self.checkpoint_dir, self.name, seed)
             folder.mkdir(parents=True, exist_ok=True)
-            tensors = {}
+            tensors = {"train_seconds": seconds}  # the group's: one value for every seed's state
             for index, n in enumerate(self.params):
                 for key, value in state.get(index, {}).items():
                     tensors[f"optim.{n}.{key}"] = value if value.ndim == 0 else value[k]
@@ -844,9 +845,6 @@ class _SeedGroup:
                 picked = [r for r in rows if r["metric"] == metric]
                 tensors[f"history.{metric}.step"] = torch.tensor([r["step"] for r in picked])
                 tensors[f"history.{metric}.value"] = torch.tensor([r["value"] for r in picked], dtype=torch.float64)
-            tensors["train_seconds"] = torch.tensor(
-                self.earlier_seconds + time.perf_counter() - self._started, dtype=torch.float64
-            )
             # The state before the weights: without a manifest, a seed whose state is in place has committed.
             written[folder / STATE] = _write_pending(tensors, folder / STATE, {"step": str(self.step)})
             written[folder / WEIGHTS] = _write_pending(self._weights(k), folder / WEIGHTS, self._metadata(seed))
