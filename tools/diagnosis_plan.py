@@ -81,6 +81,23 @@ GAUSSIAN_ONE = (  # mesa-ar's Gaussian start of σ = 1 alone, the setting full-a
     "size_sweep.sizes=[]",
 )
 
+SYMBOLS_GRID_OFF = (  # abstract-symbols without quick's grid and further points: a step adds the part it needs
+    "sweep.tasks=[]",
+    "sweep.plain_n=[]",
+    "sweep.points.majority-2={transformer: [], transformer+kq+vo: []}",
+    "sweep.points.aba-abb={mlp: [], mlp+equality: [], transformer+kq+vo: []}",
+    "sweep.points.same-different={mlp: [], transformer+kq+vo: []}",
+)
+
+ABA_ABB_LONG = (  # the long scale's ABA vs ABB points that its LSTM and linearisation claims read, nothing else
+    "sweep.points.majority-2={transformer: [], transformer+kq+vo: []}",
+    "sweep.points.majority-4={transformer: [], transformer+kq+vo: []}",
+    "sweep.points.aabb-abab={transformer: []}",
+    "sweep.points.aba-abb={transformer: [1024], transformer-ntk: [1024], rnn: [], lstm: [2048, 4096, 8192], "
+    "mlp: [], mlp+equality: [], transformer+kq+vo: []}",
+    "sweep.points.same-different={mlp: [], transformer+kq+vo: []}",
+)
+
 PLAN = [
     Step(
         "abstract-symbols-paper-cpu",
@@ -140,6 +157,115 @@ PLAN = [
         key="train.steps",
         rungs=(11000, 22000, 33000),
         follow="tracks-ols",
+    ),
+    Step(
+        "abstract-symbols-aba-abb-epochs",
+        "abstract-symbols",
+        ("aba-abb-lstm-learns-slowly", "aba-abb-ntk-needs-more-data"),
+        "the paper trains every model 1000 epochs where long trains 150, the one distance of these models' recipe "
+        "(the paper does not give the LSTM's or the linearised model's sizes); the LSTM followed at n = 8192, where "
+        "the paper's is 0.29",
+        scale="long",
+        key="train.epochs",
+        rungs=(150, 400, 1000),
+        follow="aba-abb-lstm-learns-slowly:8192",
+        target=0.29,
+        overrides=ABA_ABB_LONG,
+    ),
+    Step(
+        "abstract-symbols-copy-epochs",
+        "abstract-symbols",
+        ("copy-plain-inverse-scaling",),
+        "the paper trains its copying models 1000 epochs where quick trains 150 (the widths and n it adds only widen "
+        "the curves); the plain model followed at width 64, where the paper's copies from n = 64",
+        key="copying.epochs",
+        rungs=(150, 400, 1000),
+        follow="copy-plain-inverse-scaling:64",
+        overrides=(*SYMBOLS_GRID_OFF, "kernel.tasks=[]"),
+    ),
+    Step(
+        "abstract-symbols-kernel-draws",
+        "abstract-symbols",
+        ("aba-abb-kernel-identity-conditions",),
+        "the paper averages 2000 random draws of the network where quick averages 200, the largest factor of the "
+        "kernel's recipe (its width, 128 where quick's is 64, is the other)",
+        key="kernel.draws",
+        rungs=(200, 600, 2000),
+        follow="aba-abb-kernel-identity-conditions",
+        overrides=(*SYMBOLS_GRID_OFF, "copying.widths=[]", "kernel.tasks=[aba-abb]"),
+    ),
+    Step(
+        "symbols-lm-steps",
+        "symbols-lm",
+        ("kq-gain", "kq-nodiag-gain"),
+        "the paper fine-tunes 6000 steps where quick trains 600, the one distance a CPU can cover (its GPT-2 and "
+        "Wikitext are out of reach here: width 768 and a vocabulary of 50 257 where quick's are 64 and 1024)",
+        key="train.steps",
+        rungs=(600, 2000, 6000),
+        follow="kq-gain",
+    ),
+    Step(
+        "algorithm-selection-steps",
+        "algorithm-selection",
+        (
+            "a-matches-ols",
+            "a-knn-least-similar",
+            "c-one-layer-gd",
+            "d-xty-decodable-before-w-ols",
+            "d-w-ols-decodability-rises",
+            "d-xty-decodability-rises",
+        ),
+        "the paper trains 500 000 steps where quick trains 3000, the largest factor between the recipes; the "
+        "mean SPD/d to OLS followed toward the paper's bound of 0.01",
+        key="train.steps",
+        rungs=(3000, 6000, 12000),
+        follow="a-matches-ols:spd_ols",
+        target=0.01,
+    ),
+    Step(
+        "function-classes-linear-steps",
+        "function-classes",
+        (
+            "ood-robust-subspace",
+            "ood-robust-random-orthants",
+            "ood-robust-scale-x=2",
+            "ood-robust-scale-y=2",
+            "ood-robust-scale-y=3",
+            "ood-fails-scale-x=0.333",
+            "ood-fails-scale-x=3",
+        ),
+        "the paper trains its linear model 500 000 steps where quick trains 8000, the largest factor between the "
+        "recipes (the long scale's 32 000 is the last rung); the shifts read the linear model alone; the subspace "
+        "shift followed at its last k, where the paper's error is 0.00057",
+        key="functions.linear.train.steps",
+        rungs=(8000, 16000, 32000),
+        follow="ood-robust-subspace:k = 10.error",
+        target=0.00057,
+        overrides=("classes=[linear]",),
+    ),
+    Step(
+        "function-classes-sparse-steps",
+        "function-classes",
+        ("sparse-beats-ols", "sparse-approaches-lasso"),
+        "the paper trains its sparse model 500 000 steps where quick trains 1000 from the linear model, the largest "
+        "factor between the recipes; judged at every rung (quick's deferral to long is a route to the long recipe, "
+        "which the ladder walks toward)",
+        key="functions.sparse-linear.train.steps",
+        rungs=(1000, 4000, 16000),
+        follow="sparse-beats-ols",
+        overrides=("classes=[linear, sparse-linear]", "judged_at_long=[]"),
+    ),
+    Step(
+        "function-classes-relu-steps",
+        "function-classes",
+        ("relu-matches-net-gd",),
+        "the paper trains its ReLU-network model 500 000 steps where quick trains 2000, the largest factor between "
+        "the recipes (the class alone, so the shared steps are its own); its error at k = 100 is the paper's 0.17",
+        key="train.steps",
+        rungs=(2000, 6000, 18000),
+        follow="relu-matches-net-gd:error",
+        target=0.17,
+        overrides=("classes=[relu-net]",),
     ),
 ]
 """The plan, cheapest informative step first."""
