@@ -41,11 +41,18 @@ def _number(value: Any) -> float | None:
 def claim_number(entry: Mapping[str, Any], path: str | None = None) -> float | None:
     """The number a ``claims.json`` entry (one seed's) rests on: its measured value at ``path`` (a dotted path into
     a measured mapping or list, e.g. ``1024`` or ``k = 10.error``); without a path its measured value when that is a
-    number, else its ``statistic`` (a claim judged over seeds); None when there is no such number."""
+    number, else its ``statistic`` (a claim judged over seeds: the effect its test averages, a − b for a pair
+    (a, b)); None when there is no such number."""
     if path:
         return _number(_walk(entry.get("measured"), path))
     found = _number(entry.get("measured"))
-    return found if found is not None else _number(entry.get("statistic"))
+    if found is not None:
+        return found
+    statistic = entry.get("statistic")
+    if isinstance(statistic, (list, tuple)) and len(statistic) == 2:
+        a, b = (_number(v) for v in statistic)
+        return None if a is None or b is None else a - b
+    return _number(statistic)
 
 
 def verdict_number(entry: Mapping[str, Any]) -> float | None:

@@ -27,6 +27,7 @@ def test_a_claims_number_is_its_measured_value_at_a_path_or_its_statistic():
     assert claim_number(_entry([0.1, 0.2, 0.3]), "-1") == 0.3
     assert claim_number(_entry({"a": "text"}), "a") is None and claim_number(_entry({"a": 1}), "b") is None
     assert claim_number(_entry({"plain": 60.0}, statistic=1.5)) == 1.5  # a claim judged over seeds
+    assert claim_number(_entry({"plain": 60.0}, statistic=[60.0, 58.5])) == 1.5  # over seeds, a pair: a − b
     assert claim_number(_entry(True)) is None  # a yes/no is not a number
     assert paper_number(_entry(0, paper_value=0.13)) == 0.13
     assert paper_number(_entry(0, paper_value={"1024": 0.13}), "1024") == 0.13

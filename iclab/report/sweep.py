@@ -86,13 +86,22 @@ def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 def _holding(claims: pd.DataFrame) -> str:
     """A cell: how many of ``claims``' rows hold, of those judged at the sweep's scale; rows judged
-    at another scale (``holds`` <NA>) are counted apart, neither passes nor failures."""
-    judged = claims.holds.notna()
-    held, elsewhere = int(claims.holds[judged].astype(bool).sum()), int((~judged).sum())
-    scales = ", ".join(dict.fromkeys(claims.loc[~judged, "judged_at"].astype(str))) if elsewhere else ""
+    at another scale (``holds`` <NA>, a ``judged_at``) are counted apart, neither passes nor failures, and so are
+    the seeds of a claim judged over seeds (``holds`` <NA>, no ``judged_at``): a point runs one seed, so it measures
+    such a claim and does not judge it."""
+    judged, at = claims.holds.notna(), claims["judged_at"]
+    elsewhere, over = ~judged & at.notna(), ~judged & at.isna()
+    notes = []
+    if elsewhere.any():
+        scales = ", ".join(dict.fromkeys(at[elsewhere].astype(str)))
+        notes.append((f"judged at {html.escape(scales)} scale", int(elsewhere.sum())))
+    if over.any():
+        notes.append(("judged over seeds", int(over.sum())))
     if not judged.any():
-        return f"<td class='elsewhere'>measured, judged at {html.escape(scales)} scale ({elsewhere})</td>"
-    more = f" <span class='elsewhere'>(+{elsewhere} judged at {html.escape(scales)} scale)</span>" if elsewhere else ""
+        return f"<td class='elsewhere'>measured, {'; '.join(f'{words} ({n})' for words, n in notes)}</td>"
+    more = "; ".join(f"+{n} {words}" for words, n in notes)
+    more = f" <span class='elsewhere'>({more})</span>" if more else ""
+    held = int(claims.holds[judged].astype(bool).sum())
     return f"<td class='{'ok' if held == judged.sum() else 'fail'}'>{held} / {int(judged.sum())}{more}</td>"
 
 
