@@ -145,9 +145,9 @@ def _sweep_verb(sub) -> None:
     sweep.add_argument(
         "--claim",
         metavar="ID[:PATH]",
-        help="follow a claim as a ladder: its number at every point (the measured value, at the dotted PATH into it), "
-        "against the one swept key with a band over seeds, the paper's number as a line, and whether it moves toward "
-        "it (the report's Ladder section, ladder.json)",
+        help="follow a claim as a ladder: its number at every point (the measured value, at the dotted PATH into it; "
+        "a claim judged over seeds: each seed's effect), against the one swept key with a band over seeds, the "
+        "paper's number as a line, and whether it moves toward it (the report's Ladder section, ladder.json)",
     )
     sweep.add_argument(
         "--claim-target",

@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from iclab.claims import Claim, over_seeds
+from iclab.claims import Claim, over_seeds, over_seeds_test, paper
 from iclab.ladders import claim_number, ladder_trend, paper_number
 from iclab.report import write_sweep_report
 from iclab.report.sweep import ladder
@@ -96,3 +96,41 @@ def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
     assert verdicts.trend.verdict == "moving toward holding as train.epochs grows"
     assert ladder(sweep, "not-judged-here").numbers == {}
     assert isinstance(pd.read_parquet(sweep.claims_file), pd.DataFrame)
+
+
+def test_a_ladder_follows_a_claim_judged_over_seeds_by_its_effect(tmp_path):
+    """A point of a sweep runs one seed, so a claim judged over seeds (symbols-lm's kq-gain) is measured there and
+    judged nowhere: with no paper number, the ladder follows each seed's effect (a − b of its pair) toward holding."""
+    grid = {"train.steps": [600, 2000], "seed": [100, 101, 102]}
+    spec = {
+        "experiment": "symbols-lm",
+        "scale": "quick",
+        "grid": grid,
+        "overrides": {},
+        "metric": "train_loss",
+        "claim": "kq-gain",
+        "claim_target": None,
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+    }
+    sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
+    points = expand(grid)
+    for point in points:
+        steps, seed = point["train.steps"], point["seed"]
+        config = {"experiment": "symbols-lm", "scale": "quick", "seed": seed, "train": {"steps": steps}}
+        run = RunFolder.create("symbols-lm", config, out=sweep.run(point_name(point)).path)
+        run.write_metrics([{"model": "plain", "step": 10, "metric": "train_loss", "value": 0.1}])
+        gain = (0.1 if steps == 600 else 1.0) + (seed - 100) * 0.1  # plain − kq perplexity
+        claim = over_seeds_test("kq-gain", "P", "s", {}, (60.0, 60.0 - gain), 2.0, about=paper("§5", "no number"))
+        run.write_claims(over_seeds({seed: [claim]}))
+    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+    steps = ladder(sweep)
+    assert steps.effect and not steps.verdicts and steps.target is None
+    assert steps.numbers == {
+        100: [pytest.approx(0.1), pytest.approx(1.0)],
+        101: [pytest.approx(0.2), pytest.approx(1.1)],
+        102: [pytest.approx(0.3), pytest.approx(1.2)],
+    }
+    assert steps.trend.verdict == "moving toward holding as train.steps grows"
+    page = write_sweep_report(sweep).read_text()
+    assert "its number is each seed's effect" in page and json.loads((sweep.path / "ladder.json").read_text())["effect"]

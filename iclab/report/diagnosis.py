@@ -215,7 +215,13 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
         for path, steps in d.ladders:
             means = [_mean([v[i] for v in steps.numbers.values() if v[i] is not None]) for i in range(len(steps.rungs))]
             points = ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(steps.rungs, means) if m is not None)
-            mean = "share of seeds holding" if steps.verdicts else f"mean toward {steps.target:g}"
+            mean = (
+                "share of seeds holding"
+                if steps.verdicts
+                else "mean effect, holding above 0"
+                if steps.effect
+                else f"mean toward {steps.target:g}"
+            )
             lines.append(
                 f"- `{path.name}`: {steps.key} = {points} ({mean} over {len(steps.numbers)} seeds): "
                 f"{steps.trend.verdict}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +23,9 @@ class Ladder:
     """A sweep that follows a claim along one swept key: ``rungs`` (the key's values in order), ``numbers`` (per
     seed, the claim's number at each rung, None where it was not made), the ``target`` (the paper's number, or the
     sweep's own, ``--claim-target``: then ``own_target``) and the :class:`~iclab.ladders.Trend`; ``verdicts`` when the
-    numbers are the seeds' verdicts (1 holds, 0 fails; target 1), for a claim with no number to follow."""
+    numbers are the seeds' verdicts (1 holds, 0 fails; target 1), for a claim with no number to follow; ``effect``
+    when they are the effect of a claim judged over seeds with no number to move toward (it holds for a mean effect
+    above 0 by its standard errors, so a rising effect moves toward holding)."""
 
     claim: str
     key: str
@@ -32,6 +35,7 @@ class Ladder:
     trend: Trend
     verdicts: bool = False
     own_target: bool = False
+    effect: bool = False
 
 
 def followed_claim(spec: dict) -> str | None:
@@ -43,9 +47,10 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     """The ladder of a sweep over one key (besides its seeds), read from its point folders: each finished point's
     run, each of its seeds' entries of the claim ``follow`` (``ID[:PATH]``; default the claim the sweep was made
     to follow with ``--claim``), its number at the path (:func:`iclab.ladders.claim_number`), toward the sweep's
-    target or the paper's number. A claim with no number there, or no number to move toward, is followed by its
-    verdicts (:func:`iclab.ladders.verdict_number`, toward holding): "toward the paper" needs a target. None for a
-    sweep that follows no claim or sweeps several keys."""
+    target or the paper's number. A claim judged over seeds with no number to move toward is followed by its effect,
+    toward holding (a point runs one seed: it measures such a claim and judges it nowhere); any other claim with no
+    number there, or no number to move toward, by its verdicts (:func:`iclab.ladders.verdict_number`, toward
+    holding): "toward the paper" needs a target. None for a sweep that follows no claim or sweeps several keys."""
     spec = sweep.read_spec()
     claim, _, path = (follow or spec.get("claim") or "").partition(":")
     keys = [key for key in spec["grid"] if key != "seed"]
@@ -56,18 +61,24 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     points = sweep.read_table(sweep.points_file)
     numbers: dict[int, list[float | None]] = {}
     verdicts: dict[int, list[float | None]] = {}
-    paper = []
+    paper, over_seeds = [], False
     for point in points[points["status"] == "finished"].to_dict("records"):
         run = sweep.run(point["point"])
         rung, first = rungs.index(point[key]), run.read_config().get("seed", 0)
         for entry in (c for c in run.read_claims() if c["id"] == claim):
             paper.append(paper_number(entry, path))
+            over_seeds |= not path and "seed_test_z" in entry  # a claim judged over seeds
             for seed, own in seed_entries(entry, first).items():
                 numbers.setdefault(seed, [None] * len(rungs))[rung] = claim_number(own, path)
                 verdicts.setdefault(seed, [None] * len(rungs))[rung] = verdict_number(own)
     given = spec.get("claim_target") if claim == followed_claim(spec) else None
     target = given if given is not None else next((p for p in paper if p is not None), None)
-    if target is None or all(v is None for values in numbers.values() for v in values):
+    measured = any(v is not None for values in numbers.values() for v in values)
+    if target is None and over_seeds and measured:  # its test holds for a large effect: rising moves toward it
+        return Ladder(
+            claim, key, rungs, numbers, None, ladder_trend(numbers, math.inf, key, goal="holding"), effect=True
+        )
+    if target is None or not measured:
         return Ladder(claim, key, rungs, verdicts, 1.0, ladder_trend(verdicts, 1.0, key, goal="holding"), True)
     return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key), own_target=given is not None)
 
@@ -140,7 +151,8 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
 
 def ladder_figure(path: Path, steps: Ladder) -> Path:
     """The claim's number against the ladder's key: each seed's points, their mean with the min–max band, and the
-    target (the paper's number, or holding for a ladder of verdicts) as a dashed line; drawn to ``path``."""
+    target (the paper's number, or holding for a ladder of verdicts; no effect for a ladder of effects) as a dashed
+    line; drawn to ``path``."""
     from .figures import band_line, new_figure, save
 
     fig, (ax,) = new_figure(1, width=5.0, height=3.8)
@@ -161,12 +173,15 @@ def ladder_figure(path: Path, steps: Ladder) -> Path:
             else ("the target" if steps.own_target else "the paper's number") + f" {steps.target:g}"
         )
         ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=goal)
+    if steps.effect:
+        ax.axhline(0.0, color="tab:red", ls="--", lw=1, label="no effect (holds above it, over seeds)")
     if not numeric:
         ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
     elif min(x) > 0 and max(x) / min(x) >= 8:
         ax.set_xscale("log", base=2)
     ax.set_xlabel(steps.key)
-    ax.set_ylabel(f"{steps.claim}: verdict (1 holds)" if steps.verdicts else steps.claim, fontsize=8)
+    label = f"{steps.claim}: " + ("verdict (1 holds)" if steps.verdicts else "effect per seed" if steps.effect else "")
+    ax.set_ylabel(label.removesuffix(": "), fontsize=8)
     ax.set_title(steps.trend.verdict, fontsize=9)
     ax.legend(fontsize=6)
     return save(fig, path)
@@ -182,6 +197,7 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         "numbers": {str(seed): values for seed, values in steps.numbers.items()},
         "target": steps.target,
         "verdicts": steps.verdicts,
+        "effect": steps.effect,
         "trend": {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds},
     }
     write_atomic(sweep.path / "ladder.json", json.dumps(record, indent=1, default=str) + "\n")
@@ -200,6 +216,10 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         + (
             " The claim gives no number to follow, so its number is each seed's verdict: 1 holds, 0 fails."
             if steps.verdicts
+            else " The claim is judged over seeds, so its number is each seed's effect, the difference its test "
+            "averages; it holds for a mean effect above 0 by its standard errors, so a rising effect moves toward "
+            "holding."
+            if steps.effect
             else ""
         )
         + "</p>"
