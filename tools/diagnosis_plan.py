@@ -106,6 +106,7 @@ PLAN = [
             "aba-abb-plain-needs-1024",
             "same-different-plain-needs-1024",
             "aabb-abab-plain-needs-1024",
+            "aba-abb-kq-vo-learns-between-32-and-64",
             "same-different-kq-vo-learns-between-32-and-64",
         ),
         "the paper's model (width 128, 16 heads of 64) and 1000 epochs where quick trains 150, for the models and n "
