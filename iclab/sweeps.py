@@ -428,13 +428,16 @@ def _write_tables(folder: SweepFolder, points: list[dict], status: dict[str, Poi
                 "claim": c["id"],
                 "holds": c["holds"],
                 "judged_at": c.get("judged_at"),
+                "over_seeds": "seed_test_z" in c,
                 "measured": str(c["measured"]),
                 "expected": str(c["expected"]),
             }
             for c in run.read_claims()
         ]
-    claims = pd.DataFrame(claims, columns=["point", *points[0], "claim", "holds", "judged_at", "measured", "expected"])
-    claims["holds"] = claims["holds"].astype("boolean")  # <NA>: measured, judged at another scale (not a failure)
+    columns = ["point", *points[0], "claim", "holds", "judged_at", "over_seeds", "measured", "expected"]
+    claims = pd.DataFrame(claims, columns=columns)
+    # <NA>: measured, judged at another scale or over seeds (a point runs one seed), or not measured: not a failure
+    claims["holds"] = claims["holds"].astype("boolean")
     tables = {folder.points_file: pd.DataFrame(rows), folder.claims_file: claims}
     if metrics:
         tables[folder.metrics_file] = pd.concat(metrics, ignore_index=True)

@@ -12,7 +12,7 @@ from matplotlib.image import imread
 
 import iclab
 from iclab.api import sweep_changes
-from iclab.claims import Claim, judged_at, over_seeds_test, paper
+from iclab.claims import Claim, judged_at, not_measured, over_seeds_test, paper
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.report import write_sweep_report
@@ -203,20 +203,23 @@ def test_claims_judged_elsewhere_are_neither_passes_nor_failures_in_a_sweep(tmp_
                 Claim("near", "P", "holds at d = 2", d, "< 3", d < 3, "paper", "trained", "Fig 1"),
                 judged_at(far, "paper", "too few steps", needed=1e5, reached=20),
                 over_seeds_test("gain", "P", "a lower loss", {}, (1.0, 0.9), 2.0, about=paper("§5")),
+                not_measured(Claim("empty", "P", "k < d", {}, "< 1", False, "paper", "trained", "F"), "d = 1"),
             ]
         )
     _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
     claims = pd.read_parquet(sweep.claims_file)
-    assert claims.holds.tolist() == [True, pd.NA, pd.NA, False, pd.NA, pd.NA]
-    assert claims.judged_at.fillna("").tolist() == ["", "paper", "", "", "paper", ""]
+    assert claims.holds.tolist() == [True, pd.NA, pd.NA, pd.NA, False, pd.NA, pd.NA, pd.NA]
+    assert claims.judged_at.fillna("").tolist() == ["", "paper", "", "", "", "paper", "", ""]
+    assert claims.over_seeds.tolist() == [False, False, True, False] * 2
     page = write_sweep_report(sweep).read_text()
     across = page.split("Claims across points")[1].split("Claims by point")[0]
     assert "<td>near</td><td class='fail'>1 / 2</td><td>task.d=3</td>" in across
     assert "<td>far</td><td class='elsewhere'>measured, judged at paper scale (2)</td><td>–</td>" in across
     # A point runs one seed: a claim judged over seeds is measured there, never judged (it once failed the page).
     assert "<td>gain</td><td class='elsewhere'>measured, judged over seeds (2)</td><td>–</td>" in across
+    assert "<td>empty</td><td class='elsewhere'>not measured (2)</td><td>–</td>" in across
     by_point = page.split("Claims by point")[1]
-    assert "1 / 1 <span class='elsewhere'>(+1 judged at paper scale; +1 judged over seeds)</span>" in by_point
+    assert "1 / 1 <span class='elsewhere'>(+1 judged at paper scale; +1 judged over seeds; +1 not measured)" in by_point
 
 
 def test_a_points_value_keeps_its_models_apart():

@@ -218,7 +218,7 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
             mean = (
                 "share of seeds holding"
                 if steps.verdicts
-                else "mean effect, holding above 0"
+                else "mean effect over seeds; its test needs it above 0 by its standard errors"
                 if steps.effect
                 else f"mean toward {steps.target:g}"
             )

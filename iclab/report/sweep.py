@@ -96,21 +96,27 @@ def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
 
 
 def _holding(claims: pd.DataFrame) -> str:
-    """A cell: how many of ``claims``' rows hold, of those judged at the sweep's scale; rows judged
-    at another scale (``holds`` <NA>, a ``judged_at``) are counted apart, neither passes nor failures, and so are
-    the seeds of a claim judged over seeds (``holds`` <NA>, no ``judged_at``): a point runs one seed, so it measures
-    such a claim and does not judge it."""
-    judged, at = claims.holds.notna(), claims["judged_at"]
-    elsewhere, over = ~judged & at.notna(), ~judged & at.isna()
-    notes = []
-    if elsewhere.any():
-        scales = ", ".join(dict.fromkeys(at[elsewhere].astype(str)))
-        notes.append((f"judged at {html.escape(scales)} scale", int(elsewhere.sum())))
-    if over.any():
-        notes.append(("judged over seeds", int(over.sum())))
+    """A cell: how many of ``claims``' rows hold, of those judged at the sweep's scale; the rows with no verdict
+    (``holds`` <NA>) are counted apart, neither passes nor failures: judged at another scale (their ``judged_at``),
+    judged over seeds (``over_seeds``: a point runs one seed, so it measures such a claim and judges it nowhere),
+    or not measured."""
+    judged = claims.holds.notna()
+    elsewhere = ~judged & claims["judged_at"].notna()
+    over = ~judged & ~elsewhere & claims.get("over_seeds", pd.Series(False, index=claims.index)).astype(bool)
+    scales = ", ".join(dict.fromkeys(claims.loc[elsewhere, "judged_at"].astype(str)))
+    notes = [  # (what the rows are, their count, whether they were measured)
+        (words, int(rows.sum()), measured)
+        for words, rows, measured in (
+            (f"judged at {html.escape(scales)} scale", elsewhere, True),
+            ("judged over seeds", over, True),
+            ("not measured", ~judged & ~elsewhere & ~over, False),
+        )
+        if rows.any()
+    ]
     if not judged.any():
-        return f"<td class='elsewhere'>measured, {'; '.join(f'{words} ({n})' for words, n in notes)}</td>"
-    more = "; ".join(f"+{n} {words}" for words, n in notes)
+        cell = "; ".join(f"{'measured, ' * measured}{words} ({n})" for words, n, measured in notes)
+        return f"<td class='elsewhere'>{cell}</td>"
+    more = "; ".join(f"+{n} {words}" for words, n, _ in notes)
     more = f" <span class='elsewhere'>({more})</span>" if more else ""
     held = int(claims.holds[judged].astype(bool).sum())
     return f"<td class='{'ok' if held == judged.sum() else 'fail'}'>{held} / {int(judged.sum())}{more}</td>"
@@ -174,7 +180,7 @@ def ladder_figure(path: Path, steps: Ladder) -> Path:
         )
         ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=goal)
     if steps.effect:
-        ax.axhline(0.0, color="tab:red", ls="--", lw=1, label="no effect (holds above it, over seeds)")
+        ax.axhline(0.0, color="tab:red", ls="--", lw=1, label="no effect")
     if not numeric:
         ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
     elif min(x) > 0 and max(x) / min(x) >= 8:
