@@ -20,6 +20,33 @@ def _entry(measured, paper_value=None, statistic=None) -> dict:
     return entry | ({"statistic": statistic} if statistic is not None else {})
 
 
+def _ladder_sweep(tmp_path, experiment: str, grid: dict, claim: str, claims_at) -> SweepFolder:
+    """A finished sweep over ``grid`` that follows ``claim``, its point folders written by hand: each point's run
+    states ``claims_at(point)`` (its one seed's claims)."""
+    spec = {
+        "experiment": experiment,
+        "scale": "quick",
+        "grid": grid,
+        "overrides": {},
+        "metric": "train_loss",
+        "claim": claim,
+        "claim_target": None,
+        "cpus_per_trial": 1,
+        "gpus_per_trial": 0,
+    }
+    sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
+    points = expand(grid)
+    for point in points:
+        key = next(k for k in grid if k != "seed")
+        section, _, name = key.partition(".")
+        config = {"experiment": experiment, "scale": "quick", "seed": point["seed"], section: {name: point[key]}}
+        run = RunFolder.create(experiment, config, out=sweep.run(point_name(point)).path)
+        run.write_metrics([{"model": "m", "step": 10, "metric": "train_loss", "value": 0.1}])
+        run.write_claims(over_seeds({point["seed"]: claims_at(point)}))
+    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+    return sweep
+
+
 def test_a_claims_number_is_its_measured_value_at_a_path_or_its_statistic():
     assert claim_number(_entry(0.5)) == 0.5
     assert claim_number(_entry({"256": 0.95, "1024": 0.55}), "1024") == 0.55
@@ -55,33 +82,19 @@ def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
     """A ladder of two rungs on two seeds, its point folders written by hand: the report reads each seed's number at
     the claim's path, draws it and writes ladder.json with the trend."""
     grid = {"train.epochs": [150, 300], "seed": [100, 101]}
-    spec = {
-        "experiment": "abstract-symbols",
-        "scale": "quick",
-        "grid": grid,
-        "overrides": {},
-        "metric": "train_loss",
-        "claim": "aba-abb-plain-needs-1024:1024",
-        "claim_target": None,
-        "cpus_per_trial": 1,
-        "gpus_per_trial": 0,
-    }
-    sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
-    points = expand(grid)
-    for point in points:
+
+    def claims_at(point):
         epochs, seed = point["train.epochs"], point["seed"]
-        config = {"experiment": "abstract-symbols", "scale": "quick", "seed": seed, "train": {"epochs": epochs}}
-        run = RunFolder.create("abstract-symbols", config, out=sweep.run(point_name(point)).path)
-        run.write_metrics([{"model": "transformer", "step": 10, "metric": "train_loss", "value": 0.1}])
-        loss = (0.6 if epochs == 150 else 0.3) + (seed - 100) * 0.05
-        measured = {"256": 0.9, "1024": loss}
+        measured = {"256": 0.9, "1024": (0.6 if epochs == 150 else 0.3) + (seed - 100) * 0.05}
         holds = epochs == 300  # the verdicts a ladder without a path follows
-        claim = Claim("aba-abb-plain-needs-1024", "P", "s", measured, "< 0.2", holds, "paper", "trained", "F")
-        run.write_claims(over_seeds({seed: [claim]}))
+        return [Claim("aba-abb-plain-needs-1024", "P", "s", measured, "< 0.2", holds, "paper", "trained", "F")]
+
+    sweep = _ladder_sweep(tmp_path, "abstract-symbols", grid, "aba-abb-plain-needs-1024:1024", claims_at)
+    for name in map(point_name, expand(grid)):
+        run = sweep.run(name)
         (run.path / "claims.json").write_text(
             json.dumps([{**c, "paper_value": {"1024": 0.13}} for c in run.read_claims()])
         )
-    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
     steps = ladder(sweep)
     assert steps.rungs == [150, 300] and steps.numbers == {100: [0.6, 0.3], 101: [0.65, 0.35]}
     assert steps.target == 0.13 and steps.trend.verdict == "moving toward the paper's number as train.epochs grows"
@@ -90,7 +103,7 @@ def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
     record = json.loads((sweep.path / "ladder.json").read_text())
     assert record["numbers"] == {"100": [0.6, 0.3], "101": [0.65, 0.35]} and record["target"] == 0.13
     assert (sweep.path / "figures" / "ladder_aba-abb-plain-needs-1024.png").exists()
-    assert ladder(SweepFolder.create({**spec, "claim": None}, out=tmp_path / "plain")) is None
+    assert ladder(SweepFolder.create({**sweep.read_spec(), "claim": None}, out=tmp_path / "plain")) is None
     verdicts = ladder(sweep, "aba-abb-plain-needs-1024")  # no path into its measured mapping: its verdicts
     assert verdicts.verdicts and verdicts.numbers == {100: [0.0, 1.0], 101: [0.0, 1.0]} and verdicts.target == 1.0
     assert verdicts.trend.verdict == "moving toward holding as train.epochs grows"
@@ -102,28 +115,12 @@ def test_a_ladder_follows_a_claim_judged_over_seeds_by_its_effect(tmp_path):
     """A point of a sweep runs one seed, so a claim judged over seeds (symbols-lm's kq-gain) is measured there and
     judged nowhere: with no paper number, the ladder follows each seed's effect (a − b of its pair) toward holding."""
     grid = {"train.steps": [600, 2000], "seed": [100, 101, 102]}
-    spec = {
-        "experiment": "symbols-lm",
-        "scale": "quick",
-        "grid": grid,
-        "overrides": {},
-        "metric": "train_loss",
-        "claim": "kq-gain",
-        "claim_target": None,
-        "cpus_per_trial": 1,
-        "gpus_per_trial": 0,
-    }
-    sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
-    points = expand(grid)
-    for point in points:
-        steps, seed = point["train.steps"], point["seed"]
-        config = {"experiment": "symbols-lm", "scale": "quick", "seed": seed, "train": {"steps": steps}}
-        run = RunFolder.create("symbols-lm", config, out=sweep.run(point_name(point)).path)
-        run.write_metrics([{"model": "plain", "step": 10, "metric": "train_loss", "value": 0.1}])
-        gain = (0.1 if steps == 600 else 1.0) + (seed - 100) * 0.1  # plain − kq perplexity
-        claim = over_seeds_test("kq-gain", "P", "s", {}, (60.0, 60.0 - gain), 2.0, about=paper("§5", "no number"))
-        run.write_claims(over_seeds({seed: [claim]}))
-    _write_tables(sweep, points, {point_name(p): ("finished", None) for p in points})
+
+    def claims_at(point):
+        gain = (0.1 if point["train.steps"] == 600 else 1.0) + (point["seed"] - 100) * 0.1  # plain − kq perplexity
+        return [over_seeds_test("kq-gain", "P", "s", {}, (60.0, 60.0 - gain), 2.0, about=paper("§5", "no number"))]
+
+    sweep = _ladder_sweep(tmp_path, "symbols-lm", grid, "kq-gain", claims_at)
     steps = ladder(sweep)
     assert steps.effect and not steps.verdicts and steps.target is None
     assert steps.numbers == {
