@@ -188,6 +188,14 @@ def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(t
     assert all(f"{step.name} ({step.experiment})" in text for step in plan.PLAN)
 
 
+def test_an_estimate_of_a_run_that_trains_nothing_says_so_rather_than_zero_seconds(tool):
+    """The kernel's draws train no model: its timed run has no step rate, which is not a cost of 0 s."""
+    plan = tool("diagnosis_plan")
+    assert "cannot measure" in plan.cost_line({"models": {}, "seconds": 0.0, "threads": 2, "device": "cpu"})
+    trained = {"models": {"gpt": {}}, "seconds": 125.0, "threads": 2, "device": "cpu"}
+    assert plan.cost_line(trained) == "about 2 min 05 s a seed on 2 thread(s) of cpu"
+
+
 def test_an_archive_of_the_runs_writes_the_same_pages_without_their_checkpoints(tmp_path):
     """``iclab archive``: the records of the finished runs and sweeps (no checkpoints) give the seed table and the
     non-reproductions page the runs themselves give; a second archive replaces the first's files."""

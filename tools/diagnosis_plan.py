@@ -229,6 +229,7 @@ PLAN = [
         "function-classes",
         (
             "ood-robust-subspace",
+            "ood-robust-noisy",
             "ood-robust-random-orthants",
             "ood-robust-scale-x=2",
             "ood-robust-scale-y=2",
@@ -302,6 +303,13 @@ def estimate(step: Step, threads: int) -> dict:
     return api.time_recipe(step.experiment, step.scale, steps=10, overrides=step.costliest())
 
 
+def cost_line(cost: dict) -> str:
+    """An estimate in words; a run that trains nothing (a kernel's draws) has no step rate to time."""
+    if not cost["models"]:
+        return "nothing trains in its costliest run: a timed run cannot measure its cost, which is its evaluation"
+    return f"about {duration(cost['seconds'])} a seed on {cost['threads']} thread(s) of {cost['device']}"
+
+
 def run(step: Step, root: Path) -> float:
     """Run the step into ``root`` and record its wall time in ``root``/diagnosis-times.json; returns it."""
     root.mkdir(parents=True, exist_ok=True)
@@ -325,10 +333,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.estimate:
         for name in args.estimate:
-            cost = estimate(_step(name), args.threads)
-            print(
-                f"{name}: about {duration(cost['seconds'])} a seed on {cost['threads']} thread(s) of {cost['device']}"
-            )
+            print(f"{name}: {cost_line(estimate(_step(name), args.threads))}")
     elif args.run:
         print(f"{args.run}: {duration(run(_step(args.run), args.root))} of wall")
     else:
