@@ -36,9 +36,9 @@ def _ladder_sweep(tmp_path, experiment: str, grid: dict, claim: str, claims_at) 
     }
     sweep = SweepFolder.create(spec, out=tmp_path / "sweep")
     points = expand(grid)
+    key = next(k for k in grid if k != "seed")
+    section, _, name = key.partition(".")
     for point in points:
-        key = next(k for k in grid if k != "seed")
-        section, _, name = key.partition(".")
         config = {"experiment": experiment, "scale": "quick", "seed": point["seed"], section: {name: point[key]}}
         run = RunFolder.create(experiment, config, out=sweep.run(point_name(point)).path)
         run.write_metrics([{"model": "m", "step": 10, "metric": "train_loss", "value": 0.1}])
