@@ -352,9 +352,9 @@ def recipe_changes(config: Mapping) -> dict:
     return {key: mine for key, (mine, _) in differences(_normal(merge(recipe, config)), _normal(recipe)).items()}
 
 
-BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile")
-"""Training keys that change how a run is kept and how fast it goes, never what it computes: left out of a
-recipe's distance to another."""
+BOOKKEEPING = ("log_every", "checkpoint_every", "keep", "compile", "attention")
+"""Keys that change how a run is kept and how fast it goes, never what it computes (``attention``: the same map by
+another kernel, :data:`iclab.models.attention.ATTENTION`): left out of a recipe's distance to another."""
 
 
 def recipe_distance(experiment: str, scale: str = "quick", to: str = "paper") -> dict[str, tuple[Any, Any]]:

@@ -309,6 +309,7 @@ def test_show_against_lists_the_keys_two_recipes_differ_in(capsys):
     distance = api.recipe_distance("gpt-linear", "quick", "paper")
     assert out.startswith(f"# gpt-linear: {len(distance)} keys where quick differs from paper")
     assert api.recipe_distance("gpt-linear", "quick", "quick") == {}
+    assert "model.attention" not in api.recipe_distance("function-classes", "quick", "paper")  # math and sdpa agree
     assert main(["show", "gpt-linear", "--against", "paper", "--set", "train.lr=0.1"]) == 2
 
 
