@@ -213,6 +213,7 @@ PLAN = [
             "a-matches-ols",
             "a-knn-least-similar",
             "c-one-layer-gd",
+            "c-two-to-four-layers-ridge",
             "d-xty-decodable-before-w-ols",
             "d-w-ols-decodability-rises",
             "d-xty-decodability-rises",
