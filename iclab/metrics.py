@@ -340,13 +340,14 @@ def mspd(spd_by_prefix: torch.Tensor, d: int) -> float:
 
 
 def probe_labels(
-    source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat(), chunk: int = 8192
+    source, episode: Episode, probes: torch.Tensor, prompt_format=InterleavedFormat(), chunk_tokens: int = 2**18
 ) -> torch.Tensor:
     """``(B, N, P)`` float64: the labels a predictor gives P probe inputs ``probes (B, P, d)`` after
     each prefix of k = 0…N − 1 examples of every prompt's context.
 
     A causal model reads, for each k, P prompts per context whose token 2k is a probe (the first k
-    examples, then [x'; 0]): B·P sequences of 2k + 1 tokens, run ``chunk`` at a time. A learner
+    examples, then [x'; 0]): B·P sequences of 2k + 1 tokens, run about ``chunk_tokens`` tokens at a time
+    (the activations' memory grows with the tokens run together, not with the sequences). A learner
     predicts the probes from the first k examples (0 for k = 0).
     """
     e = episode.to(dtype=torch.float64)
@@ -364,6 +365,7 @@ def probe_labels(
         for k in range(n):
             context = tokens[:, None, : 2 * k].expand(-1, n_probes, -1, -1)  # (B, P, 2k, D)
             rows = torch.cat([context, probe_tokens[:, :, None]], 2).flatten(0, 1)  # (B·P, 2k + 1, D)
+            chunk = max(1, chunk_tokens // (2 * k + 1))
             out = [source(rows[i : i + chunk], k + 1)[:, -1] for i in range(0, len(rows), chunk)]
             columns.append(torch.cat(out).double().cpu().view(batch, n_probes))
     return torch.stack(columns, dim=1)

@@ -38,6 +38,7 @@ import contextlib
 import copy
 import dataclasses
 import errno
+import gc
 import hashlib
 import json
 import logging
@@ -514,6 +515,11 @@ def train(
         models += trainer.models()
         history += trainer.history
         earlier += trainer.earlier_seconds
+        # The trainer refers to itself (the bound methods it keeps for its steps), so only the cyclic collector
+        # frees its parameters, gradients and optimizer state: run it now, or a run of many large models holds
+        # every finished model's state until some later collection.
+        del trainer
+        gc.collect()
     return TrainResult(models, history, list(seeds), earlier)
 
 

@@ -112,7 +112,7 @@ def test_model_probe_labels_equal_one_prompt_per_probe():
     e = _episode(n=n, d=d, batch=4)
     model = GPTTransformer(GPTConfig(d + 1, 2, 2, 16, max_tokens=2 * n), generator(0)).double().eval()
     probes = torch.randn(4, 3, d, generator=generator(3), dtype=torch.float64)
-    labels = probe_labels(model, e, probes, chunk=5)
+    labels = probe_labels(model, e, probes, chunk_tokens=13)  # several chunks at every k > 0
     # Reference: put probe p in place of x_{k+1} in the full prompt and read the prediction at token 2k.
     for k in range(n):
         for p in range(3):

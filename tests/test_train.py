@@ -2,6 +2,7 @@ import dataclasses
 import os
 import re
 import shutil
+import weakref
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,22 @@ def test_short_training_gets_within_ten_percent_of_optimum():
         assert mean < 1.10 * optimum
     assert {r["metric"] for r in result.history} == {"train_loss"}
     assert max(r["step"] for r in result.history) == 600
+
+
+def test_a_finished_trainer_frees_its_optimizer_state(monkeypatch):
+    # A run trains many models one after another: each one's gradients and optimizer state must go when its
+    # training ends, not whenever Python's cyclic collector next happens to run.
+    optimizers = []
+    make_optimizer = _SeedGroup._make_optimizer
+
+    def recorded(self):
+        optimizer = make_optimizer(self)
+        optimizers.append(weakref.ref(optimizer))
+        return optimizer
+
+    monkeypatch.setattr(_SeedGroup, "_make_optimizer", recorded)
+    train(_make, data_source(TASK, PairedFormat()), TrainConfig(steps=2, batch_size=8), seeds=[0, 1], progress=False)
+    assert len(optimizers) == 1 and optimizers[0]() is None
 
 
 def _params(models):
