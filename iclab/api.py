@@ -265,9 +265,10 @@ def copy_checkpoints(folder: RunFolder, config: RunConfig, out: Path | None = No
     return child
 
 
-CLAIM_KEYS = ("tolerance",)
+CLAIM_KEYS = ("tolerance", "judged_at_long", "judged_at_paper")
 """Config blocks that belong to the claims, not to the training: a rejudged run takes them from the current recipe
-(with its claims), so a claim whose tolerance changed is judged again by the new one."""
+(with its claims), so a claim whose tolerance changed, or that a scale no longer leaves to another, is judged again
+by the new setting."""
 
 
 def rejudge(path: str | Path, device: str | None = None, progress: bool = True) -> RunResult:

@@ -381,6 +381,31 @@ def test_every_smoke_scale_logs_its_training_often_enough_to_draw_a_curve():
             assert train.steps // train.log_every >= 2, (name, path, train.steps, train.log_every)
 
 
+def test_rejudge_takes_the_scales_current_deferrals(tmp_path, monkeypatch):
+    """A scale that no longer leaves a claim to another (its ``judged_at_long``, a claims setting like a tolerance):
+    its runs are rejudged, not refused as runs of another recipe, and the claim is judged."""
+    import dataclasses
+
+    from iclab.experiments import function_classes
+
+    parent = tmp_path / "fc"
+    old = function_classes.EXPERIMENT
+    deferring = {**old.scales, "smoke": {**old.scales["smoke"], "judged_at_long": ["sparse-beats-ols"]}}
+    monkeypatch.setattr(function_classes, "EXPERIMENT", dataclasses.replace(old, scales=deferring))
+    assert main(["run", "function-classes", "--scale", "smoke", "--out", str(parent)]) == 0
+    judged = lambda run: {c["id"]: c for c in json.loads((run / "claims.json").read_text())}["sparse-beats-ols"]
+    assert judged(parent)["judged_at"] == "long"  # smoke's tiny sparse model is short of least squares
+    monkeypatch.setattr(function_classes, "EXPERIMENT", old)
+    monkeypatch.setattr(_SeedGroup, "_eager_step", lambda self: pytest.fail("a rejudged model trained again"))
+    assert main(["rejudge", str(parent)]) == 0
+    child = parent.with_name(f"fc-claims{old.claims_version}")
+    assert judged(child).get("judged_at") is None and judged(child)["holds"] is not None
+    assert (
+        json.loads((child / "run.json").read_text())["fingerprint"]
+        == api.recipe("function-classes", "smoke").fingerprint
+    )
+
+
 def test_rejudge_judges_a_finished_runs_models_by_the_current_claims_without_training_again(tmp_path, monkeypatch):
     """A finished run of its recipe, judged again after its experiment's claims changed (a new claims_version): a
     new folder beside it, its weights the run's, its training history kept, its fingerprint the current recipe's."""
