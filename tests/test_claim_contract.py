@@ -445,20 +445,7 @@ def _algorithm_selection_bayes_ridge_not_closest():
     return _bayes_claim(DEFAULTS, table, ["ols", "ridge(1/4)"], [0.0, 0.25], {0: 0.02, 1: 0.02})
 
 
-def _algorithm_selection_deepest_not_closest_to_ols():
-    """``c-eight-plus-layers-ols`` at quick, resolved: the 8-layer model's MSPD to OLS (0.004) is below the MSPD
-    between OLS and its nearest other learner (0.006), yet ridge(0.1) is closer to it (0.002)."""
-    from iclab.experiments.algorithm_selection import DEFAULTS, _judged_depth_claims
-
-    families = {"ols": "ols", "ridge(0.1)": "ridge", "gd(α=0.05)": "gd", "zero": "zero"}
-    mspd = {"ols": 0.004, "ridge(0.1)": 0.002, "gd(α=0.05)": 0.3, "zero": 0.6}
-    table = {(depth, label): value for depth in DEFAULTS["depths"] for label, value in mspd.items()}
-    claims = _judged_depth_claims(DEFAULTS, table, families, resolution=0.006)
-    return next(claim for claim in claims if claim.id == "c-eight-plus-layers-ols")
-
-
 DEFERRABLE["b-bayes-ridge-closest"] = _algorithm_selection_bayes_ridge_not_closest
-DEFERRABLE["c-eight-plus-layers-ols"] = _algorithm_selection_deepest_not_closest_to_ols
 
 
 def _algorithm_selection_figure_one_claim_with_learners_that_decide(claim_id: str):

@@ -129,10 +129,10 @@ DEFAULTS = {
     # by ~0.01 between probes), and after the last block the learner's must exceed the fixed-w control's by
     # ≥ control_gap for both targets (the same margin).
     # (a): SPD/d and ILWD to OLS below the paper's 0.01 at ≥ 80% of prefix lengths ("almost any").
-    # Claims this scale may leave to the long scale: each run defers one only when its own numbers show
-    # its models short of the resolution the claim needs (the distance between the learner it names and its
-    # nearest other learner; docs/experiments/algorithm-selection.md).
-    "judged_at_long": ["b-bayes-ridge-closest", "c-eight-plus-layers-ols"],
+    # Claims this scale may leave to the long scale: a run defers one only when its own numbers show its
+    # models short of the resolution the claim needs (the distance between the Bayes learner and its nearest
+    # other learner; docs/experiments/algorithm-selection.md).
+    "judged_at_long": ["b-bayes-ridge-closest"],
     # Claims about the learner set of the paper's Fig 1 that this scale's learners may leave to the paper scale: a
     # run defers one only when a predictor equal to OLS would not hold it with these learners (their step sizes are
     # scaled for this N), which the learners alone decide, never the model.
@@ -657,29 +657,8 @@ def _depth(config, ctx):
             table[depth, label] = mspd(band["mean"], d)
             ctx.log(setting="depth", model=name, seed=config["seed"], metric=f"mspd_{label}", value=table[depth, label])
     _figure_depth(ctx, table, curves, config["depths"], list(references), d)
-    # How close to OLS a model must come before "closest to OLS" can be told from its nearest learner.
-    resolution = _to_nearest_learner("ols", predictions, lambda curve: mspd(curve, d), config, d)
-    ctx.log(setting="depth", model="ols", seed=config["seed"], metric="mspd_to_nearest_learner", value=resolution)
     families = {label: family for label, (family, _) in references.items()}
-    return _judged_depth_claims(config, table, families, resolution)
-
-
-def _judged_depth_claims(config: dict, table: dict, families: dict[str, str], resolution: float) -> list[C.Claim]:
-    """Part (c)'s claims (:func:`_depth_claims`), each left to the long scale when the config lists it and the deepest
-    model's MSPD to OLS is not below ``resolution``, the MSPD between OLS and its nearest other learner."""
-    deepest = max(config["depths"])
-    return [
-        C.judged_at_if_unresolved(
-            claim,
-            config["judged_at_long"],
-            "long",
-            f"being closest to OLS needs the model's MSPD to OLS below the MSPD between OLS and its nearest other "
-            f"learner; this run's {deepest}-layer model's MSPD to OLS",
-            needed=resolution,
-            reached=table[deepest, "ols"],
-        )
-        for claim in _depth_claims(table, config["depths"], families, config["tolerance"]["ols_match"])
-    ]
+    return _depth_claims(table, config["depths"], families, config["tolerance"]["ols_match"])
 
 
 def _depth_claims(table: dict, depths: list[int], families: dict[str, str], match: float) -> list[C.Claim]:
