@@ -141,6 +141,10 @@ def test_a_ladder_judged_by_older_claims_is_set_apart_and_diagnoses_nothing(tmp_
     rejudged.write_spec({**rejudged.read_spec(), "rejudged_from": "ladder-laddered"})
     (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
     assert [path.name for path, _ in found.ladders] == ["ladder-laddered-claims9"] and not found.set_apart
+    shutil.rmtree(root / "ladder-laddered")  # the judged-again sweep moved to its source's name still diagnoses
+    (root / "ladder-laddered-claims9").rename(root / "ladder-laddered")
+    (found,) = diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda experiment: None, sweep_changes)
+    assert [path.name for path, _ in found.ladders] == ["ladder-laddered"] and not found.set_apart
 
 
 def test_the_seed_table_and_the_scoreboard_give_a_non_reproduction_its_diagnosis(tmp_path):

@@ -97,7 +97,12 @@ def _one_key_sweeps(root: Path, changes: Callable[[SweepFolder], list[str]]) -> 
         spec = folder.read_spec()
         if len([key for key in spec["grid"] if key != "seed"]) == 1:
             found.append((folder, spec, changes(folder)))
-    replaced = {spec.get("rejudged_from") for _, spec, changed in found if not changed}
+    # A current sweep judged again replaces its source (one moved to its source's name has already replaced it).
+    replaced = {
+        spec.get("rejudged_from")
+        for folder, spec, changed in found
+        if not changed and spec.get("rejudged_from") != folder.path.name
+    }
     return [entry for entry in found if entry[0].path.name not in replaced]
 
 
