@@ -67,12 +67,14 @@ def summarise(board, total_wall: float, source: str, threads: int, gflops: float
 
 
 def record_times(board, jobs: int | None, path: Path) -> dict:
-    """Store, per experiment and scale of the counted runs of ``board``, the median wall time of a run and
-    how its runs ran (seeds per run, threads, runs at a time, commit, date, CPUs) in ``path``."""
+    """Store, per experiment and scale of the counted runs of ``board`` that trained their models (not judged again),
+    the median wall time of a run and how its runs ran (seeds per run, threads, runs at a time, commit, date, CPUs)
+    in ``path``."""
     times = json.loads(path.read_text()) if path.exists() else {}
     groups: dict[tuple, list] = {}
     for run in board.counted():
-        groups.setdefault((run.experiment, run.scale), []).append(run)
+        if not run.rejudged_from:  # a run judged again timed only its evaluation of another run's models
+            groups.setdefault((run.experiment, run.scale), []).append(run)
     for (experiment, scale), runs in groups.items():
         times.setdefault("experiments", {}).setdefault(experiment, {})[scale] = {
             "seconds": round(statistics.median(r.wall for r in runs), 1),

@@ -136,3 +136,16 @@ def test_the_claim_costs_page_is_the_runs_records(tiny_runs, tmp_path, monkeypat
     isotropic = spent["parts"]["isotropic"]
     assert f"| isotropic | {duration(isotropic['seconds'])} | {isotropic['share']:.0%} |" in page
     assert "`loss-at-optimum-isotropic`" in page and "## gpt-linear (quick, seed 100)" in page
+
+
+def test_a_run_judged_again_under_its_sources_name_books_its_own_time(tiny_runs, tmp_path, monkeypatch, tool):
+    """A folder of ``iclab rejudge`` moved to the name of the run it judged again names itself as its source: its
+    page section is its own record, not a search for a source it replaced."""
+    costs = tool("claim_costs")
+    monkeypatch.setattr(costs, "PAGE", tmp_path / "claim-costs.md")
+    root, runs = tiny_runs
+    counted = runs["b"].folder
+    counted.write_info({**counted.read_info(), "rejudged_from": counted.path.name})
+    costs.main(root)
+    page = (tmp_path / "claim-costs.md").read_text()
+    assert f"## lsa-linear (quick, seed 100)\n\n`{counted.path.name}`" in page and "judged again" not in page

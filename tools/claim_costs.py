@@ -41,9 +41,11 @@ def _timed(run) -> tuple[dict, str] | None:
     """The ``run.json`` whose time books a counted run's claims and a note, or None where none recorded its time: a
     run judged again by ``iclab rejudge`` evaluated the models another run trained, so that run's time is what its
     claims cost."""
-    parent, info = None, run.info
-    while info.get("rejudged_from"):  # judged again, maybe more than once: the run that trained the models
-        parent = info["rejudged_from"]
+    parent, info, name = None, run.info, run.folder.path.name
+    # Judged again, maybe more than once: the run that trained the models. One moved to its source's name has no
+    # other record to go back to.
+    while info.get("rejudged_from") not in (None, name):
+        parent = name = info["rejudged_from"]
         info = RunFolder.open(run.folder.path.parent / parent).read_info()
     if parent:
         note = f"; its models were trained by `{parent}`, whose time this is (judged again)"

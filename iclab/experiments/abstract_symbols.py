@@ -223,6 +223,9 @@ DEFAULTS = {
         "plain_learned": 0.2,
         "mlp_chance": 0.9,
         "sigmas": 3.0,
+        # A recurrent model "learns slowly" when its loss at the paper's last n is at most this share of its loss at
+        # the first: the paper's fall to 0.29 (RNN) and 0.33 (LSTM) of it, with room.
+        "recurrent_fall": 0.5,
     },
 }
 
@@ -701,10 +704,10 @@ def _between_claim(spec: str, mean: dict, tol: dict) -> list:
 
 def _recurrent_claims(spec: str, mean: dict, tol: dict) -> list:
     """``<task>-<model>-learns-slowly`` for each recurrent model the paper reports on ``spec``
-    (:data:`PAPER_RECURRENT`) that trained at both n of :data:`RECURRENT_N`: its test loss falls between them and
-    leaves the chance band, but is still above the learnt level at the larger."""
+    (:data:`PAPER_RECURRENT`) that trained at both n of :data:`RECURRENT_N`: its test loss falls between them to at
+    most ``recurrent_fall`` of itself and out of the chance band, but is still above the learnt level at the larger."""
     first, last = RECURRENT_N
-    chance, level = tol["plain_chance"], tol["kq_loss"]
+    chance, level, fall = tol["plain_chance"], tol["kq_loss"], tol["recurrent_fall"]
     claims = []
     for model, paper in PAPER_RECURRENT.get(spec, {}).items():
         curve = mean.get(model, {})
@@ -715,12 +718,15 @@ def _recurrent_claims(spec: str, mean: dict, tol: dict) -> list:
                 f"{spec}-{model}-learns-slowly",
                 PAPER,
                 f"{spec}: the {model.upper()} learns the task slowly: its test loss falls from n = {first} to "
-                f"n = {last} and is below the chance band (< {chance}) there, yet still above {level} (the level "
-                f"the gain claims call learnt) at n = {last} (mean over seeds)",
+                f"n = {last} to at most {fall:g} of itself (the paper's fall to 0.29 and 0.33 of it, with room) and "
+                f"is below the chance band (< {chance}) there, yet still above {level} (the level the gain claims "
+                f"call learnt) at n = {last} (mean over seeds)",
                 {str(n): round(v, 4) for n, v in curve.items()},
-                f"n = {last} < n = {first} and < {chance}; n = {last} > {level}",
+                f"n = {last} ≤ {fall:g} × n = {first} and < {chance}; n = {last} > {level}",
                 {
-                    f"falls from n = {first} to {last} and leaves chance": curve[last] < min(curve[first], chance),
+                    f"falls from n = {first} to {last} to ≤ {fall:g} of itself and leaves chance": (
+                        curve[last] <= fall * curve[first] and curve[last] < chance
+                    ),
                     f"not learnt at n = {last}": curve[last] > level,
                 },
                 about=C.paper("§5, the ABA vs ABB figure", paper),
@@ -1014,7 +1020,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=4,
+    claims_version=5,
     timing={
         "eval_samples": 50,
         "kernel.draws": 4,

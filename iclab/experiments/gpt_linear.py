@@ -183,9 +183,9 @@ def _claims(config, seeds, curves, spd, d, n):
     mean = {key: c["mean"] for key, c in curves.items()}
     gpt = [mean["gpt", s] for s in seeds]
     gap = max((g[1:] - mean["ols"][1:]).max().item() for g in gpt)  # every k ≥ 1 ("any number of examples")
-    late = range(2, n)
-    beaten = [(k, s) for s, g in zip(seeds, gpt) for k in late if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
-    worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in late)
+    ks = range(1, n)  # Fig 2 draws the transformer below both from the first example
+    beaten = [(k, s) for s, g in zip(seeds, gpt) for k in ks if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
+    worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in ks)
     early = range(1, min(d, n))
     bound = config["tolerance"]["min_norm_spd"]
     to_ols = {k: max(spd[s, "ols"][k].item() for s in seeds) for k in early}  # worst seed at each k < d
@@ -218,9 +218,9 @@ def _claims(config, seeds, curves, spd, d, n):
         C.holds_if(
             "beats-averaging-and-3nn",
             PAPER,
-            "the transformer's mse/d is below both averaging's and 3-NN's at every k ≥ 2 (every seed)",
+            "the transformer's mse/d is below both averaging's and 3-NN's at every k ≥ 1 (every seed)",
             f"smallest margin {worst_margin:.4g}; failures (k, seed): {beaten or 'none'}",
-            "margin > 0 at every k ≥ 2",
+            "margin > 0 at every k ≥ 1",
             not beaten,
             about=C.paper("Garg et al. §3.1, Fig 2"),
             figure="loss_by_prefix",
@@ -264,5 +264,6 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
+    claims_version=2,
     timing={"eval_prompts": 64, "bootstrap": 10},  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )
