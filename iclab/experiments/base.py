@@ -272,17 +272,20 @@ class RunContext:
         """Model ``name`` in a timed run: its recipe's ``config`` cut to :attr:`timing` steps (one log, no
         checkpoint; its warm-up kept, so the steps are the recipe's first, which some recipes need to stay finite:
         mesa-ar's plain gradient descent from a sharp start diverges at its full step). It trains for one step to
-        warm up (first-call costs: allocation, compilation), then for one step and for those steps; the marginal
-        time per step of the last two (what a step costs once the model is built and has run its first) is
-        recorded in :attr:`costs` beside the steps the recipe plans. Returns the longest training."""
+        warm up (first-call costs: allocation, compilation), then for one step three times and for those steps; the
+        marginal time per step of the last and the fastest single step (what a step costs once the model is built
+        and has run its first) is recorded in :attr:`costs` beside the steps the recipe plans. Returns the longest
+        training."""
         steps = max(2, min(self.timing, config.steps))
         seconds, result = [], None
-        for n in (1, 1, steps):
+        for n in (1, 1, 1, 1, steps):
             cut = dataclasses.replace(config, epochs=None, steps=n, log_every=n, checkpoint_every=n)
             started = time.perf_counter()
             result = train_models(make_model, data, cut, seeds, device=self.device, name=name, progress=False, **kwargs)
             seconds.append(time.perf_counter() - started)
-        per_step = (seconds[2] - seconds[1]) / (steps - 1)
+        # A machine's noise only adds time: the fastest of the single steps is the one least inflated, where one
+        # measurement alone, inflated, left a small model's marginal step below zero.
+        per_step = (seconds[-1] - min(seconds[1:-1])) / (steps - 1)
         self.costs.append({"model": name, "seeds": len(seeds), "planned_steps": config.steps, "step_seconds": per_step})
         return result
 
