@@ -24,6 +24,10 @@ from ..report.figures import band_line, new_figure, save, training_curve
 from ..tasks import linear_regression_from_config
 from ..theory import gd_step_optimum
 from .base import Experiment, RunContext
+from .function_classes import PAPER_BAND
+
+PAPER_AT_2D = 0.0006
+"""The paper's mse/d of its transformer at k = 2d (Garg et al. Fig 2, d = 20), where OLS's is 0."""
 
 PAPER = "Garg et al. (NeurIPS 2022); Akyürek et al. (ICLR 2023)"
 
@@ -179,17 +183,45 @@ def _evaluate(config: dict, ctx: RunContext, task, result, fmt) -> list:
     return claims
 
 
+def _tracks_ols_claim(config, seeds, curves, d, n) -> C.Claim:
+    """The transformer within ``tolerance.ols_gap`` of OLS at every k ≥ 1 (the paper's 0.02 at k = d plus the widest
+    half-width of its bands); where the prompts reach k = 2d, also at most the paper's 0.0006 there + that band + the
+    run's own 90% half-band (p95 − mean), every seed."""
+    mean = {key: c["mean"] for key, c in curves.items()}
+    gap = max((mean["gpt", s][1:] - mean["ols"][1:]).max().item() for s in seeds)  # every k ≥ 1 ("any number")
+    tol = config["tolerance"]["ols_gap"]
+    statement = (
+        f"for any number k ≥ 1 of examples the transformer's mse/d is within {tol} of OLS's "
+        f"(min-norm below d; largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)"
+    )
+    about = C.paper("Garg et al. §3.1, Fig 2", f"0.02 at k = d, {PAPER_AT_2D} at k = 2d (d = 20)")
+    if n <= 2 * d:  # the prompts end before k = 2d, the paper's second number
+        return C.at_most("tracks-ols", PAPER, statement, gap, tol, about=about, figure="loss_by_prefix")
+    late = {s: curves["gpt", s] for s in seeds}
+    allowed = {s: PAPER_AT_2D + PAPER_BAND + (c["high"][2 * d] - c["mean"][2 * d]).item() for s, c in late.items()}
+    at_2d = {s: c["mean"][2 * d].item() for s, c in late.items()}
+    return C.all_of(
+        "tracks-ols",
+        PAPER,
+        f"{statement}; at k = 2d its mse/d is at most the paper's {PAPER_AT_2D} + {PAPER_BAND} (the widest "
+        "half-width of the paper's 90% bands) + this run's 90% half-band there, every seed",
+        {"largest gap": round(gap, 6), "k = 2d": {s: round(at_2d[s], 6) for s in seeds}},
+        f"gap ≤ {tol} at every k ≥ 1; at k = 2d mse/d ≤ {PAPER_AT_2D} + {PAPER_BAND} + the half-band, every seed",
+        {"every k": gap <= tol, "k = 2d": all(at_2d[s] <= allowed[s] for s in seeds)},
+        about=about,
+        figure="loss_by_prefix",
+    )
+
+
 def _claims(config, seeds, curves, spd, d, n):
     mean = {key: c["mean"] for key, c in curves.items()}
     gpt = [mean["gpt", s] for s in seeds]
-    gap = max((g[1:] - mean["ols"][1:]).max().item() for g in gpt)  # every k ≥ 1 ("any number of examples")
     ks = range(1, n)  # Fig 2 draws the transformer below both from the first example
     beaten = [(k, s) for s, g in zip(seeds, gpt) for k in ks if not g[k] < min(mean["averaging"][k], mean["3-nn"][k])]
     worst_margin = min((min(mean["averaging"][k], mean["3-nn"][k]) - g[k]).item() for g in gpt for k in ks)
     early = range(1, min(d, n))
     bound = config["tolerance"]["min_norm_spd"]
     to_ols = {k: max(spd[s, "ols"][k].item() for s in seeds) for k in early}  # worst seed at each k < d
-    tol = config["tolerance"]["ols_gap"]
     below_d = C.holds_if(
         "min-norm-below-d",
         PAPER,
@@ -205,16 +237,7 @@ def _claims(config, seeds, curves, spd, d, n):
     if not to_ols:
         below_d = C.not_measured(below_d, f"d = {d}: no prefix 1 ≤ k < d to compare with min-norm OLS")
     return [
-        C.at_most(
-            "tracks-ols",
-            PAPER,
-            f"for any number k ≥ 1 of examples the transformer's mse/d is within {tol} of OLS's "
-            f"(min-norm below d; largest gap over k and {len(seeds)} seeds, {config['eval_prompts']} prompts)",
-            gap,
-            tol,
-            about=C.paper("Garg et al. §3.1, Fig 2", "0.02 at k = d, 0.0006 at k = 2d (d = 20)"),
-            figure="loss_by_prefix",
-        ),
+        _tracks_ols_claim(config, seeds, curves, d, n),
         C.holds_if(
             "beats-averaging-and-3nn",
             PAPER,
@@ -264,6 +287,6 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=2,
+    claims_version=3,
     timing={"eval_prompts": 64, "bootstrap": 10},  # a timed run's smaller evaluation (iclab.api.time_recipe)
 )
