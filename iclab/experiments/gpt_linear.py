@@ -184,9 +184,10 @@ def _evaluate(config: dict, ctx: RunContext, task, result, fmt) -> list:
 
 
 def _tracks_ols_claim(config, seeds, curves, d, n) -> C.Claim:
-    """The transformer within ``tolerance.ols_gap`` of OLS at every k ≥ 1 (the paper's 0.02 at k = d plus the widest
-    half-width of its bands); where the prompts reach k = 2d, also at most the paper's 0.0006 there + that band + the
-    run's own 90% half-band (p95 − mean), every seed."""
+    """The transformer within ``tolerance.ols_gap`` of OLS at every k ≥ 1 (the paper's 0.02 at k = d plus 0.03, the
+    widest half-width of the paper's 90% bands that function-classes reads off its shift figures); where the prompts
+    reach k = 2d, also at most the paper's 0.0006 there + that 0.03 + the run's own 90% half-band (p95 − mean), every
+    seed: a lenient reading of 0.0006 (iclab holds no reading of the paper's band there), stated as such."""
     mean = {key: c["mean"] for key, c in curves.items()}
     gap = max((mean["gpt", s][1:] - mean["ols"][1:]).max().item() for s in seeds)  # every k ≥ 1 ("any number")
     tol = config["tolerance"]["ols_gap"]
@@ -205,7 +206,10 @@ def _tracks_ols_claim(config, seeds, curves, d, n) -> C.Claim:
         PAPER,
         f"{statement}; at k = 2d its mse/d is at most the paper's {PAPER_AT_2D} + {PAPER_BAND} (the widest "
         "half-width of the paper's 90% bands) + this run's 90% half-band there, every seed",
-        {"largest gap": round(gap, 6), "k = 2d": {s: round(at_2d[s], 6) for s in seeds}},
+        {
+            "largest gap": round(gap, 6),
+            "k = 2d": {s: {"error": round(at_2d[s], 6), "allowed": round(allowed[s], 6)} for s in seeds},
+        },
         f"gap ≤ {tol} at every k ≥ 1; at k = 2d mse/d ≤ {PAPER_AT_2D} + {PAPER_BAND} + the half-band, every seed",
         {"every k": gap <= tol, "k = 2d": all(at_2d[s] <= allowed[s] for s in seeds)},
         about=about,
