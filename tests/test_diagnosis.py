@@ -111,6 +111,23 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert f"]({figure})" in written.read_text() and (tmp_path / "docs" / figure).stat().st_size > 0
 
 
+def test_a_ladder_of_another_claim_that_measured_this_one_identically_does_not_diagnose_it(tmp_path):
+    """A sweep of one model's steps also judges claims of another model it trains the same at every rung (e.g. the
+    sparse model's steps and the linear model's shift claims): identical measurements at every rung say the swept
+    key does not reach the claim, so it is no ladder of it, while its own claim keeps the ladder."""
+    root = tmp_path / "runs"
+    for k, seed in enumerate(range(100, 105)):
+        claims = [_claim("laddered", False, measured=0.4), _claim("untouched", False, measured={"a": 0.7})]
+        _run(root, f"lsa-linear-seed{seed}", seed, claims, minute=k)
+    same = {seed: [{"a": 0.7}, {"a": 0.7}] for seed in (100, 101, 102)}
+    _ladder(root, "laddered", {100: [0.4, 0.4], 101: [0.4, 0.4], 102: [0.4, 0.4]}, {"untouched": same})
+    found = {
+        d.row.id: d for d in diagnose(aggregate(root, api.recipe), api.recipe_distance, lambda e: None, sweep_changes)
+    }
+    assert [path.name for path, _ in found["laddered"].ladders] == ["ladder-laddered"]  # followed, even when flat
+    assert not found["untouched"].ladders and found["untouched"].verdict.startswith("not diagnosed yet")
+
+
 def test_a_claim_judged_over_seeds_says_its_test_where_it_does_not_reproduce(tmp_path):
     """Its seeds measure, the test over them judges: the page gives the test's numbers, not "0 of 0 seeds"."""
     _gain_runs(tmp_path, [(61.95, 61.26), (61.39, 62.6), (60.14, 60.13), (59.45, 58.92), (59.31, 59.31)])

@@ -110,14 +110,18 @@ def _ladders_of(
     row: ClaimRow, sweeps: list[tuple[SweepFolder, dict, list]]
 ) -> tuple[list[tuple[Path, Ladder]], list[tuple[Path, list[str]]]]:
     """The ladders of ``row``'s claim among the one-key sweeps of its experiment (each sweep's runs judged it, read
-    at the path the sweep follows it by when it was made with ``--claim`` for it), and apart, those of older
-    recipes or claims with what changed."""
+    at the path the sweep follows it by when it was made with ``--claim`` for it; a sweep made for another claim
+    that measured this one identically at every rung does not reach it), and apart, those of older recipes or claims
+    with what changed."""
     found, apart = [], []
     for folder, spec, changed in sweeps:
         if spec["experiment"] != row.experiment:
             continue
-        steps = ladder(folder, spec["claim"] if followed_claim(spec) == row.id else row.id)
+        follows = followed_claim(spec) == row.id
+        steps = ladder(folder, spec["claim"] if follows else row.id)
         if steps is None or all(v is None for values in steps.numbers.values() for v in values):
+            continue
+        if steps.untouched and not follows:  # the swept key does not reach this claim (another model's steps)
             continue
         if changed:
             apart.append((folder.path, changed))

@@ -36,6 +36,8 @@ class Ladder:
     verdicts: bool = False
     own_target: bool = False
     effect: bool = False
+    untouched: bool = False
+    """Every seed measured the claim identically at every rung: the swept key does not reach what the claim reads."""
 
 
 def followed_claim(spec: dict) -> str | None:
@@ -62,6 +64,7 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     numbers: dict[int, list[float | None]] = {}
     verdicts: dict[int, list[float | None]] = {}
     paper, over_seeds = [], False
+    measured_at: dict[int, set] = {}  # per seed, the claim's measurements at its rungs, written out
     for point in points[points["status"] == "finished"].to_dict("records"):
         run = sweep.run(point["point"])
         rung, first = rungs.index(point[key]), run.read_config().get("seed", 0)
@@ -71,16 +74,19 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
             for seed, own in seed_entries(entry, first).items():
                 numbers.setdefault(seed, [None] * len(rungs))[rung] = claim_number(own, path)
                 verdicts.setdefault(seed, [None] * len(rungs))[rung] = verdict_number(own)
+                measured_at.setdefault(seed, set()).add(json.dumps(own.get("measured"), sort_keys=True, default=str))
+    untouched = len(rungs) > 1 and bool(measured_at) and all(len(seen) == 1 for seen in measured_at.values())
     given = spec.get("claim_target") if claim == followed_claim(spec) else None
     target = given if given is not None else next((p for p in paper if p is not None), None)
     measured = any(v is not None for values in numbers.values() for v in values)
     if target is None and over_seeds and measured:  # its test holds for a large effect: rising moves toward it
-        return Ladder(
-            claim, key, rungs, numbers, None, ladder_trend(numbers, math.inf, key, goal="holding"), effect=True
-        )
+        trend = ladder_trend(numbers, math.inf, key, goal="holding")
+        return Ladder(claim, key, rungs, numbers, None, trend, effect=True, untouched=untouched)
     if target is None or not measured:
-        return Ladder(claim, key, rungs, verdicts, 1.0, ladder_trend(verdicts, 1.0, key, goal="holding"), True)
-    return Ladder(claim, key, rungs, numbers, target, ladder_trend(numbers, target, key), own_target=given is not None)
+        trend = ladder_trend(verdicts, 1.0, key, goal="holding")
+        return Ladder(claim, key, rungs, verdicts, 1.0, trend, True, untouched=untouched)
+    trend = ladder_trend(numbers, target, key)
+    return Ladder(claim, key, rungs, numbers, target, trend, own_target=given is not None, untouched=untouched)
 
 
 def point_values(metrics: pd.DataFrame, metric: str) -> pd.DataFrame:
