@@ -211,7 +211,7 @@ def test_mesa_ar_smoke(tmp_path):
         "ab-fits-training-set-gaussian-2",
         "stays-diagonal-sparse-1",
         "recovered-sparse-1",
-        "ratio-last-step-gaussian-1",
+        "not-recovered-gaussian-1",
         "offdiag-gradient-vanishes-gaussian-1",
         "offdiag-gradient-vanishes-sparse-1",
         "offdiag-shrinks-with-m-gaussian-1",
@@ -219,7 +219,7 @@ def test_mesa_ar_smoke(tmp_path):
         "full-ab-star-sparse-1",
         "ones-not-one-step-gd-ones-1",
     } <= ids
-    assert "ratio-last-step-gaussian-2" not in ids and "full-ab-star-gaussian-2" not in ids  # σ = 2: diagonal only
+    assert "not-recovered-gaussian-2" not in ids and "full-ab-star-gaussian-2" not in ids  # σ = 2: diagonal only
     kinds = {c["id"]: (c["kind"], c["subject"]) for c in result.claims}
     assert kinds["full-ab-star-sparse-1"] == kinds["ones-not-one-step-gd-ones-1"] == ("paper", "trained")
     assert {p.name for p in (result.path / "figures").iterdir()} == {

@@ -244,6 +244,15 @@ class CausalLinearAttention(nn.Module):
             ]
         )
 
+    def diagonal_part(self) -> CausalLinearAttention:
+        """A copy restricted to the diagonal initialisation's support (``diagonal_only``): the per-coordinate
+        one-step-GD form that gradient descent from the diagonal initialisation keeps in the population."""
+        part = CausalLinearAttention(
+            self.d, complex=self.w_kq.is_complex(), diagonal_only=True, dtype=self.w_kq.real.dtype
+        ).to(self.w_kq.device)
+        part.load_state_dict(self.state_dict())
+        return part
+
     def diagonal_product(self) -> torch.Tensor:
         """a_j·b_j for each coordinate j: W^{KQ}[d + j, j]·W^{PV}[j, j], ``(d,)``."""
         w_kq, w_pv = self.weights()
