@@ -672,7 +672,7 @@ def _figures(ctx: RunContext, settings: list[Setting], sweep: dict[int, list[Run
     ax.set(
         xlabel="t",
         ylabel="mean Re(ŷ_t / x_{t+1}) (test)",
-        title="prediction/truth (dashed: the full model's diagonal part; dotted: ab*·E|x₁|²)",
+        title="prediction/truth (dashed: diagonal part; dotted: ab*·E|x₁|²)",
     )
     ax.legend(fontsize=7)
     save(fig, ctx.folder.figure("prediction_truth_ratio"))
