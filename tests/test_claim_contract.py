@@ -241,22 +241,22 @@ def test_the_claims_of_what_a_model_does_not_learn_fail_where_it_learns():
     assert all(c.holds for c in _sweep_claims(DEFAULTS, losses, {}) if c.id.endswith(("mlp-at-chance", "by-64")))
 
 
-def _mesa_setting(full_offdiag: float):
-    """A mesa-ar sparse setting whose full model left the diagonal by ``full_offdiag``, its diagonal model at its
-    training set's optimum."""
+def _mesa_setting(full_offdiag: float, kind: str = "sparse"):
+    """A mesa-ar setting (sparse starts unless ``kind``) whose full model left the diagonal by ``full_offdiag``, its
+    diagonal model at its training set's optimum."""
     import torch
 
     from iclab.experiments.mesa_ar import Run, Setting
     from iclab.tasks import AutoregressiveSequences, StartDistribution
     from iclab.theory import product_optimum
 
-    task = AutoregressiveSequences(5, 100, StartDistribution("sparse", 1.0))
+    task = AutoregressiveSequences(5, 100, StartDistribution(kind, 1.0))
     optimum = product_optimum(task)
     ab = complex(optimum.product)
     ratio = torch.ones(98)
     diagonal = Run("d", "diagonal", (0.5, 1.5), 0, ab, ab, 0.0, 0.0, 1e-5, ratio, ratio, None)
     full = Run("f", "full", (0.5, 1.5), 0, ab, ab, 0.0, full_offdiag, 1e-5, ratio, ratio, None)
-    return Setting("sparse-1", "sparse", 1.0, task, optimum, 0.0, None, 1.0, 1.0, [diagonal], [full])
+    return Setting(f"{kind}-1", kind, 1.0, task, optimum, 0.0, None, 1.0, 1.0, [diagonal], [full])
 
 
 def test_the_mesa_claims_of_what_a_model_does_not_do_fail_where_it_does():
@@ -354,7 +354,7 @@ def test_mesa_ar_offdiag_gradient_vanishes_fails_on_an_estimate_with_an_off_diag
     from iclab.theory import expected_gradient
 
     def verdict(kind: str) -> bool:
-        s = _mesa_setting(0.001)
+        s = _mesa_setting(0.001, "gaussian")
         estimate = expected_gradient(
             AutoregressiveSequences(3, 20, StartDistribution(kind, 1.0)), 0.5, 1.5, 4000, 10, 0
         )

@@ -251,6 +251,9 @@ class CausalLinearAttention(nn.Module):
             self.d, complex=self.w_kq.is_complex(), diagonal_only=True, dtype=self.w_kq.real.dtype
         ).to(self.w_kq.device)
         part.load_state_dict(self.state_dict())
+        with torch.no_grad():  # the stored weights too, not only the forward pass's
+            for weight, support in zip((part.w_kq, part.w_pv), diagonal_support(self.d, self.w_kq.device)):
+                weight.mul_(support)
         return part
 
     def diagonal_product(self) -> torch.Tensor:
