@@ -132,6 +132,9 @@ def test_a_timed_run_keeps_the_warm_up_its_recipe_needs_to_stay_finite():
     from iclab import api
 
     sharp = {"inits": [[2.0, 2.0]], "size_sweep.init": [2.0, 2.0], "train.steps": 20, "starts.sparse": []}
+    # Full-batch steps on 600 sequences (tens of ms), so that the marginal time of 9 steps stands above the noise
+    # of a run's own overhead on a busy machine (the smoke scale's 100 sequences step in about 3 ms).
+    sharp |= {"train.train_size": 600, "size_sweep.sizes": []}
     cost = api.time_recipe("mesa-ar", "smoke", steps=10, overrides={**sharp, "full_model.sparse": []})
     assert cost["models"] and all(model["step_seconds"] > 0 for model in cost["models"].values())
     assert cost["models"]["gaussian-1-full-a2-b2"]["planned_steps"] == 20
