@@ -49,6 +49,7 @@ from ..theory import (
     best_product,
     diagonal_learning_rate,
     expected_gradient,
+    one_step_predictions,
     product_optimum,
     product_scatter,
 )
@@ -183,14 +184,14 @@ def _training_set_optima(data: FixedTrainingSet, ctx: RunContext) -> tuple[dict,
 
 def _test_set(task: AutoregressiveSequences, optimum: ProductOptimum, config: dict, ctx: RunContext):
     """A setting's test sequences, encoded, the test loss of predicting 0 on them, and the last-step
-    prediction/truth of the predictor at ab* (the diagonal initialisation a₀ = ab*, b₀ = 1) on them."""
+    prediction/truth of the predictor at ab* (one GD step of size ab*/(t − 1), the diagonal initialisation
+    a₀ = ab*, b₀ = 1) on them."""
     sequences = task.sample(config["test_size"], generator(config["seed"], "test"))
     test = AutoregressiveFormat().encode(sequences.to(ctx.device))
     zero_loss = prompt_losses(torch.zeros_like(test.targets), test.targets, "half_sse").mean().item()
-    reference = CausalLinearAttention(task.d, a0=optimum.product, b0=1.0).to(ctx.device)
-    with torch.no_grad():
-        prediction = reference(test.tokens, test.n_context)
-    return test, zero_loss, _ratio_over_time(prediction.cpu(), test.targets.cpu())[-1].item()
+    xs = sequences.xs.to(torch.complex128)
+    reference = _ratio_over_time(one_step_predictions(xs, optimum.product), xs[:, 2:])[-1].item()
+    return test, zero_loss, reference
 
 
 def _train_model(
@@ -233,10 +234,9 @@ def _evaluate_run(
     its weights and its predictions on the setting's test sequences (its own and its diagonal part's); its run
     and its test half-SSE."""
     test, targets = s.test, s.test.targets.cpu()
-    part = trained if trained.diagonal_only else trained.diagonal_part()
     with torch.no_grad():
         prediction = trained(test.tokens, test.n_context)  # (B, T − 2, d)
-        part_prediction = prediction if part is trained else part(test.tokens, test.n_context)
+        part = prediction if trained.diagonal_only else trained.diagonal_part()(test.tokens, test.n_context)
     products = trained.diagonal_product().detach().cpu().to(fitted.dtype)  # (d,)
     loss = prompt_losses(prediction, test.targets, "half_sse").mean().item()
     run = Run(
@@ -250,7 +250,7 @@ def _evaluate_run(
         offdiag=trained.off_diagonal_ratio(),
         relative_loss=loss / s.zero_loss,
         ratio=_ratio_over_time(prediction.cpu(), targets),
-        diagonal_ratio=_ratio_over_time(part_prediction.cpu(), targets),
+        diagonal_ratio=_ratio_over_time(part.cpu(), targets),
         trained=trained,
     )
     return run, loss
