@@ -101,15 +101,22 @@ def ladder_trend(
     order of the value (None where the rung did not measure it), ``target`` the paper's number. Each seed's slope is
     fitted over the rungs it measured; the ladder moves when the mean slope lies more than ``z`` standard errors
     (over seeds) from 0. With a target: *moving toward the paper's number as <key> grows* (or *away*), else *not
-    moving*; the direction toward it is read at the first rung (the mean over seeds); ``goal`` names the target in
-    the words (``holding`` for a ladder of verdicts). Without one: *rising* or *falling* as <key> grows, or *not
-    moving*. Fewer than two seeds with two rungs each: *too few runs*."""
+    moving*; the direction toward it is read at the first rung (the mean over seeds; a ladder that starts at the
+    target, every seed holding, can only move away from it); ``goal`` names the target in the words (``holding``
+    for a ladder of verdicts). Without one: *rising* or *falling* as <key> grows, or *not moving*. Fewer than two
+    seeds with two rungs each: *too few runs*."""
     slopes = [s for s in (_slope(list(values)) for values in numbers.values()) if s is not None]
     first = [values[0] for values in numbers.values() if values and values[0] is not None]
-    toward = 0 if target is None or not first else (1 if target > sum(first) / len(first) else -1)
+    mean = sum(slopes) / len(slopes) if slopes else math.nan
+    start = sum(first) / len(first) if first else math.nan
+    if target is None or not first:
+        toward = 0
+    elif target != start:
+        toward = 1 if target > start else -1
+    else:  # already at the target (every seed holding at the first rung): any move is away from it
+        toward = -1 if mean > 0 else 1
     if len(slopes) < 2:
         return Trend(math.nan, math.nan, len(slopes), toward, "too few runs to tell (two seeds of two rungs)")
-    mean = sum(slopes) / len(slopes)
     stderr = math.sqrt(sum((s - mean) ** 2 for s in slopes) / (len(slopes) - 1) / len(slopes))
     trend = Trend(mean, stderr, len(slopes), toward, "")
     moving = abs(trend.z) > z

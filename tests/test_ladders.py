@@ -76,6 +76,12 @@ def test_the_trend_rule_on_rising_flat_and_falling_ladders():
     assert ladder_trend({100: [0.5, None], 101: [0.4, 0.3]}, 0.1, "k").verdict.startswith("too few runs")
     same = ladder_trend({100: [0.5, 0.4], 101: [0.5, 0.4]}, 0.1, "k")  # alike on every seed: no spread
     assert math.isinf(same.z) and same.verdict.startswith("moving toward")
+    # every seed holding at the first rung, failing at the last: a verdict ladder that starts at the target moves away
+    held = {100: [1.0, 1.0, 0.0], 101: [1.0, 0.0, 0.0], 102: [1.0, 1.0, 0.0]}
+    assert ladder_trend(held, 1.0, "k", goal="holding").verdict == "moving away from holding as k grows"
+    assert ladder_trend({s: v[::-1] for s, v in held.items()}, 1.0, "k", goal="holding").verdict.startswith(
+        "moving toward"
+    )
 
 
 def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):
