@@ -145,10 +145,12 @@ PLAN = [
             "gap-grows-with-d-2-layers",
             "gap-grows-with-d-3-layers",
         ),
-        "the paper's batch is 4 096 prompts where quick's is 512, the largest factor between the recipes",
+        "the paper's batch is 4 096 prompts where quick's is 512, the largest factor between the recipes; the "
+        "one-layer models at N = 20 alone, the N its depth and d comparisons read",
         key="train.batch_size",
         rungs=(512, 1024, 2048, 4096),
         follow="deeper-beats-one-layer",
+        overrides=("n_contexts=[20]",),
     ),
     Step(
         "gpt-linear-steps",
