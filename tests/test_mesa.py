@@ -394,7 +394,7 @@ def test_best_diagonal_of_sparse_starts_is_one_over_c_squared():
 
 def _ab_setting(kind: str, scatter: float, diagonal_ab: float, full_ab: float):
     """A mesa-ar setting (d = 5, T = 100, scale 1) with the training set's relative ``scatter``, whose diagonal and
-        full models ended at these relative distances above ab*, their ratios (full and diagonal part) as far above
+    full models ended at these relative distances above ab*, their ratios (full and diagonal part) as far above
     ab*·E|x₁|², the predictor at ab*'s."""
     from iclab.experiments.mesa_ar import Run, Setting
 

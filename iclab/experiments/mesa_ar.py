@@ -236,7 +236,7 @@ def _evaluate_run(
     test, targets = s.test, s.test.targets.cpu()
     with torch.no_grad():
         prediction = trained(test.tokens, test.n_context)  # (B, T − 2, d)
-        part = prediction if trained.diagonal_only else trained.diagonal_part()(test.tokens, test.n_context)
+        part_prediction = prediction if trained.diagonal_only else trained.diagonal_part()(test.tokens, test.n_context)
     products = trained.diagonal_product().detach().cpu().to(fitted.dtype)  # (d,)
     loss = prompt_losses(prediction, test.targets, "half_sse").mean().item()
     run = Run(
@@ -250,7 +250,7 @@ def _evaluate_run(
         offdiag=trained.off_diagonal_ratio(),
         relative_loss=loss / s.zero_loss,
         ratio=_ratio_over_time(prediction.cpu(), targets),
-        diagonal_ratio=_ratio_over_time(part.cpu(), targets),
+        diagonal_ratio=_ratio_over_time(part_prediction.cpu(), targets),
         trained=trained,
     )
     return run, loss
