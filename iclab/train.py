@@ -335,7 +335,8 @@ class TrainingDiverged(ConfigError):
 
 @dataclass
 class TrainResult:
-    """Trained models (one per seed, in the order of ``seeds``) and the logged history.
+    """Trained models (one per seed, in the order of ``seeds``; none in a result of the history alone,
+    :meth:`without_models`) and the logged history.
 
     ``history`` rows are ``{"seed", "step", "metric", "value"}`` (metric ``train_loss`` plus
     whatever the callback returned).
@@ -358,7 +359,12 @@ class TrainResult:
         """The result of ``seeds`` alone (each one of :attr:`seeds`): their models and history rows."""
         models, wanted = self.by_seed, set(seeds)
         history = [r for r in self.history if r["seed"] in wanted]
-        return TrainResult([models[s] for s in seeds], history, list(seeds), self.earlier_seconds)
+        kept = [models[s] for s in seeds] if self.models else []
+        return TrainResult(kept, history, list(seeds), self.earlier_seconds)
+
+    def without_models(self) -> TrainResult:
+        """This result's history alone, for a caller that reads curves only and need not hold the models."""
+        return dataclasses.replace(self, models=[])
 
     def curve(self, seed: int, metric: str) -> dict[int, float]:
         """``{step: value}`` of ``metric`` for ``seed``'s model, at every logging step."""

@@ -109,14 +109,17 @@ def test_recipe_cost_times_every_model_and_records_an_estimate_that_show_prints(
 
     monkeypatch.setattr(train_throughput, "RESULTS", tmp_path / "results.json")
     monkeypatch.setattr(recipe_cost, "TIMES", tmp_path / "times.json")
-    result = recipe_cost.main(["lsa-linear", "--scale", "smoke", "--steps", "4", "--threads", "1"])
+    result = recipe_cost.main(
+        ["lsa-linear", "--scale", "smoke", "--steps", "4", "--threads", "1", "--set", "train.steps=24"]
+    )
     found = result["estimates"]["lsa-linear"]
     planned = {name: m["planned_steps"] for name, m in found["models"].items()}
-    assert planned == {"lsa-isotropic": 20, "lsa-anisotropic": 20}
+    assert planned == {"lsa-isotropic": 24, "lsa-anisotropic": 24}  # the smoke recipe's 20, changed by --set
     assert found["seconds"] == sum(m["planned_steps"] * m["step_seconds"] for m in found["models"].values())
     assert all(map(math.isfinite, (m["step_seconds"] for m in found["models"].values())))
     times = json.loads((tmp_path / "times.json").read_text())["experiments"]["lsa-linear"]["smoke"]
     assert times["estimated"] and times["timed_steps"] == 4 and times["seconds"] == round(found["seconds"], 1)
+    assert times["overrides"] == {"train.steps": 24}
     monkeypatch.setattr(experiments, "TIMES", tmp_path / "times.json")
     experiments._times.cache_clear()
     try:
@@ -138,3 +141,16 @@ def test_a_timed_run_keeps_the_warm_up_its_recipe_needs_to_stay_finite():
     cost = api.time_recipe("mesa-ar", "smoke", steps=10, overrides={**sharp, "full_model.sparse": []})
     assert cost["models"] and all(model["step_seconds"] > 0 for model in cost["models"].values())
     assert cost["models"]["gaussian-1-full-a2-b2"]["planned_steps"] == 20
+
+
+def test_the_generated_corpus_reads_as_wikitext_and_its_bpe_reaches_the_vocabulary_asked(tmp_path):
+    import generated_wikitext
+
+    from iclab.data import wikitext
+    from iclab.data.tokenizer import BPETokenizer
+
+    corpus = wikitext(generated_wikitext.write_corpus(tmp_path / "wiki", megabytes=0.2, words=3000))
+    sizes = [len(corpus.train), len(corpus.validation), len(corpus.test)]
+    assert sum(sizes) >= 0.2e6 and sizes[0] > 8 * sizes[1] and sizes[1] > 0 and sizes[2] > 0
+    assert BPETokenizer.train(corpus.train, 2000).vocab_size == 2000  # the model gets the shapes it is timed at
+    assert generated_wikitext.generated_text(0.01, 100) == generated_wikitext.generated_text(0.01, 100)  # seeded

@@ -1,5 +1,6 @@
 """Why a claim does not reproduce: the non-reproductions page from hand-written runs and a ladder (no training)."""
 
+import dataclasses
 import html
 import json
 import shutil
@@ -94,6 +95,8 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert "the paper's recipe takes about 2 h 00 min a seed on 2 thread(s) of cpu (estimated from a timed run" in (
         found["laddered"].verdict
     )
+    stand_in = dataclasses.replace(found["laddered"], cost={**cost, "overrides": {"data.path": "generated"}})
+    assert "(estimated from a timed run with data.path changed, 2026-11-27)" in stand_in.verdict
     assert found["laddered"].distance == api.recipe_distance("lsa-linear", "quick")
     (_, followed), (_, by_verdicts) = found["laddered"].ladders[0], found["no-number"].ladders[0]
     assert followed.own_target and followed.target == 0.05  # the sweep's --claim-target, drawn as "the target"

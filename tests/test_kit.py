@@ -213,6 +213,31 @@ def test_a_seed_trained_beside_others_trains_as_it_does_alone(tmp_path):
     assert passes[3].folder.figure("f").parent.name == "figures"  # the first seed's figures are the run's
 
 
+def test_a_model_trained_for_its_history_alone_is_not_held_by_the_run(tmp_path):
+    import gc
+    import weakref
+
+    made = []
+
+    def make(g):
+        made.append(LinearSelfAttention(4, generator=g))
+        return made[-1]
+
+    prompts = {"task": TASK, "format": PairedFormat(), "train": {"steps": 4, "batch_size": 16, "log_every": 2}}
+    run = _context(tmp_path, seeds=2)  # seeds 3, 4
+    passes = [run.for_seed(seed) for seed in run.seeds]
+    first = passes[0].trained("lsa", make, keep_models=False, **prompts)
+    assert first.models == [] and first.seeds == [3] and first.curve(3, "train_loss")
+    trained = [weakref.ref(model) for model in made]
+    made.clear()
+    gc.collect()
+    assert [ref() for ref in trained] == [None] * len(trained)  # nothing holds the trained models
+    second = passes[1].trained("lsa", make, keep_models=False, **prompts)  # the other seed's pass: its history
+    assert second.seeds == [4] and second.curve(4, "train_loss") and len(run._trained["lsa"]) == 1  # trained once
+    with pytest.raises(ValueError, match="without keeping its models"):
+        passes[1].trained("lsa", make, **prompts)
+
+
 def test_claims_over_seeds_keep_each_seeds_verdict_and_apply_the_rule():
     from iclab.claims import Claim, over_seeds, seed_entries
 

@@ -460,6 +460,7 @@ def _fit(
         callback=held_out({"validation": loss("validation"), "test": loss("test")}),
         together=True,
         vectorize=model not in RECURRENT,
+        keep_models=False,  # read by its curves alone: the paper scale's many wide models need not stay in memory
     )
     out = {}
     for seed in seeds:

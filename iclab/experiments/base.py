@@ -205,6 +205,7 @@ class RunContext:
         seeds: Iterable[int] | None = None,
         setting: str | None = None,
         together: bool | None = None,
+        keep_models: bool = True,
         **kwargs,
     ) -> TrainResult:
         """The trained models ``name``, one per seed (default :attr:`seeds`), a :class:`~iclab.train.TrainResult`:
@@ -222,7 +223,10 @@ class RunContext:
         (``ctx.eval_episode(..., seed=s)``); ``together=False``: the recipe depends on the seed (a task drawn
         from it). Explicit ``seeds`` train exactly those. Asked again for ``name`` with the same recipe, it
         returns the trained models (:meth:`_trained_already`). The weights files record what
-        :func:`iclab.load_model` needs (:meth:`_facts`).
+        :func:`iclab.load_model` needs (:meth:`_facts`). ``keep_models=False``: the caller reads the history alone
+        (curves, best steps), so neither the result nor the run holds the models (their weights are in the run's
+        checkpoints): a run of many large models, e.g. abstract-symbols' copying widths up to 4096 at the paper
+        scale, would otherwise hold every one until it ends.
         """
         config = TrainConfig.from_config(train)
         if (data is None) == (task is None) or (task is None) != (format is None):
@@ -231,7 +235,7 @@ class RunContext:
         wanted = self.seeds if seeds is None else list(seeds)
         seeds = self._seeds_to_train(seeds, together, kwargs) or wanted
         recipe = {"train": dataclasses.asdict(config), "vectorize": kwargs.get("vectorize", True), **_data_recipe(data)}
-        trained = self._trained_already(name, make_model, recipe, seeds, wanted)
+        trained = self._trained_already(name, make_model, recipe, seeds, wanted, keep_models)
         if trained is not None:
             self.ledger.uses(name)
             return trained
@@ -245,7 +249,10 @@ class RunContext:
             self.log(setting=setting, model=name, **row)
         if self.live is not None:
             self.live.flush(self.rows)
-        self._trained.setdefault(name, []).append(({**recipe, "model": describe(result.models[0])}, result))
+        known = {**recipe, "model": describe(result.models[0])}
+        if not keep_models:
+            result = result.without_models()
+        self._trained.setdefault(name, []).append((known, result))
         return result.select(wanted)
 
     def _train(
@@ -295,11 +302,14 @@ class RunContext:
             together = kwargs.get("callback") is None and kwargs.get("init") is None
         return self.together if seeds is None and self.together is not None and together else None
 
-    def _trained_already(self, name: str, make_model, recipe: dict, seeds: list[int], wanted: list[int]):
+    def _trained_already(
+        self, name: str, make_model, recipe: dict, seeds: list[int], wanted: list[int], keep_models: bool = True
+    ):
         """The result of model ``name`` for the ``wanted`` seeds when this run has trained them with this
         ``recipe`` (training config, data kind, task, prompt format and model description), whichever
         ``setting`` asked first (the model keeps its rows and checkpoint), else None. Another recipe for any
-        of ``seeds`` raises ``ValueError``: the two would share one checkpoint folder. A task without a
+        of ``seeds`` raises ``ValueError``: the two would share one checkpoint folder; so does asking for the
+        models of one trained with ``keep_models=False``. A task without a
         description is compared by the prompts it draws, a data source without a task by its ``describe()``
         (by identity when it has none)."""
         for known, result in self._trained.get(name, []):
@@ -312,6 +322,11 @@ class RunContext:
                     f"model {name!r} was already trained in this run with another recipe "
                     f"({', '.join(differ)} differ): give the new one its own name, or, when the recipe "
                     "depends on the seed, train it with together=False"
+                )
+            if keep_models and not result.models:
+                raise ValueError(
+                    f"model {name!r} was trained in this run without keeping its models (keep_models=False): "
+                    "ask for them the first time it trains"
                 )
             if set(wanted) <= set(result.seeds):
                 return result.select(wanted)
