@@ -303,7 +303,7 @@ class RunContext:
         return self.together if seeds is None and self.together is not None and together else None
 
     def _trained_already(
-        self, name: str, make_model, recipe: dict, seeds: list[int], wanted: list[int], keep_models: bool = True
+        self, name: str, make_model, recipe: dict, seeds: list[int], wanted: list[int], keep_models: bool
     ):
         """The result of model ``name`` for the ``wanted`` seeds when this run has trained them with this
         ``recipe`` (training config, data kind, task, prompt format and model description), whichever
