@@ -137,3 +137,32 @@ def test_a_ladder_follows_a_claim_judged_over_seeds_by_its_effect(tmp_path):
     assert steps.trend.verdict == "moving toward holding as train.steps grows"
     page = write_sweep_report(sweep).read_text()
     assert "its number is each seed's effect" in page and json.loads((sweep.path / "ladder.json").read_text())["effect"]
+
+
+def test_a_ladder_of_verdicts_keeps_the_claims_own_number_beside_them(tmp_path):
+    """A claim with a measured number but no paper number to move toward (gpt-linear's tracks-ols) is diagnosed by
+    its verdicts; its number is kept beside them with its own direction, a lead that is never the diagnosis."""
+    grid = {"train.steps": [1000, 2000, 4000], "seed": [100, 101, 102]}
+    rung = {1000: 0, 2000: 1, 4000: 2}
+
+    def claims_at(point):
+        gap = 0.09 - 0.01 * rung[point["train.steps"]] + (point["seed"] - 100) * 0.002
+        return [Claim("tracks-ols", "P", "s", gap, "0.02 at k = d", False, "paper", "trained", "F")]
+
+    sweep = _ladder_sweep(tmp_path, "gpt-linear", grid, "tracks-ols", claims_at)
+    steps = ladder(sweep)
+    assert steps.verdicts and steps.target == 1.0 and steps.trend.verdict == "not moving as train.steps grows"
+    assert steps.measured[101] == [pytest.approx(0.092), pytest.approx(0.082), pytest.approx(0.072)]
+    assert steps.measured_trend.verdict == "falling as train.steps grows"
+    page = write_sweep_report(sweep).read_text()
+    assert "drawn beside: falling as train.steps grows (a lead, not the diagnosis)" in page
+    record = json.loads((sweep.path / "ladder.json").read_text())
+    assert record["measured_trend"]["verdict"] == "falling as train.steps grows" and len(record["measured"]) == 3
+    held = _ladder_sweep(
+        tmp_path / "held",
+        "gpt-linear",
+        grid,
+        "aba",
+        lambda point: [Claim("aba", "P", "s", {"k=1": 0.1}, "0.02", False, "paper", "trained", "F")],
+    )
+    assert ladder(held).measured is None  # no number at all: the verdicts alone

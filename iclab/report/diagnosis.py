@@ -36,7 +36,7 @@ from ..config import ConfigError
 from ..formatting import duration
 from ..runs import SweepFolder, write_atomic
 from .index import ClaimRow, Scoreboard, aggregate
-from .sweep import Ladder, followed_claim, ladder, ladder_figure
+from .sweep import Ladder, followed_claim, ladder, ladder_figure, rung_means
 
 FIGURES = "non-reproductions"
 """The folder beside the non-reproductions page that holds its ladders' figures."""
@@ -224,8 +224,6 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
     if d.ladders:
         lines += ["", "**Ladders:**", ""]
         for path, steps in d.ladders:
-            means = [_mean([v[i] for v in steps.numbers.values() if v[i] is not None]) for i in range(len(steps.rungs))]
-            points = ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(steps.rungs, means) if m is not None)
             mean = (
                 "share of seeds holding"
                 if steps.verdicts
@@ -234,9 +232,15 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
                 else f"mean toward {steps.target:g}"
             )
             lines.append(
-                f"- `{path.name}`: {steps.key} = {points} ({mean} over {len(steps.numbers)} seeds): "
-                f"{steps.trend.verdict}"
+                f"- `{path.name}`: {steps.key} = {_points(steps.rungs, steps.numbers)} ({mean} over "
+                f"{len(steps.numbers)} seeds): {steps.trend.verdict}"
             )
+            if steps.measured:
+                lines.append(
+                    f"  - its measured number, which the paper gives no number to follow, beside the verdicts: "
+                    f"{steps.key} = {_points(steps.rungs, steps.measured)} (mean over seeds): "
+                    f"{steps.measured_trend.verdict} (a lead, not the diagnosis)"
+                )
             if figures is not None:
                 drawn = ladder_figure(figures / f"{path.name}_{steps.claim}.png", steps)
                 lines.append(f"\n  ![{steps.claim} along {steps.key}]({figures.name}/{drawn.name})")
@@ -262,8 +266,9 @@ def _cost_lines(row: ClaimRow) -> list[str]:
     return [f"**Its cost at this scale:** {'; '.join(costs)}.", ""] if costs else []
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+def _points(rungs: list, numbers: dict[int, list[float | None]]) -> str:
+    """Each rung with the mean over seeds of its numbers, where any was measured."""
+    return ", ".join(f"{rung}: {m:.4g}" for rung, m in zip(rungs, rung_means(numbers)) if m is not None)
 
 
 def write_non_reproductions(diagnosed: list[Diagnosis], path: str | Path) -> Path:

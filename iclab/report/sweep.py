@@ -38,6 +38,12 @@ class Ladder:
     effect: bool = False
     untouched: bool = False
     """Every seed measured the claim identically at every rung: the swept key does not reach what the claim reads."""
+    measured: dict[int, list[float | None]] | None = None
+    """For a ladder of verdicts whose claim measures a number with no paper number to move toward: that number per
+    seed and rung, shown beside the verdicts (a lead, never the diagnosis, which the rule fixed before reads from
+    the verdicts)."""
+    measured_trend: Trend | None = None
+    """The direction of ``measured`` by the same rule, without a target: rising, falling or not moving."""
 
 
 def followed_claim(spec: dict) -> str | None:
@@ -52,7 +58,9 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
     target or the paper's number. A claim judged over seeds with no number to move toward is followed by its effect,
     toward holding (a point runs one seed: it measures such a claim and judges it nowhere); any other claim with no
     number there, or no number to move toward, by its verdicts (:func:`iclab.ladders.verdict_number`, toward
-    holding): "toward the paper" needs a target. None for a sweep that follows no claim or sweeps several keys."""
+    holding): "toward the paper" needs a target; such a ladder keeps the claim's own number, where it measures one,
+    beside the verdicts (``measured``, with its direction). None for a sweep that follows no claim or sweeps several
+    keys."""
     spec = sweep.read_spec()
     claim, _, path = (follow or spec.get("claim") or "").partition(":")
     keys = [key for key in spec["grid"] if key != "seed"]
@@ -84,7 +92,8 @@ def ladder(sweep: SweepFolder, follow: str | None = None) -> Ladder | None:
         return Ladder(claim, key, rungs, numbers, None, trend, effect=True, untouched=untouched)
     if target is None or not measured:
         trend = ladder_trend(verdicts, 1.0, key, goal="holding")
-        return Ladder(claim, key, rungs, verdicts, 1.0, trend, True, untouched=untouched)
+        beside = {"measured": numbers, "measured_trend": ladder_trend(numbers, None, key)} if measured else {}
+        return Ladder(claim, key, rungs, verdicts, 1.0, trend, True, untouched=untouched, **beside)
     trend = ladder_trend(numbers, target, key)
     return Ladder(claim, key, rungs, numbers, target, trend, own_target=given is not None, untouched=untouched)
 
@@ -164,20 +173,15 @@ def _key_figure(path: Path, values: pd.DataFrame, key: str, others: list[str], m
 def ladder_figure(path: Path, steps: Ladder) -> Path:
     """The claim's number against the ladder's key: each seed's points, their mean with the min–max band, and the
     target (the paper's number, or holding for a ladder of verdicts; no effect for a ladder of effects) as a dashed
-    line; drawn to ``path``."""
-    from .figures import band_line, new_figure, save
+    line; a ladder of verdicts with a number beside them (``measured``) draws that number in a second panel, titled
+    by its own direction. Drawn to ``path``."""
+    from .figures import new_figure, save
 
-    fig, (ax,) = new_figure(1, width=5.0, height=3.8)
+    fig, axes = new_figure(2 if steps.measured else 1, width=5.0, height=3.8)
     numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in steps.rungs)
     x = list(steps.rungs) if numeric else list(range(len(steps.rungs)))
-    for seed, values in steps.numbers.items():
-        ax.plot(x, [float("nan") if v is None else v for v in values], "o", ms=3, alpha=0.6, label=f"seed {seed}")
-    columns = list(zip(*steps.numbers.values()))
-    kept = [[v for v in column if v is not None] for column in columns]
-    rows = [(xi, sum(v) / len(v), min(v), max(v)) for xi, v in zip(x, kept) if v]
-    if rows:
-        xs, mean, low, high = (list(c) for c in zip(*rows))
-        band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
+    ax = axes[0]
+    _seeds_and_band(ax, x, steps.numbers)
     if steps.target is not None:
         goal = (
             "holds"
@@ -187,16 +191,47 @@ def ladder_figure(path: Path, steps: Ladder) -> Path:
         ax.axhline(steps.target, color="tab:red", ls="--", lw=1, label=goal)
     if steps.effect:
         ax.axhline(0.0, color="tab:red", ls="--", lw=1, label="no effect")
-    if not numeric:
-        ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
-    elif min(x) > 0 and max(x) / min(x) >= 8:
-        ax.set_xscale("log", base=2)
-    ax.set_xlabel(steps.key)
     label = f"{steps.claim}: " + ("verdict (1 holds)" if steps.verdicts else "effect per seed" if steps.effect else "")
     ax.set_ylabel(label.removesuffix(": "), fontsize=8)
     ax.set_title(steps.trend.verdict, fontsize=9)
-    ax.legend(fontsize=6)
+    if steps.measured:
+        _seeds_and_band(axes[1], x, steps.measured)
+        axes[1].set_ylabel(f"{steps.claim}: its measured number (no paper number)", fontsize=8)
+        axes[1].set_title(f"a lead, not the diagnosis: {steps.measured_trend.verdict}", fontsize=8)
+    for ax in axes:
+        if not numeric:
+            ax.set_xticks(x, [str(v) for v in steps.rungs], rotation=30, fontsize=8)
+        elif min(x) > 0 and max(x) / min(x) >= 8:
+            ax.set_xscale("log", base=2)
+        ax.set_xlabel(steps.key)
+        ax.legend(fontsize=6)
     return save(fig, path)
+
+
+def _seeds_and_band(ax, x: list, numbers: dict[int, list[float | None]]) -> None:
+    """Each seed's numbers at the rungs ``x`` as points, and their mean over seeds with the min–max band."""
+    from .figures import band_line
+
+    for seed, values in numbers.items():
+        ax.plot(x, [float("nan") if v is None else v for v in values], "o", ms=3, alpha=0.6, label=f"seed {seed}")
+    rows = [(xi, mean, min(v), max(v)) for xi, v, mean in zip(x, _kept(numbers), rung_means(numbers)) if v]
+    if rows:
+        xs, mean, low, high = (list(c) for c in zip(*rows))
+        band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
+
+
+def _kept(numbers: dict[int, list[float | None]]) -> list[list[float]]:
+    """Per rung, the seeds' numbers measured there."""
+    return [[v for v in column if v is not None] for column in zip(*numbers.values())]
+
+
+def rung_means(numbers: dict[int, list[float | None]]) -> list[float | None]:
+    """Per rung, the mean of the seeds' numbers measured there (None where none was)."""
+    return [sum(v) / len(v) if v else None for v in _kept(numbers)]
+
+
+def _trend_record(trend: Trend) -> dict:
+    return {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds}
 
 
 def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
@@ -210,8 +245,13 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         "target": steps.target,
         "verdicts": steps.verdicts,
         "effect": steps.effect,
-        "trend": {"verdict": trend.verdict, "slope": trend.slope, "stderr": trend.stderr, "seeds": trend.seeds},
+        "trend": _trend_record(trend),
     }
+    if steps.measured:
+        record |= {
+            "measured": {str(seed): values for seed, values in steps.measured.items()},
+            "measured_trend": _trend_record(steps.measured_trend),
+        }
     write_atomic(sweep.path / "ladder.json", json.dumps(record, indent=1, default=str) + "\n")
     figure = ladder_figure(sweep.figure(f"ladder_{steps.claim}"), steps)
     data = base64.b64encode(figure.read_bytes()).decode()
@@ -227,6 +267,12 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         "than 2 standard errors from 0, toward the paper's number or away from it."
         + (
             " The claim gives no number to follow, so its number is each seed's verdict: 1 holds, 0 fails."
+            + (
+                f" Its measured number, which the paper gives no number for, is drawn beside: "
+                f"{steps.measured_trend.verdict} (a lead, not the diagnosis)."
+                if steps.measured
+                else ""
+            )
             if steps.verdicts
             else " The claim is judged over seeds, so its number is each seed's effect, the difference its test "
             "averages; it holds for a mean effect above 0 by its standard errors, so a rising effect moves toward "
