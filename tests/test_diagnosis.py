@@ -106,7 +106,7 @@ def test_each_non_reproducing_claim_gets_its_distance_cost_runs_and_diagnosis(tm
     assert "## `laddered` (lsa-linear, quick)" in page and "`train.steps`: 2000 → 20000" in page
     assert "- `ladder-laddered`: train.steps = 2000: 0.4, 4000: 0.22" in page
     assert "the paper recipe's cost on this machine is not measured" in page
-    beside = "its measured number, which the paper gives no number to follow, beside the verdicts: train.steps = "
+    beside = "its measured number, with no paper number to move toward, beside the verdicts: train.steps = "
     assert f"{beside}2000: 0.6033, 4000: 0.6033 (mean over seeds): not moving as train.steps grows (a lead" in page
     assert page.count(beside) == 1  # no-number measures no number: its verdicts alone
     assert "**Its cost at this scale:** 12 s of `lsa-linear-seed100`'s 30 s (40%; parts iso)." in page

@@ -237,7 +237,7 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
             )
             if steps.measured:
                 lines.append(
-                    f"  - its measured number, which the paper gives no number to follow, beside the verdicts: "
+                    f"  - its measured number, with no paper number to move toward, beside the verdicts: "
                     f"{steps.key} = {_points(steps.rungs, steps.measured)} (mean over seeds): "
                     f"{steps.measured_trend.verdict} (a lead, not the diagnosis)"
                 )

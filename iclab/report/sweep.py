@@ -268,7 +268,7 @@ def _ladder_section(sweep: SweepFolder, steps: Ladder) -> str:
         + (
             " The claim gives no number to follow, so its number is each seed's verdict: 1 holds, 0 fails."
             + (
-                f" Its measured number, which the paper gives no number for, is drawn beside: "
+                f" Its measured number, with no paper number to move toward, is drawn beside: "
                 f"{steps.measured_trend.verdict} (a lead, not the diagnosis)."
                 if steps.measured
                 else ""
