@@ -214,7 +214,7 @@ def _seeds_and_band(ax, x: list, numbers: dict[int, list[float | None]]) -> None
 
     for seed, values in numbers.items():
         ax.plot(x, [float("nan") if v is None else v for v in values], "o", ms=3, alpha=0.6, label=f"seed {seed}")
-    rows = [(xi, mean, min(v), max(v)) for xi, v, mean in zip(x, _kept(numbers), rung_means(numbers)) if v]
+    rows = [(xi, sum(v) / len(v), min(v), max(v)) for xi, v in zip(x, _kept(numbers)) if v]
     if rows:
         xs, mean, low, high = (list(c) for c in zip(*rows))
         band_line(ax, xs, mean, low, high, color="k", lw=1.5, label="mean, min–max over seeds")
