@@ -213,6 +213,11 @@ def test_every_step_of_the_diagnosis_plan_is_a_valid_command_of_a_valid_recipe(t
             assert list(step.rungs) == sorted(step.rungs), step.name
     text = plan.show(tmp_path)
     assert all(f"{step.name} ({step.experiment})" in text for step in plan.PLAN)
+    ladder = next(step for step in plan.PLAN if step.key is not None)
+    (tmp_path / f"ladder-{ladder.name}").mkdir()
+    (tmp_path / f"ladder-{ladder.name}" / "sweep.yaml").write_text("experiment: x\n")  # begun, then stopped
+    assert ladder.command(tmp_path) == ["sweep", "--resume", str(tmp_path / f"ladder-{ladder.name}")]
+    assert _parser().parse_args(ladder.command(tmp_path)).resume
 
 
 def test_an_estimate_of_a_run_that_trains_nothing_says_so_rather_than_zero_seconds(tool):

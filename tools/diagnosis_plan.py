@@ -50,18 +50,21 @@ class Step:
     seeds: tuple[int, int] = (100, 102)
 
     def command(self, root: Path) -> list[str]:
-        """The ``iclab`` command line of this step, its runs under ``root``."""
+        """The ``iclab`` command line of this step, its runs under ``root``; a ladder already begun there resumes."""
         first, last = self.seeds
         sets = [arg for assignment in self.overrides for arg in ("--set", assignment)]
         if self.key is None:
             seeds = f"{first}-{last}"
             return ["reproduce", "--scale", self.scale, "--seeds", seeds, "--only", self.experiment, "--out", str(root)]
+        folder = root / f"ladder-{self.name}"
+        if (folder / "sweep.yaml").is_file():  # an interrupted ladder: finish it (its folder refuses a new sweep)
+            return ["sweep", "--resume", str(folder)]
         grid = f"{self.key}={','.join(map(str, self.rungs))}"
         target = [] if self.target is None else ["--claim-target", str(self.target)]
         return [
             *("sweep", self.experiment, "--scale", self.scale, "--grid", grid, "--set", f"seed={first}"),
             *("--seeds", str(last - first + 1), "--claim", self.follow, *target, *sets),
-            *("--out", str(root / f"ladder-{self.name}")),
+            *("--out", str(folder)),
         ]
 
     def costliest(self) -> dict:
