@@ -64,13 +64,6 @@ from .losses import batch_loss
 from .prompts import Prompt
 from .rng import generator
 
-# CPU arithmetic flushes subnormal floats (below 1.2e-38 in fp32) to zero from here on, in this process: x86
-# arithmetic on them is many times slower than on normal floats, and a model whose outputs saturate fills its
-# gradients with them (abstract-symbols' wide copying models: docs/performance.md). The switch is per thread and a
-# new thread inherits its creator's, so it is set at import, before torch starts its worker threads. Values that
-# small change no fp32 result a run reads.
-torch.set_flush_denormal(True)
-
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "tf32", "bf16")
