@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup reproduce lint docs test test-slow pages clean
+.PHONY: setup reproduce lint docs test test-slow test-fuzz pages clean
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,10 @@ test: lint docs
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The property tests with fresh draws, many of them (`make test` draws the same ones every run: tests/conftest.py).
+test-fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q tests/test_config_fuzz.py tests/test_shifts.py
 
 # The pages written from the evaluation runs, from their records in results/ (`iclab archive runs/eval results`
 # keeps them; docs/run-folder.md): the claim x seed table, the non-reproductions and what each claim costs.

@@ -5,6 +5,15 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+
+# Property tests draw the same examples on every machine and every run (a fixed seed, no example
+# database): a fresh clone runs exactly what passed here, so CI cannot fail at random on code nobody
+# touched. `make test-fuzz` (HYPOTHESIS_PROFILE=explore) draws fresh examples, many more of them; what it
+# finds is pinned with @example.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", max_examples=2000, database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 # Threads per test process: 2 (the CI machine's cores) unless ICLAB_TEST_THREADS says otherwise (e.g. 1
 # beside another job, where two 2-thread processes would spin against each other).
@@ -26,6 +35,21 @@ def _load_tool(name: str):
 def tool():
     """Loads a script of tools/ as a module: ``tool("claim_costs")``."""
     return _load_tool
+
+
+def _cap_memory(gigabytes: float) -> None:
+    """Cap this test process's data segment (heap and private mappings) at ``gigabytes``, so a test that would
+    allocate beyond it fails at once with torch's "can't allocate memory" instead of holding the machine
+    (ICLAB_TEST_MEMORY_GB; 0 lifts the cap)."""
+    import resource
+
+    if gigabytes > 0:
+        limit = int(gigabytes * 2**30)
+        _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+        resource.setrlimit(resource.RLIMIT_DATA, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+
+
+_cap_memory(float(os.environ.get("ICLAB_TEST_MEMORY_GB", "8")))
 
 
 @pytest.fixture(autouse=True)

@@ -17,22 +17,27 @@ from ..rng import generator as make_generator
 from .base import Episode
 
 
-def _as_matrix(cov: Sequence | torch.Tensor | None, d: int) -> torch.Tensor:
-    """Covariance from ``None`` (identity), a vector of eigenvalues (diagonal) or a matrix."""
+def _covariance(cov: Sequence | torch.Tensor | None, d: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """A covariance from ``None`` (identity), a vector of eigenvalues (diagonal) or a matrix, as ``(variances,
+    matrix)``: the diagonal's variances ``(d,)`` and no matrix for the first two (so a large d stores d numbers,
+    not d²), or no variances and the checked ``(d, d)`` matrix for the third."""
     if cov is None:
-        return torch.eye(d, dtype=torch.float64)
+        return torch.ones(d, dtype=torch.float64), None
     cov = torch.as_tensor(cov, dtype=torch.float64)
     if cov.ndim == 1:
         if cov.shape != (d,):
-            raise ConfigError(f"covariance eigenvalues must have length d={d}, got {cov.shape[0]}")
+            raise ConfigError(
+                f"covariance eigenvalues (task.cov) must have length d={d}, got {cov.shape[0]}: "
+                "change task.cov with task.d, or set task.cov=null (identity)"
+            )
         if (cov <= 0).any():
             raise ConfigError("covariance eigenvalues must be positive")
-        return torch.diag(cov)
+        return cov, None
     if cov.shape != (d, d):
         raise ConfigError(f"covariance must be {d}x{d}, got {tuple(cov.shape)}")
     if not torch.allclose(cov, cov.T) or torch.linalg.eigvalsh(cov).min() <= 0:
         raise ConfigError("covariance must be symmetric positive definite")
-    return cov
+    return None, cov
 
 
 class GaussianInputs:
@@ -48,14 +53,14 @@ class GaussianInputs:
         self, d: int, cov=None, mean=None, mean_scale: float = 0.0, n_means: int | None = None, means_seed: int = 0
     ):
         self.d = d
-        self.cov = _as_matrix(cov, d)
+        self.variances, self._cov = _covariance(cov, d)  # (d,) or None, None or (d, d)
         self.mean = None if mean is None else torch.as_tensor(mean, dtype=torch.float64)
         if self.mean is not None and self.mean.shape != (d,):
             raise ConfigError(f"mean must have length d={d}, got {tuple(self.mean.shape)}")
         if mean_scale < 0:
             raise ConfigError("mean_scale must be >= 0")
         self.mean_scale = mean_scale
-        self._chol = torch.linalg.cholesky(self.cov)
+        self._chol = None if self._cov is None else torch.linalg.cholesky(self._cov)
         self.means = None  # (K, d) fixed set of means, float64
         if n_means is not None:
             if not isinstance(n_means, int) or n_means < 1:
@@ -71,7 +76,7 @@ class GaussianInputs:
     def sample(self, batch: int, n_points: int, generator: torch.Generator, dtype=torch.float32):
         device = generator.device
         z = torch.randn(batch, n_points, self.d, generator=generator, device=device, dtype=dtype)
-        x = z @ self._chol.to(device, dtype).T
+        x = z * self.variances.sqrt().to(device, dtype) if self._chol is None else z @ self._chol.to(device, dtype).T
         mu = torch.zeros(batch, self.d, device=device, dtype=dtype)
         if self.mean is not None:
             mu = mu + self.mean.to(device, dtype)
@@ -84,6 +89,11 @@ class GaussianInputs:
             mu = mu + self.mean_scale * torch.randn(batch, self.d, generator=generator, device=device, dtype=dtype)
         return x + mu[:, None, :], {"mu": mu, **truth}
 
+    @property
+    def cov(self) -> torch.Tensor:
+        """Λ as a dense ``(d, d)`` float64 matrix (made on use when it is diagonal)."""
+        return torch.diag(self.variances) if self._cov is None else self._cov
+
     def second_moment(self) -> torch.Tensor:
         """Λ = E[x xᵀ] (zero-mean case), float64."""
         return self.cov.clone()
@@ -95,7 +105,8 @@ class GaussianInputs:
             mu_square = (fixed + self.means).pow(2).sum(1).mean()
         else:
             mu_square = fixed.pow(2).sum() + self.d * self.mean_scale**2
-        return (torch.trace(self.cov) + mu_square).item()
+        trace = self.variances.sum() if self._cov is None else torch.trace(self._cov)
+        return (trace + mu_square).item()
 
     def fourth_moment(self, a: torch.Tensor) -> torch.Tensor:
         """E[x xᵀ A x xᵀ] = ΛAΛ + ΛAᵀΛ + tr(AΛ)Λ for zero-mean Gaussian x (Isserlis)."""
