@@ -5,10 +5,10 @@ Their repository (``eboix/relational-reasoning``) holds the model (``experiments
 (``experiments/dataset_utils.py``) unmodified; its experiment notebook, which holds their training loop, does not come
 with a fetched copy. So the loop here is the one the paper states (docs/papers.md §6): one fixed set of n samples over
 an n-symbol training alphabet, Adam at lr 1e-3, minibatches of 1024 (full batch for n ≤ 1024), shuffled as their
-``make_dataloaders`` does, the mean squared error on the ±1 labels (cross-entropy on copying's symbolic labels), for
-``--epochs`` epochs. Every ``--eval-every`` epochs (and at the last) it records the validation and test loss (their unseen alphabets), and writes
-one JSON: the curves, the test loss at the recorded epoch of lowest validation loss (iclab's reading), at the last epoch and
-the lowest over training.
+``make_dataloaders`` does, the mean squared error on the ±1 labels (cross-entropy on copying's symbolic labels),
+for ``--epochs`` epochs. Every ``--eval-every`` epochs (and at the last) it records the validation and test loss
+(their unseen alphabets), and writes one JSON: the curves, the test loss at the recorded epoch of lowest validation
+loss (iclab's reading), at the last epoch and the lowest over training.
 
 The one shim: their ``models.py`` imports ``torchvision``, which it never uses and whose PyPI wheel does not load
 beside the CPU build of torch here; an empty module stands in for it.
