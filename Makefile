@@ -40,10 +40,11 @@ test-fuzz: $(STAMP)
 	HYPOTHESIS_PROFILE=explore $(BIN)/python -m pytest -q tests/test_config_fuzz.py tests/test_shifts.py
 
 # The pages written from the evaluation runs, from their records in results/ (`iclab archive runs/eval results`
-# keeps them; docs/run-folder.md): the claim x seed table, the non-reproductions and what each claim costs.
+# keeps them; docs/run-folder.md): the claim x seed table, the non-reproductions, the parity with the authors' code
+# (its records in results/parity/, written by benchmarks/parity/) and what each claim costs.
 pages: $(STAMP)
 	$(BIN)/python tools/claim_costs.py results
-	$(BIN)/iclab report results --seed-table docs/seed-table.md --non-reproductions docs/non-reproductions.md
+	$(BIN)/iclab report results --seed-table docs/seed-table.md --non-reproductions docs/non-reproductions.md --parity docs/parity.md
 
 clean:
 	rm -rf $(VENV) runs site .pytest_cache

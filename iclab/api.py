@@ -49,6 +49,7 @@ from .report.diagnosis import diagnose as diagnose_claims
 from .report.diagnosis import verdicts
 from .report.index import Scoreboard
 from .report.live import LiveLog
+from .report.parity import write_parity
 from .runs import (
     WRITE_FAILURES,
     EvaluationFolder,
@@ -541,13 +542,20 @@ def _git_commit() -> dict:
         return {}
 
 
-def report(path: str | Path, seed_table: str | Path | None = None, non_reproductions: str | Path | None = None) -> Path:
+def report(
+    path: str | Path,
+    seed_table: str | Path | None = None,
+    non_reproductions: str | Path | None = None,
+    parity: str | Path | None = None,
+) -> Path:
     """(Re)write a sweep folder's, an evaluation folder's or a run folder's ``report.html``, or, for a
     folder of runs, every run's report and the folder's ``index.html``; returns the page written (the
     report or the index). ``seed_table``: also write the folder of runs' markdown claim × seed table to
     that path; ``non_reproductions``: also write why each paper claim that does not reproduce does not
     (:mod:`iclab.report.diagnosis`: the distance to the paper's recipe, its cost, the runs at it and the ladders
-    toward it, among the runs and sweeps of the folder). A run folder of a folder of runs whose files cannot be read
+    toward it, among the runs and sweeps of the folder, and the parity records under its ``parity/``); ``parity``: also
+    write the folder's parity page, each quantity measured by iclab and by the authors' code
+    (:mod:`iclab.report.parity`). A run folder of a folder of runs whose files cannot be read
     (or whose report cannot be written) is skipped and every other run reported; then a :class:`ConfigError` says
     which, a line each."""
     path = Path(path)
@@ -561,8 +569,10 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
         if (path / "config.yaml").exists()
         else None
     )
-    if kind and (seed_table is not None or non_reproductions is not None):
-        raise ConfigError(f"--seed-table and --non-reproductions read a folder of runs; {path} is a {kind} folder")
+    if kind and (seed_table is not None or non_reproductions is not None or parity is not None):
+        raise ConfigError(
+            f"--seed-table, --non-reproductions and --parity read a folder of runs; {path} is a {kind} folder"
+        )
     if kind == "sweep":
         return write_sweep_report(sweep)
     if kind == "evaluation":
@@ -580,6 +590,8 @@ def report(path: str | Path, seed_table: str | Path | None = None, non_reproduct
         write_seed_table(board, seed_table, recipe, explained)
     if non_reproductions is not None:
         write_non_reproductions(diagnosed, non_reproductions)
+    if parity is not None:
+        write_parity(path, parity)
     skipped = []
     for run in runs:  # a run whose files cannot be read or written is skipped, and said so; the others are reported
         try:

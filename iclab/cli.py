@@ -180,6 +180,12 @@ def _folder_verbs(sub) -> None:
         help="a folder of runs: also write to PATH why each paper claim that does not reproduce does not (its "
         "distance to the paper's recipe, that recipe's cost, runs at it and ladders toward it, the diagnosis)",
     )
+    report.add_argument(
+        "--parity",
+        metavar="PATH",
+        help="a folder of runs: also write to PATH its parity page (each quantity measured by iclab and by the "
+        "authors' own code at the same recipe, from the records under ROOT/parity)",
+    )
 
     archive = sub.add_parser(
         "archive",
@@ -542,6 +548,8 @@ def _dispatch(args, argv: list[str]) -> int:
         config = api.resolved_config(args.experiment, args.scale, args.overrides)
         print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
     elif args.command == "run":
+        if args.seed is not None and any(o.partition("=")[0].strip() == "seed" for o in args.overrides):
+            raise ConfigError("give the seed once: --seed S or --set seed=S, not both")
         overrides = args.overrides + ([] if args.seed is None else [f"seed={args.seed}"])
         _print_result(api.run(args.experiment, args.scale, args.seeds, overrides, args.out, args.device))
     elif args.command == "resume":
@@ -555,7 +563,9 @@ def _dispatch(args, argv: list[str]) -> int:
     elif args.command == "sweep":
         return _sweep(args)
     elif args.command == "report":
-        print(api.report(args.run_dir, args.seed_table, args.non_reproductions))
+        print(api.report(args.run_dir, args.seed_table, args.non_reproductions, args.parity))
+        if args.parity:
+            print(f"parity: {args.parity}")
         if args.seed_table:
             print(f"seed table: {args.seed_table}")
         if args.non_reproductions:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -67,7 +68,7 @@ def _flat_keys(config: Mapping[str, Any], prefix: str = "") -> list[str]:
     return keys
 
 
-def _coerce(key: str, value: Any, default: Any) -> Any:
+def coerce(key: str, value: Any, default: Any) -> Any:
     """Check ``value`` against the type of ``default``; ints are accepted for floats."""
     if default is None or value is None:
         return value
@@ -80,7 +81,7 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return value
     elif isinstance(default, str) and isinstance(value, str):
         return value
-    elif isinstance(default, (list, tuple)) and isinstance(value, list):
+    elif isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
         return value
     elif isinstance(default, Mapping) and isinstance(value, Mapping):
         return value
@@ -97,7 +98,7 @@ def set_key(config: dict, dotted_key: str, value: Any) -> None:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(f"unknown config key {dotted_key!r}{hint}")
         if depth == len(parts) - 1:
-            node[part] = _coerce(dotted_key, value, node[part])
+            node[part] = coerce(dotted_key, value, node[part])
         else:
             node = node[part]
 
@@ -111,15 +112,19 @@ def parse_assignment(text: str) -> tuple[str, Any]:
 
 
 _EXPONENT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+_SPECIAL = {"nan": math.nan, "inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf}
+"""Floats as people write them, which YAML reads as strings (it wants ``.nan`` and ``.inf``)."""
 
 
 def parse_value(key: str, raw: str) -> Any:
-    """A command-line value parsed as YAML (``3``, ``0.1``, ``[1, 2]``, ``true``); ``1e-3``, which
-    YAML 1.1 reads as a string, is a float."""
+    """A command-line value parsed as YAML (``3``, ``0.1``, ``[1, 2]``, ``true``); ``1e-3``, ``nan`` and ``inf``,
+    which YAML 1.1 reads as strings, are floats (a float key then takes or refuses them as any other value)."""
     try:
         value = yaml.safe_load(raw)
     except yaml.YAMLError as err:
         raise ConfigError(f"cannot parse value for {key!r}: {raw!r}") from err
+    if isinstance(value, str) and value.lower() in _SPECIAL:
+        return _SPECIAL[value.lower()]
     return float(value) if isinstance(value, str) and _EXPONENT.fullmatch(value) else value
 
 

@@ -71,11 +71,25 @@ compute, like the device itself: left out of a recipe, so a run is its recipe's 
 not (and a run of a recipe recorded before such a key existed still is)."""
 
 
+LATER_DEFAULTS = {"betas": [0.9, 0.999], "eps": 1e-8}
+"""Keys of a training block added after runs were recorded, with the value every run before them used: a block at
+that value is the recipe it was before the key existed (so those runs keep counting), and any other value is a
+recipe of its own."""
+
+
 def without_execution(value: Any, training: bool = False) -> Any:
-    """``value`` (a config, or a part of one) without its training blocks' :data:`EXECUTION` keys."""
+    """``value`` (a config, or a part of one) without its training blocks' :data:`EXECUTION` keys, nor their
+    :data:`LATER_DEFAULTS` keys at those values."""
     if not isinstance(value, dict):
         return value
-    return {k: without_execution(v, k == "train") for k, v in value.items() if not (training and k in EXECUTION)}
+
+    def dropped(key, item) -> bool:
+        later = (
+            key in LATER_DEFAULTS and (list(item) if isinstance(item, (list, tuple)) else item) == LATER_DEFAULTS[key]
+        )
+        return training and (key in EXECUTION or later)
+
+    return {k: without_execution(v, k == "train") for k, v in value.items() if not dropped(k, v)}
 
 
 @dataclass(frozen=True)

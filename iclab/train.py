@@ -98,6 +98,8 @@ class TrainConfig(Mapping):
         optimizer: ``adam``, ``adamw`` or ``sgd``.
         weight_decay: decoupled for AdamW, L2 for the others; only on the tensors :func:`decays` names.
         momentum: SGD momentum.
+        betas: Adam's (β₁, β₂), PyTorch's (0.9, 0.999) by default.
+        eps: Adam's ε, added to the root of the second moment.
         clip: clip each seed's gradient to this global norm (None: no clipping).
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
         warmup: linear warm-up steps.
@@ -145,6 +147,8 @@ class TrainConfig(Mapping):
     optimizer: str = "adam"
     weight_decay: float = 0.0
     momentum: float = 0.0
+    betas: tuple[float, float] | list[float] = (0.9, 0.999)
+    eps: float = 1e-8
     clip: float | None = None
     schedule: str = "constant"
     warmup: int = 0
@@ -174,6 +178,12 @@ class TrainConfig(Mapping):
             )
         if self.clip is not None and not self.clip > 0:
             raise ConfigError(f"train.clip must be > 0 or null, got {self.clip}")
+        betas = self.betas
+        if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_real(b) and 0 <= b < 1 for b in betas)):
+            raise ConfigError(f"train.betas must be two numbers in [0, 1), got {betas!r}")
+        self.betas = (float(betas[0]), float(betas[1]))
+        if not (_real(self.eps) and self.eps > 0):
+            raise ConfigError(f"train.eps must be a number > 0, got {self.eps!r}")
         if self.optimizer not in ("adam", "adamw", "sgd"):
             raise ConfigError(f"train.optimizer must be adam, adamw or sgd, got {self.optimizer!r}")
         if self.schedule not in ("constant", "cosine"):
@@ -246,6 +256,11 @@ class TrainConfig(Mapping):
             return self.lr
         progress = (step - self.warmup) / max(1, self.steps - self.warmup)
         return self.lr * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _real(value: Any) -> bool:
+    """A finite int or float that is not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def decays(name: str, shape: Sequence[int]) -> bool:
@@ -605,6 +620,7 @@ class _SeedGroup:
             adam = {"lr": torch.tensor(c.lr, device=self.device), "fused": fused, "capturable": True}
         else:
             adam = {"lr": c.lr, "fused": fused}
+        adam |= {"betas": c.betas, "eps": c.eps}
         if c.optimizer == "adam":
             return torch.optim.Adam(groups, **adam)
         if c.optimizer == "adamw":

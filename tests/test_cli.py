@@ -34,6 +34,10 @@ FAST += ["--set", "flow.steps=200"]
         (["run", "lsa-linear", "--set", "train.lr=-0.1"], "train.lr must be a finite number >= 0"),
         (["run", "lsa-linear", "--set", "train.warmup=-1"], "train.warmup and weight_decay must be >= 0"),
         (["run", "lsa-linear", "--set", "train.clip=0"], "train.clip must be > 0"),
+        (["run", "lsa-linear", "--seed", "-1"], "seed must be an integer in [0, 2^63)"),  # was 49 lines from numpy
+        (["run", "lsa-linear", "--seed", "100", "--set", "seed=3"], "give the seed once"),  # 100 won, silently
+        (["run", "lsa-linear", "--set", "train.lr=nan"], "train.lr must be a finite number"),  # "expects float"
+        (["run", "lsa-linear", "--set", "train.lr=-inf"], "train.lr must be a finite number"),
         (["report", "/nonexistent/run"], "not a run folder"),
         (["archive", "/nonexistent/runs", "/nonexistent/records"], "not a folder of runs"),
     ],
@@ -446,3 +450,30 @@ def test_rejudge_judges_a_finished_runs_models_by_the_current_claims_without_tra
     unfinished = RunFolder.create("lsa-linear", api.resolved_config("lsa-linear", "smoke"), out=tmp_path / "cut")
     with pytest.raises(ConfigError, match="has not finished"):
         api.rejudge(unfinished.path, progress=False)
+
+
+def test_a_hand_edited_config_of_the_wrong_type_is_named_on_resume(tmp_path, capsys):
+    run = api.run("lsa-linear", "smoke", overrides=["flow.steps=20"], out=tmp_path / "run", progress=False)
+    (run.folder.path / "claims.json").unlink()  # as if it stopped before its claims
+    config = run.folder.path / "config.yaml"
+    config.write_text(config.read_text().replace("\n  steps: 20\n", "\n  steps: banana\n", 1))
+    assert "banana" in config.read_text()
+    assert main(["resume", str(run.folder.path)]) == 2
+    err = capsys.readouterr().err
+    assert "config.yaml: train.steps expects int, got 'banana'" in err and err.count("\n") == 1
+
+
+def test_a_task_change_of_the_wrong_type_is_one_line():
+    from iclab.tasks import linear_regression_from_config
+
+    with pytest.raises(ConfigError, match="task.noise must be a finite number, got 'abc'"):
+        linear_regression_from_config({"d": 2, "n_context": 3, "noise": "abc"})
+
+
+def test_a_config_written_before_a_training_key_existed_still_resumes():
+    # complete() fills the key from TrainConfig's default (a tuple), which the stored-type check takes as a list
+    stored = {"experiment": "lsa-linear", **api.resolved_config("lsa-linear", "smoke")}
+    for key in ("betas", "eps"):
+        del stored["train"][key]
+    config = experiments.get("lsa-linear").reconfigure(stored)
+    assert tuple(config.values["train"]["betas"]) == (0.9, 0.999)

@@ -83,17 +83,18 @@ def test_the_api_pages_turn_every_sphinx_role_into_a_reference(tool):
 
 
 def test_the_pages_written_from_the_evaluation_runs_are_what_their_records_give(tmp_path, tool):
-    """docs/seed-table.md, docs/non-reproductions.md and docs/claim-costs.md are written by `make pages` from the
-    runs' records committed in results/ (`iclab archive`): no number on them is typed, and a change of the claims,
-    the recipes or the records that would change them fails here until the pages are written again."""
+    """docs/seed-table.md, docs/non-reproductions.md, docs/parity.md and docs/claim-costs.md are written by `make pages`
+    from the runs' records committed in results/ (`iclab archive`, and the parity records of benchmarks/parity/): no
+    number on them is typed, and a change of the claims, the recipes or the records that would change them fails here
+    until the pages are written again."""
     import shutil
 
     from iclab import api
 
     records = tmp_path / "results"
     shutil.copytree(ROOT / "results", records)
-    api.report(records, tmp_path / "seed-table.md", tmp_path / "non-reproductions.md")
+    api.report(records, tmp_path / "seed-table.md", tmp_path / "non-reproductions.md", tmp_path / "parity.md")
     (tmp_path / "claim-costs.md").write_text(tool("claim_costs").page(records), encoding="utf-8")
-    for name in ("seed-table.md", "non-reproductions.md", "claim-costs.md"):
+    for name in ("seed-table.md", "non-reproductions.md", "parity.md", "claim-costs.md"):
         written = (tmp_path / name).read_text(encoding="utf-8")
         assert written == (ROOT / "docs" / name).read_text(encoding="utf-8"), f"docs/{name}: run `make pages`"

@@ -351,3 +351,35 @@ def test_the_loss_falls_with_every_layer_down_to_gd_plus_plus_at_the_deepest_dep
     # a fall of 0.00028 is 1.98 standard errors of the difference (√2 × 1e-4): too small
     assert clauses(0.11, 0.10972, gdpp=0.1)[0] is False
     assert clauses(0.2, 0.2) == [False, False]  # untrained: every depth at the same loss
+
+
+def test_restarts_leave_the_local_minimum_a_single_per_step_search_stops_in():
+    # von Oswald et al.'s setting (d = N = 10, x ~ U(−0.5, 0.5)), 2 per-step layers from the recurrent fit: the
+    # search from that start stops at a local minimum; random starts, judged on held-out prompts, find a lower one.
+    from iclab.theory import gd_step_optimum
+
+    task = LinearRegression(UniformInputs(10, -0.5, 0.5), n_context=10)
+    sample, held_out = (task.sample(2048, generator(0, name), torch.float64) for name in ("fit", "held-out"))
+    fresh = task.sample(10000, generator(1), torch.float64)
+    shared = GDPlusPlus.fit(sample, 2, start=(gd_step_optimum(task).lr, 0.0))
+    start = (shared.lrs, shared.gammas)
+    one = GDPlusPlus.fit(sample, 2, shared=False, start=start)
+    many = GDPlusPlus.fit(sample, 2, shared=False, start=start, restarts=8, generator=generator(0), validation=held_out)
+    loss = lambda learner, e: (learner.predict_episode(e) - e.y_query).pow(2).mean().item()
+    assert loss(many, held_out) <= loss(one, held_out) and loss(many, fresh) < 0.95 * loss(one, fresh)
+    with pytest.raises(ConfigError, match="generator"):
+        GDPlusPlus.fit(sample, 2, restarts=2)
+
+
+def test_a_clipped_gd_plus_plus_clips_every_token_after_each_step():
+    task = LinearRegression(UniformInputs(5, -1.0, 1.0), n_context=8)
+    e = task.sample(256, generator(0), torch.float64)
+    lrs, gammas = torch.tensor([2.0, 30.0, 300.0]), torch.tensor([0.5, 3.0, 0.0])
+    free = gd_plus_plus(e.xs, e.ys, e.x_query, lrs, gammas)
+    torch.testing.assert_close(gd_plus_plus(e.xs, e.ys, e.x_query, lrs, gammas, clip=1e30), free)
+    clipped = gd_plus_plus(e.xs, e.ys, e.x_query, lrs, gammas, clip=2.0)
+    assert free.abs().max() > 2.0 and clipped.abs().max() <= 2.0
+    learner = GDPlusPlus(lrs, gammas, clip=2.0)
+    assert learner.name.endswith("clip ±2)") and torch.equal(learner.predict_episode(e), clipped)
+    with pytest.raises(ConfigError, match="not linear"):
+        learner.weights(e.xs, e.ys)

@@ -1,6 +1,6 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
-    config, rng, claims, ladders, parity, ledger, version, formatting → devices, cores, capture, tasks, data, losses
+    config, rng, claims, ladders, ledger, version, formatting → devices, cores, capture, tasks, data, losses, parity
     → prompts, shifts → models | learners | theory → train, curriculum → metrics → runs → report | loading
     → experiments → identification → api | evaluation | hub → sweeps → cli → __main__
 
@@ -16,8 +16,8 @@ import pytest
 import iclab
 
 LAYERS = [
-    {"config", "rng", "claims", "ladders", "parity", "ledger", "version", "formatting"},
-    {"devices", "cores", "capture", "tasks", "data", "losses"},
+    {"config", "rng", "claims", "ladders", "ledger", "version", "formatting"},
+    {"devices", "cores", "capture", "tasks", "data", "losses", "parity"},
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},

@@ -583,3 +583,23 @@ def test_the_reported_step_is_the_latest_of_the_lowest_validation_and_held_out_m
     found = callback(10, models)
     assert found["norm"] == [models[3].weight.norm().item() + 3, models[5].weight.norm().item() + 5]
     assert found["grad"] == [0.0, 0.0]  # measured without building a graph
+
+
+def test_adam_takes_the_blocks_betas_and_eps_and_refuses_bad_ones():
+    cfg = TrainConfig(steps=1, batch_size=8, betas=[0.9, 0.98], eps=1e-9)
+    group = _SeedGroup(_small_gpt, _TokenIds(), cfg, [0], torch.device("cpu"), None, "gpt")
+    assert {(g["betas"], g["eps"]) for g in group.optimizer.param_groups} == {((0.9, 0.98), 1e-9)}
+    assert TrainConfig().betas == (0.9, 0.999) and TrainConfig().eps == 1e-8  # PyTorch's defaults
+    for bad in ({"betas": [0.9]}, {"betas": [0.9, 1.0]}, {"betas": "x"}, {"eps": 0.0}, {"eps": float("nan")}):
+        with pytest.raises(ConfigError, match="train.betas|train.eps"):
+            TrainConfig(**bad)
+
+
+def test_a_training_key_added_later_leaves_the_recipe_as_it_was_at_its_old_value():
+    from iclab.runs import Recipe, without_execution
+
+    old = {"train": {"steps": 10, "lr": 0.1}}
+    at_default = {"train": {"steps": 10, "lr": 0.1, "betas": [0.9, 0.999], "eps": 1e-8}}
+    changed = {"train": {"steps": 10, "lr": 0.1, "betas": [0.9, 0.98], "eps": 1e-8}}
+    fingerprint = lambda config: Recipe(without_execution(config), 1).fingerprint
+    assert fingerprint(at_default) == fingerprint(old) != fingerprint(changed)

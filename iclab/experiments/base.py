@@ -35,7 +35,7 @@ from typing import Any
 import torch
 
 from ..claims import Claim
-from ..config import ConfigError, leaves, merge, resolve, set_key
+from ..config import ConfigError, coerce, leaves, merge, resolve, set_key
 from ..cores import CoreShare
 from ..ledger import Ledger
 from ..metrics import band_rows, evaluate
@@ -540,12 +540,28 @@ class Experiment:
         the run has finished and goes on as a new run, which it may only for more ``train.steps`` of a
         :attr:`continuable` experiment."""
         before = self.complete(stored)
+        self._check_stored_types(before)
         config = merge(before, {})
         for key, value in changes:
             set_key(config, key, value)
         if continued:
             self._check_continuation(before.get("train", {}), config.get("train", {}))
         return self._checked(config)
+
+    def _check_stored_types(self, stored: Mapping[str, Any]) -> None:
+        """A :class:`ConfigError` naming the first value of a run folder's ``config.yaml`` whose type is not its
+        default's (a file edited by hand: ``steps: banana``), as ``--set`` would refuse it."""
+        try:
+            recipe = self.resolve(stored.get("scale", "quick"))
+        except ConfigError:
+            recipe = self.resolve("quick")
+        for key, value in leaves(stored):
+            default = _value(recipe, key)
+            if default is not None and not isinstance(default, Mapping):
+                try:
+                    coerce(key, value, default)
+                except ConfigError as err:
+                    raise ConfigError(f"the run's config.yaml: {err}") from None
 
     def _check_continuation(self, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
         if not self.continuable or before.get("epochs") is not None:
@@ -606,6 +622,9 @@ class Experiment:
         after the checks no block's type makes."""
         if not isinstance(record.get("seeds", 1), int) or record.get("seeds", 1) < 1:
             raise ConfigError(f"seeds must be >= 1 (an integer), got {record['seeds']!r}")
+        seed = record.get("seed", 0)
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
+            raise ConfigError(f"seed must be an integer in [0, 2^63), got {seed!r}")
         for key, value in leaves(record):
             if SAMPLE_SIZE.search(key) and isinstance(value, int) and value < 2:
                 raise ConfigError(f"{key} must be >= 2 (a claim's statistic needs two samples), got {value}")

@@ -3,11 +3,18 @@ one-pass SGD (Akyürek et al.), and GD++ (von Oswald et al.)."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..config import ConfigError
 from ..tasks.base import Episode
 from .base import LinearLearner, prefix_sums
+
+RESTART_ITERATIONS = 40
+"""The iterations each start of :meth:`GDPlusPlus.fit` is searched for before the best are searched on."""
+POLISHED = 3
+"""How many of :meth:`GDPlusPlus.fit`'s briefly searched starts are searched on to convergence."""
 
 
 class GradientDescent(LinearLearner):
@@ -93,7 +100,9 @@ class OnePassSGD(LinearLearner):
         return self._pass(xs, ys, xs.shape[1] - 1)
 
 
-def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs, gammas) -> torch.Tensor:
+def gd_plus_plus(
+    xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs, gammas, clip: float | None = None
+) -> torch.Tensor:
     """Predictions of L steps of GD++ (von Oswald et al. 2023), differentiable in ``lrs``/``gammas``.
 
     GD++ is exactly what the linear self-attention construction computes, every token (query
@@ -107,8 +116,10 @@ def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs,
     and the prediction is −r_q. So step l is a GD step on the data as transformed by steps
     < l, and every x (query too) is mapped by the same T_l = Π_k (I − γ_k S_k): the prediction
     is linear in x_q. With every γ_l = 0 this is plain GD from w = 0 with steps η_l on
-    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. Shapes: xs (B, N, d),
-    ys (B, N), x_query (B, Q, d), lrs and gammas (L,); returns (B, Q).
+    L(w) = (1/2N) Σ (wᵀx_i − y_i)². The last step's γ never reaches the prediction. With ``clip`` every
+    token's coordinates are clipped to ±clip after each step, as von Oswald et al.'s code clips the tokens
+    of its deep models and of their GD++ alike (the prediction is then no longer linear in x_q).
+    Shapes: xs (B, N, d), ys (B, N), x_query (B, Q, d), lrs and gammas (L,); returns (B, Q).
     """
     n = xs.shape[1]
     x, r = torch.cat([xs, x_query], 1), torch.cat([ys, torch.zeros_like(x_query[..., 0])], 1)
@@ -117,6 +128,8 @@ def gd_plus_plus(xs: torch.Tensor, ys: torch.Tensor, x_query: torch.Tensor, lrs,
         step = lr / max(n, 1) * torch.einsum("bn,bnd->bd", r[:, :n], xc)  # 0 without context
         r = r - torch.einsum("btd,bd->bt", x, step)
         x = x - gamma * (x @ (xc.transpose(1, 2) @ xc))
+        if clip is not None:
+            x, r = x.clamp(-clip, clip), r.clamp(-clip, clip)
     return -r[:, n:]
 
 
@@ -124,10 +137,11 @@ class GDPlusPlus(LinearLearner):
     """L steps of GD++ with per-step (η_l, γ_l); see :func:`gd_plus_plus`.
 
     ``GDPlusPlus([η] * L, [0] * L)`` is L steps of plain GD with step η. :meth:`fit` tunes the
-    steps (and optionally γ) on a fixed sample of prompts.
+    steps (and optionally γ) on a fixed sample of prompts. ``clip`` clips every token after each step
+    (see :func:`gd_plus_plus`).
     """
 
-    def __init__(self, lrs, gammas=None):
+    def __init__(self, lrs, gammas=None, clip: float | None = None):
         self.lrs = torch.as_tensor(lrs, dtype=torch.float64).flatten()
         self.gammas = (
             torch.zeros_like(self.lrs) if gammas is None else torch.as_tensor(gammas, dtype=torch.float64).flatten()
@@ -136,9 +150,15 @@ class GDPlusPlus(LinearLearner):
             raise ConfigError(
                 f"GD++ needs as many step sizes as gammas (>= 1), got {len(self.lrs)} and {len(self.gammas)}"
             )
+        if clip is not None and not clip > 0:
+            raise ConfigError(f"GD++ clip must be positive or None, got {clip}")
+        self.clip = clip
         kind = "gd++" if self.gammas.any() else "gd"
-        self.name = f"{kind}{len(self.lrs)}(η={_short(self.lrs)}" + (
-            f", γ={_short(self.gammas)})" if kind == "gd++" else ")"
+        self.name = (
+            f"{kind}{len(self.lrs)}(η={_short(self.lrs)}"
+            + (f", γ={_short(self.gammas)}" if kind == "gd++" else "")
+            + (f", clip ±{clip:g}" if clip is not None else "")
+            + ")"
         )
 
     @property
@@ -147,9 +167,11 @@ class GDPlusPlus(LinearLearner):
 
     def predict(self, xs, ys, x_query):
         xs, ys, x_query = xs.double(), ys.double(), x_query.double()
-        return gd_plus_plus(xs, ys, x_query, self.lrs.to(xs.device), self.gammas.to(xs.device))
+        return gd_plus_plus(xs, ys, x_query, self.lrs.to(xs.device), self.gammas.to(xs.device), self.clip)
 
     def weights(self, xs, ys):
+        if self.clip is not None:
+            raise ConfigError(f"{self.name} clips its tokens: its prediction is not linear in the query, no weights")
         # The prediction is linear in x_q, so the unit vectors as queries read off w.
         eye = torch.eye(xs.shape[2], dtype=xs.dtype, device=xs.device).expand(xs.shape[0], -1, -1)
         return gd_plus_plus(xs, ys, eye, self.lrs.to(xs.device, xs.dtype), self.gammas.to(xs.device, xs.dtype))
@@ -164,17 +186,29 @@ class GDPlusPlus(LinearLearner):
         start: tuple = (1.0, 0.0),
         iterations: int = 500,
         rtol: float = 1e-9,
+        restarts: int = 0,
+        generator: torch.Generator | None = None,
+        validation: Episode | None = None,
+        clip: float | None = None,
     ) -> GDPlusPlus:
         """Step sizes (and γ when ``curvature``) minimising the query MSE on ``episode``, in float64.
 
         ``shared`` fits one (η, γ) used at every step (the recurrent construction), otherwise
         one per step. The search starts from ``start`` = (η, γ), scalars or per-step sequences
         (e.g. the best one-step η from :func:`iclab.theory.gd_step_optimum`, or a recurrent fit to
-        start a per-step one), and returns a local minimum, in general not the only one: from
-        four per-step layers different starts find different minima. A per-step fit leaves the
-        last γ at its start value (it does not affect the prediction).
+        start a per-step one). Each search returns a local minimum, in general not the only one: from
+        two per-step layers on, different starts find different minima. So ``restarts`` further
+        searches start from random points drawn from ``generator`` (each η_l the start's η_l times a
+        log-uniform factor in [1/2, 16], each free γ_l uniform in [0, 1/λ̄], λ̄ the mean eigenvalue of
+        the context's XᵀX); every start is searched for at most :data:`RESTART_ITERATIONS` iterations, the
+        :data:`POLISHED` of lowest loss on ``episode`` (the start's own among them) are searched on to
+        convergence, and the one of lowest loss on ``validation`` (held-out prompts; ``episode`` without
+        them) wins: a deep GD++ is a high-degree polynomial of the labels, and a minimum of one sample's
+        loss can have steps so large that fresh prompts blow it up. ``clip``: the fitted GD++ clips its
+        tokens (:func:`gd_plus_plus`). A
+        per-step fit leaves the last γ at its start value (it does not affect the prediction).
 
-        The loss is a sum of squared residuals, so the search is Levenberg–Marquardt: each
+        The loss is a sum of squared residuals, so each search is Levenberg–Marquardt: each
         iteration solves the damped Gauss–Newton system and keeps the step only if it lowers the
         loss (a step into the high-degree polynomial's blow-up is refused and the damping
         raised). It stops when a step taken at the iteration's first try gains less than ``rtol``
@@ -182,8 +216,12 @@ class GDPlusPlus(LinearLearner):
         no step lowers the loss even at the largest damping or the gradient is exactly zero, or
         after ``iterations``. At four and more per-step layers L-BFGS stalls far from the minimum.
         """
-        if iterations < 1 or rtol < 0:
-            raise ConfigError(f"GD++ fit needs iterations >= 1 and rtol >= 0, got {iterations} and {rtol}")
+        if iterations < 1 or rtol < 0 or restarts < 0:
+            raise ConfigError(
+                f"GD++ fit needs iterations >= 1, rtol >= 0 and restarts >= 0, got {iterations}, {rtol}, {restarts}"
+            )
+        if restarts and generator is None:
+            raise ConfigError("GD++ fit: restarts need a generator to draw their starts from")
         e = episode.to(dtype=torch.float64)
 
         def initial(value):
@@ -195,41 +233,69 @@ class GDPlusPlus(LinearLearner):
         lr, gamma = initial(start[0]), initial(start[1] if curvature else 0.0)
         # The parameters searched: η and, with curvature, γ; per-step fits leave out the last γ.
         free_gammas = (1 if shared else steps - 1) if curvature else 0
-        theta = torch.cat([lr, gamma[:free_gammas]])
 
         def unpack(theta):
             lrs, gammas = theta[: len(lr)], torch.cat([theta[len(lr) :], gamma[free_gammas:]])
             return (lrs.expand(steps), gammas.expand(steps)) if shared else (lrs, gammas)
 
         def residuals(theta):
-            return (gd_plus_plus(e.xs, e.ys, e.x_query, *unpack(theta)) - e.y_query).flatten()
+            return (gd_plus_plus(e.xs, e.ys, e.x_query, *unpack(theta), clip) - e.y_query).flatten()
 
-        r = residuals(theta)
-        loss, damping = r.pow(2).mean(), 1e-3
-        if not torch.isfinite(loss):
+        first = torch.cat([lr, gamma[:free_gammas]])
+        if not torch.isfinite(residuals(first).pow(2).mean()):
             raise ConfigError(f"GD++ fit: the start {start} gives a non-finite loss on these prompts")
-        for _ in range(iterations):
-            jacobian = torch.func.jacfwd(residuals)(theta)
-            curvature_matrix, gradient = jacobian.T @ jacobian, jacobian.T @ r
-            if not gradient.any():
-                break  # nothing moves the prediction (e.g. prompts without context)
-            # Marquardt's scaling, floored so that a parameter without effect gets a zero step.
-            scale = torch.diag(curvature_matrix.diagonal() + 1e-12 * curvature_matrix.diagonal().max())
-            refused = 0
-            while damping < 1e12:
-                trial = theta + torch.linalg.solve(curvature_matrix + damping * scale, -gradient)
-                trial_r = residuals(trial)
-                trial_loss = trial_r.pow(2).mean()
-                if trial_loss < loss:  # False for NaN too
-                    break
-                damping, refused = damping * 4, refused + 1
-            else:
-                break  # no step lowers the loss: at the minimum
-            gain = (loss - trial_loss) / loss
-            theta, r, loss, damping = trial, trial_r, trial_loss, max(damping / 3, 1e-12)
-            if gain < rtol and not refused:
+        starts = [first]
+        if restarts:
+            mean_eigenvalue = (e.xs.pow(2).sum((1, 2)).mean() / e.xs.shape[2]).item()
+            for _ in range(restarts):
+                factor = torch.exp(torch.empty_like(lr).uniform_(math.log(0.5), math.log(16), generator=generator))
+                gammas = torch.rand(free_gammas, dtype=torch.float64, generator=generator) / max(mean_eigenvalue, 1e-12)
+                starts.append(torch.cat([lr * factor, gammas.to(lr.device)]))
+        # Each start is searched briefly, the best few on to convergence, and the winner judged on held-out prompts.
+        brief = min(iterations, RESTART_ITERATIONS)
+        screened = [f for f in (_levenberg_marquardt(t, residuals, brief, rtol) for t in starts) if f is not None]
+        finalists = [t for t, _ in sorted(screened, key=lambda f: f[1].item())[:POLISHED]]
+        polished = [_levenberg_marquardt(t, residuals, iterations, rtol)[0] for t in finalists]
+        held_out = e if validation is None else validation.to(dtype=torch.float64)
+
+        def judged(theta):
+            predicted = gd_plus_plus(held_out.xs, held_out.ys, held_out.x_query, *unpack(theta), clip)
+            loss = (predicted - held_out.y_query).pow(2)
+            return loss.mean().nan_to_num(math.inf).item()
+
+        best = min(polished, key=judged)
+        return cls(*(v.detach().clone() for v in unpack(best)), clip=clip)
+
+
+def _levenberg_marquardt(theta: torch.Tensor, residuals, iterations: int, rtol: float):
+    """``(θ, loss)`` at the end of :meth:`GDPlusPlus.fit`'s search from ``theta`` (its docstring), or None when the
+    start's loss is not finite (a random start in the polynomial's blow-up)."""
+    r = residuals(theta)
+    loss, damping = r.pow(2).mean(), 1e-3
+    if not torch.isfinite(loss):
+        return None
+    for _ in range(iterations):
+        jacobian = torch.func.jacfwd(residuals)(theta)
+        curvature_matrix, gradient = jacobian.T @ jacobian, jacobian.T @ r
+        if not gradient.any():
+            break  # nothing moves the prediction (e.g. prompts without context)
+        # Marquardt's scaling, floored so that a parameter without effect gets a zero step.
+        scale = torch.diag(curvature_matrix.diagonal() + 1e-12 * curvature_matrix.diagonal().max())
+        refused = 0
+        while damping < 1e12:
+            trial = theta + torch.linalg.solve(curvature_matrix + damping * scale, -gradient)
+            trial_r = residuals(trial)
+            trial_loss = trial_r.pow(2).mean()
+            if trial_loss < loss:  # False for NaN too
                 break
-        return cls(*(v.detach().clone() for v in unpack(theta)))
+            damping, refused = damping * 4, refused + 1
+        else:
+            break  # no step lowers the loss: at the minimum
+        gain = (loss - trial_loss) / loss
+        theta, r, loss, damping = trial, trial_r, trial_loss, max(damping / 3, 1e-12)
+        if gain < rtol and not refused:
+            break
+    return theta, loss
 
 
 def _short(values: torch.Tensor) -> str:

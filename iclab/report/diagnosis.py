@@ -9,6 +9,9 @@ seeds fails), :func:`diagnose` gathers:
 - the cost of the paper's recipe on this machine, where measured or estimated (``cost(experiment)``, the
   ``paper`` entry of ``times.json``), and the claim's own cost in the runs behind its verdict (the parts it needs,
   ``run.json`` ``time``);
+- the quantity the claim reads measured by the authors' own code and by iclab at a matched recipe, where a parity
+  record under ``ROOT/parity`` has it (:mod:`iclab.parity`; the strongest evidence: it tells an implementation's
+  difference from a scale's);
 - the same claim judged at the paper's recipe, or at a scale that runs the part of it the claim needs on a CPU
   (``paper`` or ``paper-cpu``, counted runs under the root);
 - the ladders that follow the claim from the scale's recipe toward the paper's: the sweep folders under the root
@@ -34,8 +37,10 @@ from pathlib import Path
 from ..claims import measured_text
 from ..config import ConfigError
 from ..formatting import duration
+from ..parity import ParityRecord, agreement, by_claim, read_records
 from ..runs import SweepFolder, write_atomic
 from .index import ClaimRow, Scoreboard, aggregate
+from .parity import summary_line
 from .sweep import Ladder, followed_claim, ladder, ladder_figure, rung_means
 
 FIGURES = "non-reproductions"
@@ -56,10 +61,33 @@ class Diagnosis:
     at_paper: list[ClaimRow] = field(default_factory=list)
     ladders: list[tuple[Path, Ladder]] = field(default_factory=list)
     set_apart: list[tuple[Path, list[str]]] = field(default_factory=list)
+    parity: list[ParityRecord] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
-        """The diagnosis in words, from the strongest evidence there is."""
+        """The diagnosis in words, from the strongest evidence there is: the authors' code at a matched recipe
+        first (:mod:`iclab.parity`), then the paper's recipe, then the ladders."""
+        rest = self._recipe_verdict
+        return f"{self.parity_text}; {rest}" if self.parity else rest
+
+    @property
+    def parity_text(self) -> str:
+        """What the authors' own code says at the matched recipes, in words."""
+        holds = [r.holds(r.authors) for r in self.parity]
+        agree = sum(agreement(r.iclab, r.authors).agree for r in self.parity)
+        if all(h is False for h in holds):
+            said = "fails there too"
+        elif any(h for h in holds):
+            said = "holds there" if all(holds) else "holds there on some of them"
+        else:
+            said = "reads more than one value there"
+        return (
+            f"the authors' own code at {len(self.parity)} matched recipe(s): the claim's test on the quantities "
+            f"compared {said}, and iclab agrees with it on {agree} of {len(self.parity)} (docs/parity.md)"
+        )
+
+    @property
+    def _recipe_verdict(self) -> str:
         for row in self.at_paper:
             if row.holds is not None:
                 if row.holds:
@@ -143,6 +171,7 @@ def diagnose(
     ``cost(experiment)`` the paper recipe's measured or estimated cost, ``changes(sweep)`` what separates a sweep's
     points from their current recipes and claims (a ladder with any is set apart)."""
     sweeps = _one_key_sweeps(board.root, changes)
+    parity = by_claim(read_records(board.root / "parity")) if (board.root / "parity").is_dir() else {}
     out = []
     for row in board.of_kind("paper"):
         if row.holds is not False or row.scale in PAPER_SCALES:
@@ -156,7 +185,8 @@ def diagnose(
             for other in board.rows
             if other.experiment == row.experiment and other.id == row.id and other.scale in PAPER_SCALES
         ]
-        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, *_ladders_of(row, sweeps)))
+        found = parity.get((row.experiment, row.id), [])
+        out.append(Diagnosis(row, keys, cost(row.experiment), at_paper, *_ladders_of(row, sweeps), found))
     return out
 
 
@@ -193,7 +223,8 @@ def non_reproductions(diagnosed: list[Diagnosis], figures: Path | None = None) -
         "the paper's recipe costs a seed here (`benchmarks/recipe_cost.py`), the claim judged at the paper's recipe "
         "where a CPU affords it (scale `paper-cpu`), the ladders that move one value toward the paper's "
         "(`iclab sweep EXP --grid KEY=... --seeds 3 --claim ID`; one sweep over one key diagnoses every claim its runs "
-        "judge, by its number or, where it gives none, by its verdicts), and the diagnosis they support, in that "
+        "judge, by its number or, where it gives none, by its verdicts), the same quantity measured by the authors' "
+        "own code at a matched recipe (docs/parity.md), and the diagnosis they support, in that "
         "order of evidence; `python tools/diagnosis_plan.py` lists the runs planned for each claim and runs them. No "
         "number here is typed: each is read from a run, a sweep or a recipe.\n\n"
         + ("\n\n".join(sections) if sections else "Every paper claim reproduces at its scale.")
@@ -218,6 +249,9 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
         "",
         *(f"- `{key}`: {mine!r} → {theirs!r}" for key, (mine, theirs) in d.distance.items()),
     ]
+    if d.parity:
+        lines += ["", "**Parity with the authors' code** ([docs/parity.md](parity.md)):", ""]
+        lines += [f"- {summary_line(r)}" for r in d.parity]
     if d.at_paper:
         lines += ["", "**At the paper's recipe:**", ""]
         lines += [f"- {r.scale}: {r.tally()}" for r in d.at_paper]

@@ -6,6 +6,7 @@ Input priors know their own moments, so the theory can evaluate closed forms exa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -177,6 +178,14 @@ class LinearRegression:
     """How predictions are judged (as :class:`iclab.tasks.functions.FunctionClass`): squared error."""
 
     def __post_init__(self):
+        for name in ("n_context", "n_query"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"task.{name} must be an integer, got {value!r}")
+        for name in ("noise", "w_scale"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"task.{name} must be a finite number, got {value!r}")
         if self.n_context < 1 or self.n_query < 1:
             raise ConfigError(f"need n_context >= 1 and n_query >= 1, got {self.n_context}, {self.n_query}")
         if self.w_sparsity is not None and not 1 <= self.w_sparsity <= self.d:
