@@ -98,7 +98,7 @@ class TrainConfig(Mapping):
         optimizer: ``adam``, ``adamw`` or ``sgd``.
         weight_decay: decoupled for AdamW, L2 for the others; only on the tensors :func:`decays` names.
         momentum: SGD momentum.
-        betas: Adam's (β₁, β₂), PyTorch's (0.9, 0.999) by default.
+        betas: Adam's [β₁, β₂], PyTorch's [0.9, 0.999] by default.
         eps: Adam's ε, added to the root of the second moment.
         clip: clip each seed's gradient to this global norm (None: no clipping).
         schedule: ``constant`` or ``cosine`` (cosine decay to 0 after ``warmup``).
@@ -147,7 +147,7 @@ class TrainConfig(Mapping):
     optimizer: str = "adam"
     weight_decay: float = 0.0
     momentum: float = 0.0
-    betas: tuple[float, float] | list[float] = (0.9, 0.999)
+    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])  # a list, as config.yaml reads back
     eps: float = 1e-8
     clip: float | None = None
     schedule: str = "constant"
@@ -181,7 +181,7 @@ class TrainConfig(Mapping):
         betas = self.betas
         if not (isinstance(betas, (list, tuple)) and len(betas) == 2 and all(_real(b) and 0 <= b < 1 for b in betas)):
             raise ConfigError(f"train.betas must be two numbers in [0, 1), got {betas!r}")
-        self.betas = (float(betas[0]), float(betas[1]))
+        self.betas = [float(betas[0]), float(betas[1])]
         if not (_real(self.eps) and self.eps > 0):
             raise ConfigError(f"train.eps must be a number > 0, got {self.eps!r}")
         if self.optimizer not in ("adam", "adamw", "sgd"):
@@ -620,7 +620,7 @@ class _SeedGroup:
             adam = {"lr": torch.tensor(c.lr, device=self.device), "fused": fused, "capturable": True}
         else:
             adam = {"lr": c.lr, "fused": fused}
-        adam |= {"betas": c.betas, "eps": c.eps}
+        adam |= {"betas": tuple(c.betas), "eps": c.eps}
         if c.optimizer == "adam":
             return torch.optim.Adam(groups, **adam)
         if c.optimizer == "adamw":

@@ -589,7 +589,7 @@ def test_adam_takes_the_blocks_betas_and_eps_and_refuses_bad_ones():
     cfg = TrainConfig(steps=1, batch_size=8, betas=[0.9, 0.98], eps=1e-9)
     group = _SeedGroup(_small_gpt, _TokenIds(), cfg, [0], torch.device("cpu"), None, "gpt")
     assert {(g["betas"], g["eps"]) for g in group.optimizer.param_groups} == {((0.9, 0.98), 1e-9)}
-    assert TrainConfig().betas == (0.9, 0.999) and TrainConfig().eps == 1e-8  # PyTorch's defaults
+    assert TrainConfig().betas == [0.9, 0.999] and TrainConfig().eps == 1e-8  # PyTorch's defaults, as YAML reads back
     for bad in ({"betas": [0.9]}, {"betas": [0.9, 1.0]}, {"betas": "x"}, {"eps": 0.0}, {"eps": float("nan")}):
         with pytest.raises(ConfigError, match="train.betas|train.eps"):
             TrainConfig(**bad)
