@@ -5,7 +5,8 @@ moves one config value at a time toward the paper's (epochs 150 → 300 → 600 
 on several seeds (``iclab sweep EXP --grid KEY=... --seeds 3 --claim ID``) and reads the claim's number at every
 rung. This module holds the two pure pieces: the number a claim's verdict rests on (:func:`claim_number`) and the
 rule that says whether it moves toward the paper's number as the value grows (:func:`ladder_trend`), fixed before
-any ladder runs.
+any ladder runs, and the rule a diagnosis judges a ladder by (:func:`ladder_reach`): "not moving" only where no
+trend its seeds allow would reach the paper's number by the paper's own value of the key.
 """
 
 from __future__ import annotations
@@ -129,9 +130,91 @@ def ladder_trend(
     return Trend(mean, stderr, len(slopes), toward, verdict)
 
 
-def _slope(values: list[float | None]) -> float | None:
-    """The least-squares slope of ``values`` against their rung index, over the rungs measured; None below two."""
-    points = [(rung, value) for rung, value in enumerate(values) if value is not None and math.isfinite(value)]
+def ladder_reach(
+    numbers: Mapping[int, Sequence[float | None]],
+    rungs: Sequence[Any],
+    target: float,
+    paper: Any,
+    key: str,
+    z: float = TREND_Z,
+    goal: str = "the paper's number",
+    toward: int | None = None,
+) -> str:
+    """The verdict a diagnosis gives a ladder, a rule with power written down before any ladder was judged by it.
+    ``numbers`` and ``target`` as :func:`ladder_trend`, ``rungs`` the key's values and ``paper`` the paper's value of
+    the key. The rungs sit on a line, in log(value) where every value and the paper's are positive (ladders double
+    steps and epochs), else in value; each seed's slope is fitted on it. The target lies above (``toward`` +1) or
+    below (−1) the numbers, by default on the side of the first rung's mean. From the last rung's mean over seeds:
+
+    - a mean slope toward ``target`` beyond ``z`` standard errors: *moving toward* it, with the value where that
+      slope reaches it; away beyond ``z``: *moving away*;
+    - otherwise the band's steepest trend toward it (mean + ``z`` standard errors): *not moving* only where even that
+      stays short of ``target`` at the paper's value, else *too few runs to tell*, with the value where it would
+      cross; a ladder whose last rung's mean already reaches ``target`` says so.
+
+    Fewer than two seeds with two rungs each, or a paper value that is not a number beyond the last rung: *too few
+    runs to tell*, and why."""
+    line = _line(rungs, paper)
+    if line is None:
+        return f"too few runs to tell: the paper's {key} ({paper!r}) is not a number beyond the ladder's last rung"
+    xs, at_paper, value_at = line
+    slopes = [s for s in (_slope(list(values), xs) for values in numbers.values()) if s is not None]
+    means = [_mean([v[i] for v in numbers.values()]) for i in range(len(rungs))]
+    last = max((i for i, m in enumerate(means) if m is not None), default=None)
+    if len(slopes) < 2 or last is None:
+        return "too few runs to tell (two seeds of two rungs)"
+    if toward is None:  # read at the first rung, as ladder_trend does
+        first = next(m for m in means if m is not None)
+        toward = 1 if target > first else -1
+    gap = (target - means[last]) * toward
+    if gap <= 0:
+        return f"reaches {goal} at its last rung ({key} = {rungs[last]})"
+    mean = sum(slopes) / len(slopes)
+    stderr = math.sqrt(sum((s - mean) ** 2 for s in slopes) / (len(slopes) - 1) / len(slopes))
+    rate = mean * toward  # per unit of the line, toward the target
+    if abs(rate) > z * stderr:
+        if rate < 0:
+            return f"moving away from {goal} as {key} grows"
+        return (
+            f"moving toward {goal} as {key} grows; at its mean slope it reaches it at {key} ≈ "
+            f"{value_at(xs[last] + gap / rate):.3g} (the paper's: {paper})"
+        )
+    steepest = rate + z * stderr
+    crossing = xs[last] + gap / steepest if steepest > 0 else math.inf
+    if crossing <= at_paper:
+        return (
+            f"too few runs to tell: a trend within its band (mean slope + {z:g} standard errors) reaches {goal} at "
+            f"{key} ≈ {value_at(crossing):.3g}, before the paper's {paper}"
+        )
+    beyond = f"; the steepest would at ≈ {value_at(crossing):.3g}" if math.isfinite(crossing) else ""
+    return (
+        f"not moving: no trend within its band (mean slope + {z:g} standard errors) reaches {goal} by the paper's "
+        f"{key} = {paper}{beyond}"
+    )
+
+
+def _line(rungs: Sequence[Any], paper: Any) -> tuple[list[float], float, Any] | None:
+    """The rungs' and the paper's places on the ladder's line and the value at a place; None where the paper's value
+    is not a number beyond the last rung."""
+    values = [_number(r) for r in rungs]
+    far = _number(paper)
+    if far is None or any(v is None for v in values) or not far > max(values):
+        return None
+    if min(values) > 0:
+        return [math.log(v) for v in values], math.log(far), lambda x: math.exp(min(x, 700.0))
+    return values, far, lambda x: x
+
+
+def _mean(values: list[float | None]) -> float | None:
+    kept = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(kept) / len(kept) if kept else None
+
+
+def _slope(values: list[float | None], xs: Sequence[float] | None = None) -> float | None:
+    """The least-squares slope of ``values`` against their rung index (or ``xs``, the rungs' places), over the rungs
+    measured; None below two."""
+    xs = range(len(values)) if xs is None else xs
+    points = [(x, value) for x, value in zip(xs, values) if value is not None and math.isfinite(value)]
     if len(points) < 2:
         return None
     mean_x = sum(x for x, _ in points) / len(points)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from iclab.claims import Claim, over_seeds, over_seeds_test, paper
-from iclab.ladders import claim_number, ladder_trend, paper_number
+from iclab.ladders import claim_number, ladder_reach, ladder_trend, paper_number
 from iclab.report import write_sweep_report
 from iclab.report.sweep import ladder
 from iclab.runs import RunFolder, SweepFolder
@@ -82,6 +82,42 @@ def test_the_trend_rule_on_rising_flat_and_falling_ladders():
     assert ladder_trend({s: v[::-1] for s, v in held.items()}, 1.0, "k", goal="holding").verdict.startswith(
         "moving toward"
     )
+
+
+def test_the_reach_rule_says_not_moving_only_where_no_trend_in_the_band_reaches_the_paper_by_its_recipe():
+    """Rungs 1000, 2000, 4000 steps on a log line (a doubling is 0.69); the paper's number 0.1 below."""
+    rungs = [1000, 2000, 4000]
+    # Falling 0.1 a doubling on every seed: beyond 2 standard errors, 0.35 → 0.1 in 2.5 more doublings (≈ 2.3e4).
+    falling = {0: [0.6, 0.5, 0.4], 1: [0.55, 0.45, 0.35], 2: [0.5, 0.4, 0.3]}
+    found = ladder_reach(falling, rungs, 0.1, 500000, "train.steps")
+    assert found == (
+        "moving toward the paper's number as train.steps grows; at its mean slope it reaches it at train.steps ≈ "
+        "2.26e+04 (the paper's: 500000)"
+    )
+    # No trend beyond noise (slopes −0.05, +0.05, −0.05 a doubling): the band's steepest falls 0.083 a doubling,
+    # 0.48 → 0.1 in 4.6 doublings (≈ 9.7e4), before 500000 (7 doublings away) but not the paper's 16000 (2).
+    noisy = {0: [0.5, 0.45, 0.4], 1: [0.5, 0.55, 0.6], 2: [0.55, 0.5, 0.45]}
+    assert ladder_reach(noisy, rungs, 0.1, 500000, "train.steps").startswith("too few runs to tell: a trend within")
+    assert ladder_reach(noisy, rungs, 0.1, 16000, "train.steps").startswith(
+        "not moving: no trend within its band (mean slope + 2 standard errors) reaches the paper's number by the "
+        "paper's train.steps = 16000; the steepest would at ≈"
+    )
+    same = {0: [0.5, 0.5, 0.5], 1: [0.5, 0.5, 0.5]}  # identical and flat: no trend reaches it at any recipe
+    assert ladder_reach(same, rungs, 0.1, 500000, "k") == (
+        "not moving: no trend within its band (mean slope + 2 standard errors) reaches the paper's number by the "
+        "paper's k = 500000"
+    )
+    rising = {seed: values[::-1] for seed, values in falling.items()}
+    assert ladder_reach(rising, rungs, 0.1, 500000, "k") == "moving away from the paper's number as k grows"
+    held = {0: [0.0, 1.0, 1.0], 1: [0.0, 0.0, 1.0]}  # a share of seeds holding: every seed at the last rung
+    assert ladder_reach(held, rungs, 1.0, 8000, "k", goal="holding") == "reaches holding at its last rung (k = 4000)"
+    effect = {0: [-0.2, -0.1, 0.05], 1: [-0.3, -0.1, 0.02]}  # an effect already above 0 on its way up
+    assert ladder_reach(effect, rungs, 0.0, 8000, "k", goal="an effect above 0", toward=1).startswith("reaches")
+    # a line through the rungs and the paper's value: a number beyond the last rung, linear where one is not > 0
+    assert ladder_reach(falling, rungs, 0.1, 4000, "k").startswith("too few runs to tell: the paper's k (4000) is not")
+    assert ladder_reach(falling, rungs, 0.1, "adamw", "k").startswith("too few runs to tell: the paper's k ('adamw')")
+    assert ladder_reach(falling, [-1, 0, 1], 0.1, 3.5, "k").startswith("moving toward the paper's number")
+    assert ladder_reach({0: falling[0]}, rungs, 0.1, 500000, "k") == "too few runs to tell (two seeds of two rungs)"
 
 
 def test_a_sweep_follows_a_claim_along_its_key_and_writes_its_ladder(tmp_path):

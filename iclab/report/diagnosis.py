@@ -23,8 +23,10 @@ seeds fails), :func:`diagnose` gathers:
   (its ``rejudged_from``), which replaces it,
 
 and says, in that order of evidence: *reproduces at the paper's recipe* (the smaller recipe is the cause), *does
-not reproduce at the paper's recipe* (a finding against the paper), the ladder's trend (*moving toward the paper's
-number as <key> grows*, *not moving*, …) with the paper recipe's cost, or *not diagnosed yet*. Nothing here runs
+not reproduce at the paper's recipe* (a finding against the paper), each ladder judged against the paper's value of
+its key (:func:`iclab.ladders.ladder_reach`: *moving toward the paper's number*, *not moving* only where no trend its
+seeds allow reaches it by the paper's value, else *too few runs to tell*, with where it would cross) with the paper
+recipe's cost, or *not diagnosed yet*. Nothing here runs
 anything: the page is written from the runs.
 """
 
@@ -97,10 +99,14 @@ class Diagnosis:
                     )
                 return f"does not reproduce at the paper's recipe ({row.scale}, {row.tally()})"
         if self.ladders:
-            trends = "; ".join(f"{steps.trend.verdict} ({folder.name})" for folder, steps in self.ladders)
+            trends = "; ".join(f"{self.judged(steps)} ({folder.name})" for folder, steps in self.ladders)
             return f"{trends}; {self.cost_text}"
         apart = f" of the current recipe and claims ({len(self.set_apart)} set apart)" if self.set_apart else ""
         return f"not diagnosed yet: no run at the paper's recipe and no ladder{apart}; {self.cost_text}"
+
+    def judged(self, steps: Ladder) -> str:
+        """A ladder of this claim judged against the paper's value of its key (:meth:`Ladder.reach`)."""
+        return steps.reach(self.distance.get(steps.key, (None, None))[1])
 
     @property
     def cost_text(self) -> str:
@@ -267,7 +273,7 @@ def _section(d: Diagnosis, figures: Path | None) -> str:
             )
             lines.append(
                 f"- `{path.name}`: {steps.key} = {_points(steps.rungs, steps.numbers)} ({mean} over "
-                f"{len(steps.numbers)} seeds): {steps.trend.verdict}"
+                f"{len(steps.numbers)} seeds): {d.judged(steps)}"
             )
             if steps.measured:
                 lines.append(

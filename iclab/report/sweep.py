@@ -13,7 +13,7 @@ import pandas as pd
 
 from ..claims import seed_entries
 from ..config import dump
-from ..ladders import Trend, claim_number, ladder_trend, paper_number, verdict_number
+from ..ladders import Trend, claim_number, ladder_reach, ladder_trend, paper_number, verdict_number
 from ..runs import SweepFolder, write_atomic
 from .html import page
 
@@ -44,6 +44,15 @@ class Ladder:
     the verdicts)."""
     measured_trend: Trend | None = None
     """The direction of ``measured`` by the same rule, without a target: rising, falling or not moving."""
+
+    def reach(self, paper) -> str:
+        """The ladder judged by :func:`iclab.ladders.ladder_reach` against ``paper``, the paper's value of its key:
+        toward its target; an effect toward 0 from below (its test needs it above 0 by its standard errors, so
+        reaching 0 is needed, not enough)."""
+        if self.effect:
+            return ladder_reach(self.numbers, self.rungs, 0.0, paper, self.key, goal="an effect above 0", toward=1)
+        goal = "holding" if self.verdicts else "its target" if self.own_target else "the paper's number"
+        return ladder_reach(self.numbers, self.rungs, self.target, paper, self.key, goal=goal)
 
 
 def followed_claim(spec: dict) -> str | None:
