@@ -152,11 +152,12 @@ def ladder_reach(
       stays short of ``target`` at the paper's value, else *too few runs to tell*, with the value where it would
       cross; a ladder whose last rung's mean already reaches ``target`` says so.
 
-    Fewer than two seeds with two rungs each, or a paper value that is not a number beyond the last rung: *too few
-    runs to tell*, and why."""
+    A ladder that ran the paper's value of the key reads its number there instead: *reaches* the target, *does not
+    reach* it (beyond ``z`` standard errors over seeds), or *too few runs to tell*. Fewer than two seeds with two
+    rungs each, or a paper value that is not a number at or beyond the rungs: *too few runs to tell*, and why."""
     line = _line(rungs, paper)
     if line is None:
-        return f"too few runs to tell: the paper's {key} ({paper!r}) is not a number beyond the ladder's last rung"
+        return f"too few runs to tell: the paper's {key} ({paper!r}) is not a number at or beyond the ladder's rungs"
     xs, at_paper, value_at = line
     slopes = [s for s in (_slope(list(values), xs) for values in numbers.values()) if s is not None]
     means = [_mean([v[i] for v in numbers.values()]) for i in range(len(rungs))]
@@ -166,6 +167,9 @@ def ladder_reach(
     if toward is None:  # read at the first rung, as ladder_trend does
         first = next(m for m in means if m is not None)
         toward = 1 if target > first else -1
+    if at_paper <= xs[last]:  # the ladder ran the paper's value: its number there decides
+        return _at_the_paper(numbers, next(i for i, x in enumerate(xs) if x >= at_paper), target, toward, z, goal,
+                             f"the paper's {key} = {paper}")  # fmt: skip
     gap = (target - means[last]) * toward
     if gap <= 0:
         return f"reaches {goal} at its last rung ({key} = {rungs[last]})"
@@ -193,12 +197,28 @@ def ladder_reach(
     )
 
 
+def _at_the_paper(
+    numbers: Mapping[int, Sequence[float | None]], rung: int, target: float, toward: int, z: float, goal: str, at: str
+) -> str:
+    """The verdict of a ladder that ran the paper's value of its key, at ``rung``, from its seeds' numbers there."""
+    kept = [v[rung] for v in numbers.values() if v[rung] is not None and math.isfinite(v[rung])]
+    if len(kept) < 2:
+        return f"too few runs to tell: fewer than two seeds measured it at {at}"
+    mean = sum(kept) / len(kept)
+    stderr = math.sqrt(sum((v - mean) ** 2 for v in kept) / (len(kept) - 1) / len(kept))
+    if (target - mean) * toward <= 0:
+        return f"reaches {goal} at {at} (mean {mean:.3g} over {len(kept)} seeds)"
+    if (target - mean) * toward > z * stderr:
+        return f"does not reach {goal} at {at} (mean {mean:.3g}, {z:g} standard errors {z * stderr:.2g})"
+    return f"too few runs to tell: at {at} the mean {mean:.3g} lies within {z:g} standard errors of {goal}"
+
+
 def _line(rungs: Sequence[Any], paper: Any) -> tuple[list[float], float, Any] | None:
     """The rungs' and the paper's places on the ladder's line and the value at a place; None where the paper's value
-    is not a number beyond the last rung."""
+    is not a number at or beyond the first rung."""
     values = [_number(r) for r in rungs]
     far = _number(paper)
-    if far is None or any(v is None for v in values) or not far > max(values):
+    if far is None or any(v is None for v in values) or not far >= min(values):
         return None
     if min(values) > 0:
         return [math.log(v) for v in values], math.log(far), lambda x: math.exp(min(x, 700.0))

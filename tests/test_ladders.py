@@ -114,7 +114,16 @@ def test_the_reach_rule_says_not_moving_only_where_no_trend_in_the_band_reaches_
     effect = {0: [-0.2, -0.1, 0.05], 1: [-0.3, -0.1, 0.02]}  # an effect already above 0 on its way up
     assert ladder_reach(effect, rungs, 0.0, 8000, "k", goal="an effect above 0", toward=1).startswith("reaches")
     # a line through the rungs and the paper's value: a number beyond the last rung, linear where one is not > 0
-    assert ladder_reach(falling, rungs, 0.1, 4000, "k").startswith("too few runs to tell: the paper's k (4000) is not")
+    assert ladder_reach(falling, rungs, 0.1, 500, "k").startswith("too few runs to tell: the paper's k (500) is not")
+    # a ladder that ran the paper's value reads its number there: 0.35 ± 0.058 (2 standard errors) at 4000
+    assert ladder_reach(falling, rungs, 0.1, 4000, "k") == (
+        "does not reach the paper's number at the paper's k = 4000 (mean 0.35, 2 standard errors 0.058)"
+    )
+    assert ladder_reach(falling, rungs, 0.32, 3000, "k").startswith("too few runs to tell: at the paper's k = 3000")
+    assert (
+        ladder_reach(falling, rungs, 0.5, 2000, "k")
+        == "reaches the paper's number at the paper's k = 2000 (mean 0.45 over 3 seeds)"
+    )
     assert ladder_reach(falling, rungs, 0.1, "adamw", "k").startswith("too few runs to tell: the paper's k ('adamw')")
     assert ladder_reach(falling, [-1, 0, 1], 0.1, 3.5, "k").startswith("moving toward the paper's number")
     assert ladder_reach({0: falling[0]}, rungs, 0.1, 500000, "k") == "too few runs to tell (two seeds of two rungs)"
