@@ -38,6 +38,7 @@ FAST += ["--set", "flow.steps=200"]
         (["run", "lsa-linear", "--seed", "100", "--set", "seed=3"], "give the seed once"),  # 100 won, silently
         (["run", "lsa-linear", "--set", "train.lr=nan"], "train.lr must be a finite number"),  # "expects float"
         (["run", "lsa-linear", "--set", "train.lr=-inf"], "train.lr must be a finite number"),
+        (["run", "abstract-symbols", "--set", "sweep.n=[]"], "sweep.n and copying.n need at least one"),  # min()
         (["report", "/nonexistent/run"], "not a run folder"),
         (["archive", "/nonexistent/runs", "/nonexistent/records"], "not a folder of runs"),
     ],

@@ -358,6 +358,8 @@ def _checks(config: dict):
     copying, (paper_n, _) = config["copying"], PAPER_COPY_MODIFIED
     if copying["widths"] and COPY_MODIFIED in copying["models"] and paper_n not in copying["n"]:
         raise ConfigError(f"copying.n must hold n = {paper_n}, where copy-modified-width-free reads the error")
+    if not sweep["n"] or not copying["n"]:
+        raise ConfigError("sweep.n and copying.n need at least one training-set size each")
     for n in sweep["n"] + sweep["plain_n"] + config["copying"]["n"] + [n for _, _, n in points]:
         if n < 2:
             raise ConfigError(f"n must be >= 2 (it is also the training alphabet's size), got {n}")
