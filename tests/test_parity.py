@@ -76,6 +76,7 @@ def _harness(tmp_path, fail=False):
         seeds=[0, 1, 2],
         only=None,
         again=False,
+        iclab_again=False,
         records=tmp_path,
         list=False,
         peer_commit="",
@@ -99,6 +100,29 @@ def test_the_harness_runs_a_peer_and_records_both_sides(tmp_path):
     record = ParityRecord.read(_harness(tmp_path))
     assert record.authors.values == pytest.approx([0.25, 0.26, 0.27]) and record.iclab.values == record.authors.values
     assert record.seeds == [0, 1, 2] and record.commit and agreement(record.iclab, record.authors).agree
+
+
+def test_iclab_again_measures_iclab_after_a_fix_and_keeps_the_authors_side(tmp_path):
+    sys.path.insert(0, str(ROOT / "benchmarks" / "parity"))
+    import harness
+
+    path = _harness(tmp_path)
+    before = ParityRecord.read(path)
+    args = argparse.Namespace(only=None, again=False, iclab_again=True, records=tmp_path, seeds=[0, 1, 2], list=False)
+
+    def theirs(seed):
+        raise AssertionError("the authors' code must not run again")
+
+    fixed = harness.Comparison(
+        "fake-quantity", "a value", ["some-claim"], {"n": 1}, authors=theirs, iclab=lambda seeds: [0.1, 0.1, 0.1]
+    )
+    harness.measure(args, "abstract-symbols", {"repository": "fake/peer"}, [fixed])
+    after = ParityRecord.read(path)
+    assert after.authors == before.authors and after.iclab.values == [0.1, 0.1, 0.1]
+    assert after.notes[-1] == f"the authors' side as measured on {before.date}"
+    other = harness.Comparison("fake-quantity", "a value", [], {"n": 2}, authors=theirs, iclab=lambda seeds: [0.0])
+    with pytest.raises(SystemExit, match="another recipe"):
+        harness.measure(args, "abstract-symbols", {"repository": "fake/peer"}, [other])
 
 
 def test_a_peer_that_fails_stops_the_driver_with_its_last_lines(tmp_path):

@@ -187,6 +187,21 @@ def test_pytorch_init_follows_nn_linear_and_nn_embedding():
     assert all(torch.equal(p, q) for p, q in zip(model.parameters(), again.parameters()))
 
 
+def test_garg_init_is_gpt2_between_a_read_in_and_a_read_out_at_nn_linear_default():
+    """Garg et al.'s model: Hugging Face's GPT-2 initialisation between two plain ``nn.Linear``."""
+    config = GPTConfig(token_dim=6, n_layers=2, n_heads=4, width=256, max_tokens=64, init="garg")
+    model = GPTTransformer(config, generator(0))
+    for layer, fan_in in ((model.read_in, 6), (model.read_out, 256)):
+        bound = fan_in**-0.5
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
+        assert layer.weight.std().item() == pytest.approx(bound / 3**0.5, rel=0.15)  # uniform on ±1/√fan_in
+    assert model.layers[0].attn.qkv.weight.std().item() == pytest.approx(0.02, rel=0.05)  # the backbone's gpt2
+    assert model.layers[0].attn.qkv.bias.abs().max() == 0
+    assert model.positions.std().item() == pytest.approx(0.02, rel=0.05)
+    residual = 0.02 / (2 * 2) ** 0.5
+    assert model.layers[1].mlp[2].weight.std().item() == pytest.approx(residual, rel=0.05)
+
+
 def test_bad_token_model_options_raise_config_error():
     for kw in (dict(token_dim=4, vocab_size=10), dict(token_dim=4, tied_output=True), dict(init="xavier")):
         with pytest.raises(ConfigError):

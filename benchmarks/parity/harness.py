@@ -6,7 +6,8 @@ fetched into a folder outside this project (never committed, never vendored), an
 their code runs in (``--python``: a venv of their own for JAX peers). It lists its comparisons as
 :class:`Comparison`s, each one recipe and the quantity a claim reads, and measures each on both sides, one seed
 after another, nothing else running. ``--only`` picks comparisons by quantity id; a comparison whose record exists
-is kept unless ``--again``.
+is kept unless ``--again`` (both sides again) or ``--iclab-again`` (iclab's side again after a fix, the authors'
+side kept from the record).
 """
 
 from __future__ import annotations
@@ -67,6 +68,11 @@ def arguments(description: str) -> argparse.Namespace:
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--only", nargs="+", help="quantity ids to measure (default: every comparison)")
     parser.add_argument("--again", action="store_true", help="measure comparisons whose record exists again")
+    parser.add_argument(
+        "--iclab-again",
+        action="store_true",
+        help="measure iclab's side of recorded comparisons again, the authors' kept (same recipe, seeds and peer)",
+    )
     parser.add_argument("--records", type=Path, default=RECORDS, help="where the records go")
     parser.add_argument("--list", action="store_true", help="list the comparisons and exit")
     args = parser.parse_args()
@@ -101,6 +107,17 @@ def run_iclab(experiment: str, overrides: Sequence[str], seeds: Sequence[int], t
     return result.folder
 
 
+def _kept_authors(path: Path, c: Comparison, args: argparse.Namespace, peer: dict) -> tuple[Side | None, str | None]:
+    """The authors' side of the record at ``path`` and its date, for ``--iclab-again``: their code has not changed,
+    so it is kept where the record has the comparison's recipe and seeds and the same peer commit."""
+    if not path.exists():
+        raise SystemExit(f"--iclab-again: no record of {c.quantity} to keep the authors' side of ({path})")
+    old = ParityRecord.read(path)
+    if old.recipe != c.recipe or old.seeds != list(args.seeds) or old.peer.get("commit") != peer.get("commit"):
+        raise SystemExit(f"--iclab-again: {path} has another recipe, seeds or peer commit; measure both with --again")
+    return old.authors, old.date
+
+
 def iclab_commit() -> str:
     """iclab's commit, marked ``-dirty`` when tracked files differ from it."""
     git = lambda *a: subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True).stdout.strip()
@@ -116,12 +133,13 @@ def measure(args: argparse.Namespace, experiment: str, peer: dict[str, str], com
     chosen = [c for c in comparisons if not args.only or c.quantity in args.only]
     for c in chosen:
         path = args.records / experiment / f"{c.quantity}.json"
-        if path.exists() and not args.again:
+        kept, kept_date = _kept_authors(path, c, args, peer) if args.iclab_again else (None, None)
+        if path.exists() and not args.again and kept is None:
             print(f"{c.quantity}: kept ({path})")
             continue
         start = time.perf_counter()
-        theirs = [c.authors(seed) for seed in args.seeds]
-        their_seconds = time.perf_counter() - start
+        theirs = kept.values if kept else [c.authors(seed) for seed in args.seeds]
+        their_seconds = kept.seconds if kept else time.perf_counter() - start
         start = time.perf_counter()
         ours = c.iclab(args.seeds)
         our_seconds = time.perf_counter() - start
@@ -133,14 +151,14 @@ def measure(args: argparse.Namespace, experiment: str, peer: dict[str, str], com
             recipe=c.recipe,
             seeds=list(args.seeds),
             iclab=Side([float(v) for v in ours], round(our_seconds, 1), c.iclab_note),
-            authors=Side([float(v) for v in theirs], round(their_seconds, 1), c.authors_note),
+            authors=Side([float(v) for v in theirs], round(their_seconds, 1), kept.note if kept else c.authors_note),
             peer=peer,
             control=c.control,
             test=c.test,
             paper=c.paper,
             commit=iclab_commit(),
             date=dt.date.today().isoformat(),
-            notes=c.notes,
+            notes=c.notes + ([f"the authors' side as measured on {kept_date}"] if kept else []),
         )
         record.write(args.records)
         print(f"{c.quantity}: iclab {record.iclab.values}, authors {record.authors.values} ({path})", flush=True)

@@ -37,7 +37,17 @@ DEFAULTS = {
     "task": {"d": 5, "n_context": 10, "inputs": "gaussian"},
     # attention "math": seeds train together under vmap, which has no batching rule for SDPA on CPU.
     # mlp_ratio 2: a step costs about 4/5 of GPT-2's ratio of 4, which buys the steps the claims need.
-    "model": {"n_layers": 4, "n_heads": 4, "width": 64, "mlp_ratio": 2.0, "attention": "math"},
+    # init "garg", activation "gelu-tanh": Garg et al.'s model (GPT-2 between a read-in and a read-out at
+    # nn.Linear's default; GPT-2's tanh GELU), the model of their code (why it matters: docs/experiments/gpt-linear.md).
+    "model": {
+        "n_layers": 4,
+        "n_heads": 4,
+        "width": 64,
+        "mlp_ratio": 2.0,
+        "attention": "math",
+        "init": "garg",
+        "activation": "gelu-tanh",
+    },
     # The quick recipe, and the GPU and CPU sweeps that chose it: docs/experiments/gpt-linear.md.
     # compile: torch.compile the loss, about 1.2x the steps/s of this model on 2 CPU cores.
     "train": {
@@ -109,6 +119,8 @@ def _gpt_config(config: dict, d: int, n: int) -> GPTConfig:
         arch["mlp_ratio"],
         max_tokens=2 * n,
         attention=arch["attention"],
+        init=arch["init"],
+        activation=arch["activation"],
     )
 
 

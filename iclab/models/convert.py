@@ -62,6 +62,7 @@ def garg_config(n_dims: int, n_positions: int, n_embd: int, n_layer: int, n_head
         max_tokens=2 * n_positions,
         stride=2,
         activation="gelu-tanh",
+        init="garg",
     )
 
 

@@ -51,11 +51,12 @@ from .activations import ActivationCache, transformer_names
 from .attention import SelfAttention
 from .registry import rebuildable
 
-INITS = ("gpt2", "pytorch")
+INITS = ("gpt2", "pytorch", "garg")
 """``gpt2``: N(0, σ²) weights, embeddings and positions, zero biases, residual output
 projections at σ/√(2L). ``pytorch``: every ``nn.Linear``'s own default (uniform ±1/√fan_in for
 weights and biases) and N(0, 1) embeddings, positions and CLS token, as in ``nn.Embedding`` and
-Boix-Adserà et al.'s ViT-style code."""
+Boix-Adserà et al.'s ViT-style code. ``garg``: ``gpt2`` between a read-in and a read-out at
+``nn.Linear``'s default, as Garg et al.'s model (Hugging Face's GPT-2 between two ``nn.Linear``)."""
 
 
 ACTIVATIONS = {"gelu": "none", "gelu-tanh": "tanh"}
@@ -120,7 +121,7 @@ class GPTConfig:
         tied_output: logits h Eᵀ over the vocabulary instead of a linear read-out.
         bias: biases in the attention's Q, K, V and output projections.
         ln_out_affine: a learned scale and shift in the final LayerNorm.
-        init: ``"gpt2"`` or ``"pytorch"`` (see :data:`INITS`).
+        init: ``"gpt2"``, ``"pytorch"`` or ``"garg"`` (see :data:`INITS`).
         identity_scale: the fixed multiplier of the a·XXᵀ and b·AX terms.
         mask_identity_diagonal: leave XXᵀ's diagonal out of the a·XXᵀ term.
         activation: the MLP's ``gelu`` or ``gelu-tanh`` (see :data:`ACTIVATIONS`).
@@ -217,14 +218,14 @@ class GPTTransformer(nn.Module):
         """Initialise every weight from ``generator`` (see :data:`INITS`); LayerNorms are unit,
         the a, b scalars 0."""
         residual_scale = scale / math.sqrt(2 * len(self.layers))
-        vector_scale = scale if init == "gpt2" else 1.0
+        vector_scale = 1.0 if init == "pytorch" else scale
         with torch.no_grad():
             for name, p in self.named_parameters():
                 if name in ("positions", "cls_token", "embedding.weight"):
                     p.copy_(vector_scale * torch.randn(p.shape, generator=generator))
             for name, module in self.named_modules():
                 if isinstance(module, nn.Linear):
-                    if init == "gpt2":
+                    if init == "gpt2" or (init == "garg" and name not in ("read_in", "read_out")):
                         std = residual_scale if name.endswith(("attn.out", "mlp.2")) else scale
                         module.weight.copy_(std * torch.randn(module.weight.shape, generator=generator))
                         if module.bias is not None:
