@@ -118,7 +118,7 @@ def ladder_trend(
         toward = -1 if mean > 0 else 1
     if len(slopes) < 2:
         return Trend(math.nan, math.nan, len(slopes), toward, "too few runs to tell (two seeds of two rungs)")
-    stderr = math.sqrt(sum((s - mean) ** 2 for s in slopes) / (len(slopes) - 1) / len(slopes))
+    stderr = _stderr(slopes, mean)
     trend = Trend(mean, stderr, len(slopes), toward, "")
     moving = abs(trend.z) > z
     if not moving:
@@ -174,7 +174,7 @@ def ladder_reach(
     if gap <= 0:
         return f"reaches {goal} at its last rung ({key} = {rungs[last]})"
     mean = sum(slopes) / len(slopes)
-    stderr = math.sqrt(sum((s - mean) ** 2 for s in slopes) / (len(slopes) - 1) / len(slopes))
+    stderr = _stderr(slopes, mean)
     rate = mean * toward  # per unit of the line, toward the target
     if abs(rate) > z * stderr:
         if rate < 0:
@@ -205,7 +205,7 @@ def _at_the_paper(
     if len(kept) < 2:
         return f"too few runs to tell: fewer than two seeds measured it at {at}"
     mean = sum(kept) / len(kept)
-    stderr = math.sqrt(sum((v - mean) ** 2 for v in kept) / (len(kept) - 1) / len(kept))
+    stderr = _stderr(kept, mean)
     if (target - mean) * toward <= 0:
         return f"reaches {goal} at {at} (mean {mean:.3g} over {len(kept)} seeds)"
     if (target - mean) * toward > z * stderr:
@@ -223,6 +223,11 @@ def _line(rungs: Sequence[Any], paper: Any) -> tuple[list[float], float, Any] | 
     if min(values) > 0:
         return [math.log(v) for v in values], math.log(far), lambda x: math.exp(min(x, 700.0))
     return values, far, lambda x: x
+
+
+def _stderr(values: Sequence[float], mean: float) -> float:
+    """The standard error of the mean ``mean`` of two or more ``values``."""
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values))
 
 
 def _mean(values: list[float | None]) -> float | None:
