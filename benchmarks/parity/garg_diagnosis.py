@@ -67,12 +67,13 @@ def start(variant: str, seed: int) -> GPTTransformer:
     config = garg_config(GARG["d"], GARG["points"], GARG["width"], GARG["layers"], GARG["heads"])
     # iclab's gpt-linear before the parity: the gpt2 initialisation throughout and the exact GELU
     config = replace(config, init="gpt2", activation="gelu-tanh" if variant == "gelu-tanh" else "gelu")
-    g = torch.Generator().manual_seed(seed)
-    model = GPTTransformer(config, g)
     if variant == "garg-init":
         model = GPTTransformer(garg_config(GARG["d"], GARG["points"], GARG["width"], GARG["layers"], GARG["heads"]))
         model.load_state_dict(from_garg(_garg_initial_state(seed), model.config))
-    elif variant == "garg-io":
+        return model
+    g = torch.Generator().manual_seed(seed)
+    model = GPTTransformer(config, g)
+    if variant == "garg-io":
         _linear_default_(model.read_in, g)
         _linear_default_(model.read_out, g)
     elif variant not in ("iclab", "gelu-tanh"):
