@@ -50,7 +50,9 @@ from .report.diagnosis import verdicts
 from .report.index import Scoreboard
 from .report.live import LiveLog
 from .report.parity import write_parity
+from .resources import largest_key, out_of_memory
 from .runs import (
+    NOT_RECIPE,
     WRITE_FAILURES,
     EvaluationFolder,
     Recipe,
@@ -331,14 +333,9 @@ def claims_sibling(path: Path, current: Recipe) -> Path:
     return path.with_name(re.sub(r"-claims\d+$", "", path.name) + f"-claims{current.claims_version}")
 
 
-NOT_RECIPE = ("seed", "seeds", "log")
-"""Config keys a run may set without leaving its scale's recipe: which seeds it trains and what it logs. A
-resume's overrides and a continuation's parent (``resume_overrides``, ``continued_from``) make a variant:
-part of its training followed another config."""
-
-
 def _normal(config: Mapping) -> dict:
-    """A config as ``config.yaml`` holds it, without the keys of :data:`NOT_RECIPE` and its training blocks'
+    """A config as ``config.yaml`` holds it, without the keys of :data:`iclab.runs.NOT_RECIPE` (a resume's
+    overrides and a continuation's parent stay: they make a variant) and its training blocks'
     execution keys (:data:`iclab.runs.EXECUTION`)."""
     return without_execution(yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})))
 
@@ -430,7 +427,7 @@ def _execute(
     spec = experiments.get(record["experiment"])
     log.info("running %s (%s scale) into %s on %s", spec.name, record["scale"], folder.path, device)
     with folder.writer():
-        live = None
+        live = context = None
         try:
             live = LiveLog(folder, record)
             share = CoreShare()
@@ -473,15 +470,20 @@ def _execute(
         except BaseException as err:
             if live is not None:
                 live.close()
-            stopped = _stopped(err, folder, spec.name, fresh)
+            where = context.ledger.failed_in if context is not None else None
+            stopped = _stopped(err, folder, spec.name, fresh, record, where)
             if stopped is None:
                 raise
             raise stopped from None
     return RunResult(folder, folder.read_claims())
 
 
-def _stopped(err: BaseException, folder: RunFolder, name: str, fresh: bool) -> BaseException | None:
-    """What a run stopped by ``err`` raises instead of it, in one line (None: ``err`` itself, a bug's traceback).
+def _stopped(
+    err: BaseException, folder: RunFolder, name: str, fresh: bool, record: dict | None = None, part: str | None = None
+) -> BaseException | None:
+    """What a run stopped by ``err`` raises instead of it, in one line (None: ``err`` itself, a bug's traceback);
+    an allocation that did not fit names the ``part`` of the run it stopped and the size of ``record`` that drives
+    the run's memory.
     A ``fresh`` run with no checkpoint is removed, unless a file could not be written: then, as a run with
     checkpoints, it is kept, and `iclab resume` finishes it once the disk has room. What it reads of the folder here
     may fail in turn (a damaged file, a disk gone): then the folder is kept, and ``err`` is not hidden."""
@@ -507,6 +509,13 @@ def _stopped(err: BaseException, folder: RunFolder, name: str, fresh: bool) -> B
         return ConfigError(f"{name}: {err}; {advice}")
     if isinstance(err, Unwritable):
         return Unwritable(f"{name}: {err}, then `iclab resume {folder.path}` finishes the run (its folder is kept)")
+    if out_of_memory(err):
+        again = f"`iclab resume {folder.path}` continues from its checkpoints" if kept else "run it again"
+        return ConfigError(
+            f"{name}: out of memory in {f'part {part!r}' if part else 'the run'} ({type(err).__name__}); the largest "
+            f"size is {largest_key(record or {}, experiments.get(name).resolve('quick'))}: free memory or lower it, "
+            f"then {again}"
+        )
     return None
 
 

@@ -20,6 +20,7 @@ from . import experiments
 from .claims import SMOKE_NOTE, SMOKE_SCALE, measured_text, summary, verdict_text
 from .config import ConfigError, dump
 from .formatting import duration
+from .resources import describe_memory, out_of_memory
 from .version import __version__
 
 
@@ -510,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:  # one line (a line per item where it names several, e.g. skipped run folders)
         print("\n".join(f"iclab: error: {line}" for line in str(err).splitlines()), file=sys.stderr)
         return 2
+    except (MemoryError, RuntimeError) as err:  # an allocation that did not fit, outside a run (identify, report, …)
+        if not out_of_memory(err):
+            raise
+        print(f"iclab: error: out of memory in `iclab {args.command}` ({type(err).__name__}: {err})", file=sys.stderr)
+        return 2
     except KeyboardInterrupt as err:  # a run says where it stopped (api.RunInterrupted); others stop cleanly
         again = "; the same command again keeps the finished runs and resumes the others"
         print(f"iclab: {str(err) or 'interrupted'}" + (again if args.command == "reproduce" else ""), file=sys.stderr)
@@ -546,7 +552,8 @@ def _dispatch(args, argv: list[str]) -> int:
             print(f"{key}: {mine!r} → {theirs!r}")
     elif args.command == "show":
         config = api.resolved_config(args.experiment, args.scale, args.overrides)
-        print(f"# {_estimate(args.experiment, args.scale, config, bool(args.overrides))}\n{dump(config)}", end="")
+        estimates = (_estimate(args.experiment, args.scale, config, bool(args.overrides)), describe_memory(config))
+        print("".join(f"# {line}\n" for line in estimates) + dump(config), end="")
     elif args.command == "run":
         if args.seed is not None and any(o.partition("=")[0].strip() == "seed" for o in args.overrides):
             raise ConfigError("give the seed once: --seed S or --set seed=S, not both")

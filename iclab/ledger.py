@@ -57,6 +57,8 @@ class Ledger:
     """The run's checkpoints were copied from another run (a continuation, a judging again): the training they
     record is that run's, not counted here."""
     _open: str | None = field(default=None, init=False, repr=False)
+    failed_in: str | None = field(default=None, init=False, repr=False)
+    """The part a failure left (None: none was open)."""
 
     @contextmanager
     def part(self, name: str, claims: Sequence[str]) -> Iterator[None]:
@@ -72,6 +74,9 @@ class Ledger:
         self._open, started = name, time.perf_counter()
         try:
             yield
+        except BaseException:
+            self.failed_in = name  # what a failure's message names
+            raise
         finally:
             part.seconds += time.perf_counter() - started
             self._open = None

@@ -60,9 +60,12 @@ class Checkpoint:
     path: Path
 
 
-_NOT_RECIPE = ("seed", "seeds", "log", "resume_overrides", "continued_from")
-"""Keys of a run's ``config.yaml`` that are not its recipe: which seeds it trains, what it logs, and how it was
-resumed or continued (a variant says that apart)."""
+NOT_RECIPE = ("seed", "seeds", "log", "limits")
+"""Keys of a config that are not its recipe: which seeds it trains, what it logs, the memory it may hold."""
+
+_NOT_RECIPE = (*NOT_RECIPE, "resume_overrides", "continued_from")
+"""Keys of a run's ``config.yaml`` that are not its recipe: :data:`NOT_RECIPE` and how it was resumed or
+continued (a variant says that apart)."""
 
 
 EXECUTION = ("capture",)

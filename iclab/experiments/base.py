@@ -42,6 +42,7 @@ from ..metrics import band_rows, evaluate
 from ..models import describe
 from ..prompts import PairedFormat, describe_format
 from ..report.live import LiveLog, check_logging
+from ..resources import check_memory
 from ..rng import generator
 from ..runs import RunFolder
 from ..tasks import describe_task
@@ -66,6 +67,8 @@ COMMON_DEFAULTS = {
     # TensorBoard event files under tb/ and a Weights & Biases run (the optional extras tensorboard and wandb),
     # both fed as training goes; the W&B project's name
     "log": {"tensorboard": False, "wandb": False, "wandb_project": "iclab"},
+    # the memory a run may hold, in GB; null: what the machine (or the process's limit) has (iclab.resources)
+    "limits": {"memory_gb": None},
 }
 
 
@@ -577,11 +580,13 @@ class Experiment:
 
     def _checked(self, record: dict) -> RunConfig:
         """``record`` checked and typed: seeds, sample sizes, the loggers' packages, every training block
-        (made into its :class:`~iclab.train.TrainConfig` here, the one time a run makes it), then the
-        experiment's own ``checks`` on the typed config. A value of a kind no check foresaw (null where a
-        number is needed) still fails with one line, a :class:`~iclab.config.ConfigError`."""
+        (made into its :class:`~iclab.train.TrainConfig` here, the one time a run makes it), the memory it needs
+        (:func:`iclab.resources.check_memory`), then the experiment's own ``checks`` on the typed config. A value
+        of a kind no check foresaw (null where a number is needed) still fails with one line, a
+        :class:`~iclab.config.ConfigError`."""
         try:
             values = self._typed(record)
+            check_memory(record, defaults=self.resolve("quick"))  # before checks that build a task of its sizes
             if self.checks is not None:
                 self.checks(values)
         except ConfigError:
