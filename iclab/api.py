@@ -13,6 +13,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -588,7 +589,21 @@ def report(
         identification = evaluation.read_spec().get("kind") == IDENTIFICATION
         return (write_identification_report if identification else write_evaluation_report)(evaluation)
     if kind == "run":
-        return write_report(RunFolder.open(path))
+        run = RunFolder.open(path)
+        page = write_report(run)
+        if not run.finished:
+            log.warning(
+                "iclab: %s: the run has not finished, its report shows what it has: `iclab resume %s` finishes it",
+                path,
+                path,
+            )
+        elif not run.info_file.exists():
+            log.warning(
+                "iclab: %s is missing (the run's environment, times and recipe fingerprint): the report leaves them "
+                "out and the scoreboard cannot count the run",
+                run.info_file,
+            )
+        return page
     runs = run_folders(path)
     if not runs:
         raise ConfigError(f"{path} is not a run folder (no config.yaml), a sweep folder nor a folder of runs")
@@ -689,10 +704,20 @@ def reproduce(
     ]
     one = functools.partial(_reproduce_one, str(root), by_seed, device)
     results = [None] * len(plans)
-    for i, result in _finished_runs(one, plans, jobs, progress):
+    for i, result in _finished_runs(one, plans, jobs, progress, _expected_seconds):
         results[i] = result
         write_index(root, recipe, diagnose(root))
     return results, Path(root) / "index.html"
+
+
+def _expected_seconds(plan: tuple) -> float:
+    """How long a planned run of :func:`reproduce` should take, from its scale's measured time a seed
+    (``times.json``; unmeasured: infinite, so it starts first), times its seeds."""
+    name, _, config = plan
+    measured = experiments.measured_time(name, config.record["scale"])
+    if not measured or not measured.get("seconds"):
+        return float("inf")
+    return measured["seconds"] / measured.get("seeds_per_run", 1) * config.record.get("seeds", 1)
 
 
 def _spans(seeds: list[int]) -> list[dict]:
@@ -700,10 +725,13 @@ def _spans(seeds: list[int]) -> list[dict]:
     return [{"seed": first, "seeds": last - first + 1} for first, last in spans(seeds)]
 
 
-def _finished_runs(one, plans: list, jobs: int, progress: bool):
+def _finished_runs(one, plans: list, jobs: int, progress: bool, seconds=lambda plan: 0.0):
     """``(index, result)`` of each plan as its run finishes: one after the other in this process, or
-    ``jobs`` at a time in spawned processes sharing torch's threads (their own progress bars off, a bar
-    over the runs instead)."""
+    ``jobs`` at a time in spawned processes sharing torch's threads, the longest plans first (``seconds(plan)``,
+    their expected time: no worker waits alone on a long last run), a bar over the runs; the workers' training
+    writes a line per logging step where the parent writes to a file, not a terminal (where their bars would
+    fight). A worker ignores Ctrl-C but while it runs a plan (:func:`_interruptible`): a run stops where it is and
+    says so, an idle worker prints no traceback."""
     if jobs == 1:
         for i, plan in enumerate(plans):
             yield i, one(progress, plan)
@@ -711,11 +739,13 @@ def _finished_runs(one, plans: list, jobs: int, progress: bool):
     threads = max(1, torch.get_num_threads() // jobs)
     spawn = multiprocessing.get_context("spawn")  # a forked child would inherit torch's thread pools
     start = (threads, os.getpid())
+    lines = progress and not sys.stderr.isatty()
+    order = sorted(range(len(plans)), key=lambda i: -seconds(plans[i]))  # stable: unmeasured plans keep their order
     with (
         ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_start_worker, initargs=start) as pool,
         tqdm(total=len(plans), desc="reproduce", unit="run", disable=not progress) as bar,
     ):
-        pending = {pool.submit(one, False, plan): i for i, plan in enumerate(plans)}
+        pending = {pool.submit(_interruptible, one, lines, plans[i]): i for i in order}
         try:
             for done in as_completed(pending):
                 result = done.result()
@@ -731,7 +761,18 @@ def _start_worker(threads: int, parent: int):
     parent is gone (killed by a signal that reached it alone, such as SIGTERM, which would otherwise leave
     the worker running its experiment as an orphan; its run folder resumes like any stopped run)."""
     torch.set_num_threads(threads)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: an idle worker has nothing to stop
     threading.Thread(target=_end_when_orphaned, args=(parent,), daemon=True).start()
+
+
+def _interruptible(one, progress: bool, plan):
+    """``one(progress, plan)`` in a worker, Ctrl-C raising ``KeyboardInterrupt`` while it runs (the run stops and
+    keeps its checkpoints, its future holds the interruption), ignored again once it returns."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return one(progress, plan)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _end_when_orphaned(parent: int, every: float = 1.0):

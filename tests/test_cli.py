@@ -141,6 +141,18 @@ def test_run_writes_the_run_folder_and_never_overwrites(tmp_path, capsys):
     assert main(["resume", str(out)]) == 2  # already finished
 
 
+def test_a_report_of_a_run_without_run_json_says_what_it_lacks(tmp_path, caplog):
+    out = tmp_path / "run"
+    assert main(["run", "lsa-linear", "--scale", "smoke", "--out", str(out)]) == 0
+    (out / "run.json").unlink()
+    assert main(["report", str(out)]) == 0
+    assert "run.json is missing" in caplog.text and "the scoreboard cannot count the run" in caplog.text
+    (out / "claims.json").unlink()
+    caplog.clear()
+    assert main(["report", str(out)]) == 0
+    assert f"the run has not finished, its report shows what it has: `iclab resume {out}`" in caplog.text
+
+
 def test_resume_finishes_an_interrupted_run(tmp_path):
     out = tmp_path / "run"
     first = api.run(

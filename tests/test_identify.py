@@ -282,3 +282,38 @@ def test_the_llc_without_devinterp_is_refused_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match=r"pip install 'iclab\[devinterp\]'"):
         iclab.identify(OLSModel(), task=TASK, llc=True, out=tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+class NaNModel(nn.Module):
+    def forward(self, tokens, n_context):
+        return torch.full((len(tokens), n_context), float("nan"), dtype=tokens.dtype)
+
+
+class EvenOnly(nn.Module):
+    """Reads N from the tokens' shape, so a prompt ending in an x without its y gets one prediction too few."""
+
+    def forward(self, tokens, n_context):
+        return tokens[:, 1::2, -1].cumsum(1)
+
+
+class NaNLater(OLSModel):
+    """Finite on the first prompts of a batch, NaN beyond them: only the full identification meets it."""
+
+    def forward(self, tokens, n_context):
+        out = super().forward(tokens, n_context).clone()
+        out[2:] = float("nan")
+        return out
+
+
+@pytest.mark.parametrize(
+    "model, says",
+    [
+        (NaNModel(), "predicted NaN or an infinity at 16 of 16 positions"),
+        (EvenOnly(), r"returned \(2, 7\) for 2 prompts of 8 x's, the last without its y"),
+        (NaNLater(), "'NaNLater' predicted NaN or an infinity"),
+    ],
+)
+def test_a_protocol_model_with_nan_or_that_reads_n_from_the_shape_is_refused_in_one_line(model, says, tmp_path):
+    with pytest.raises(ConfigError, match=says) as error:
+        iclab.identify(model, task=TASK, out=tmp_path / "x", **FAST)
+    assert "\n" not in str(error.value) and not (tmp_path / "x").exists()

@@ -1,11 +1,13 @@
 """``iclab reproduce --seeds``: one run per experiment and span of seeds, resumable after a kill."""
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -187,7 +189,8 @@ from pathlib import Path
 
 def one(progress, plan):
     Path(plan).write_text(str(os.getpid()))
-    time.sleep(300)
+    if not plan.endswith("quick"):
+        time.sleep(300)
 """
 
 TWO_SLOW_RUNS = """
@@ -196,6 +199,69 @@ import slow_run
 from iclab.api import _finished_runs
 list(_finished_runs(slow_run.one, [sys.argv[1] + "/a", sys.argv[1] + "/b"], 2, False))
 """
+
+
+ORDERED_RUN = """
+import time
+from pathlib import Path
+
+def one(progress, plan):
+    Path(plan).write_text(f"{time.time()} {progress}")
+"""
+
+
+def test_a_parallel_reproduction_starts_its_longest_plans_first_and_its_workers_write_lines(tmp_path, monkeypatch):
+    (tmp_path / "ordered_run.py").write_text(ORDERED_RUN)
+    monkeypatch.syspath_prepend(str(tmp_path))  # the spawned workers get the parent's path
+    import ordered_run
+
+    expected = {"short": 1.0, "long": 30.0, "middle": 10.0}
+    plans = [str(tmp_path / name) for name in expected]
+    done = dict(api._finished_runs(ordered_run.one, plans, 2, True, lambda plan: expected[Path(plan).name]))
+    assert sorted(done) == [0, 1, 2]
+    started = {name: (tmp_path / name).read_text().split() for name in expected}
+    assert max(started, key=lambda name: float(started[name][0])) == "short"  # queued behind both others
+    # stderr is no terminal here (a log file): each worker's training writes a line per logging step
+    assert {flag for _, flag in started.values()} == {"True"}
+
+
+STOPPED_BY_CTRL_C = """
+import sys
+import slow_run
+from iclab.api import _finished_runs
+try:
+    list(_finished_runs(slow_run.one, [sys.argv[1] + "/quick", sys.argv[1] + "/a", sys.argv[1] + "/b"], 3, False))
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="process groups")
+def test_ctrl_c_of_a_parallel_reproduction_prints_no_worker_traceback(tmp_path):
+    # Ctrl-C reaches the whole process group: two busy workers and an idle one, whose quick plan is done.
+    (tmp_path / "slow_run.py").write_text(SLOW_RUN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_BY_CTRL_C, str(tmp_path)],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    started = [tmp_path / "quick", tmp_path / "a", tmp_path / "b"]
+    deadline = time.monotonic() + 120
+    while not all(p.exists() and p.read_text() for p in started):
+        assert parent.poll() is None and time.monotonic() < deadline, "the workers did not start"
+        time.sleep(0.2)
+    time.sleep(1)  # the quick plan's worker waits for work
+    os.killpg(parent.pid, signal.SIGINT)
+    try:
+        _, err = parent.communicate(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == 130
+    assert "Traceback" not in err and "leaked" not in err, err
 
 
 def _running(pid: int) -> bool:

@@ -46,6 +46,18 @@ class _Placed(nn.Module):
         return self.model(tokens, n_context)
 
 
+def _finite(predictions: torch.Tensor, whose: str) -> torch.Tensor:
+    """``predictions``, or a :class:`ConfigError` where some are NaN or infinite: distances to a learner are
+    taken between finite predictions."""
+    bad = ~torch.isfinite(predictions)
+    if bad.any():
+        raise ConfigError(
+            f"{whose} predicted NaN or an infinity at {int(bad.sum())} of {bad.numel()} positions: identify compares "
+            "finite predictions (a diverged checkpoint? `iclab eval` shows its loss)"
+        )
+    return predictions
+
+
 @dataclass
 class Subject:
     """A model to identify, the prompt format it reads and its name (in tables and figures)."""
@@ -68,25 +80,39 @@ class Subject:
         return isinstance(self.prompt_format, PairedFormat)
 
     def check(self, episode: Episode) -> None:
-        """One forward pass on two prompts: a model whose output is not one prediction per position is refused."""
+        """Forward passes on two prompts: a model whose output is not one finite prediction per position is refused,
+        and so is an interleaved model that cannot read a prompt ending in a query x (2N − 1 tokens: how ILWD's
+        probe inputs are read, :func:`iclab.metrics.probe_labels`)."""
         e = self._place(episode[:2])
         prompt = self.prompt_format.encode(e)
+        what = "queries" if self.paired else "context examples"
+        expected = (2, prompt.tokens.shape[1] - prompt.n_context) if self.paired else (2, e.n_context)
+        self._checked_call(prompt.tokens, prompt.n_context, expected, f"2 prompts of {expected[1]} {what}")
+        if not self.paired:
+            self._checked_call(
+                prompt.tokens[:, :-1],
+                prompt.n_context,
+                expected,
+                f"2 prompts of {expected[1]} x's, the last without its y",
+            )
+
+    def _checked_call(self, tokens: torch.Tensor, n_context: int, expected: tuple[int, int], prompts: str) -> None:
         try:
             with torch.no_grad():
-                out = self._placed(prompt.tokens, prompt.n_context)
+                out = self._placed(tokens, n_context)
         except (RuntimeError, ValueError, IndexError, TypeError) as err:
             reason = str(err).splitlines()[0] if str(err) else type(err).__name__
             raise ConfigError(
-                f"{self.name!r} cannot read {type(self.prompt_format).__name__} prompts: {reason}"
+                f"{self.name!r} cannot read {type(self.prompt_format).__name__} prompts of shape "
+                f"{tuple(tokens.shape)} ({prompts}): {reason} (iclab.identify's docs: the protocol)"
             ) from None
-        expected = (2, prompt.tokens.shape[1] - prompt.n_context) if self.paired else (2, e.n_context)
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         if shape != expected:
-            what = "queries" if self.paired else "context examples"
             raise ConfigError(
-                f"{self.name!r} returned {shape} for 2 prompts of {expected[1]} {what}; the protocol asks for one "
-                f"prediction per position, {expected} (iclab.identify's docs: the protocol)"
+                f"{self.name!r} returned {shape} for {prompts}; the protocol asks for one prediction per position, "
+                f"{expected} (iclab.identify's docs: the protocol)"
             )
+        _finite(out, f"{self.name!r} on {prompts}")
 
     def _place(self, episode: Episode) -> Episode:
         parameter = next(self._placed.parameters())
@@ -96,7 +122,7 @@ class Subject:
         """``(B, N)`` float64: column k predicts y_{k+1} at x_{k+1} from the first k examples (paired models: 0 at
         k = 0, as every learner; interleaved models: their own prediction from x_1 alone)."""
         own = replace(episode, x_query=episode.xs, y_query=episode.ys)
-        return prefix_query_predictions(self._placed, own, self.prompt_format)
+        return _finite(prefix_query_predictions(self._placed, own, self.prompt_format), f"{self.name!r}")
 
     def probe_predictions(self, episode: Episode, probes: torch.Tensor) -> torch.Tensor:
         """``(B, N, P)`` float64: the labels of P probe inputs ``probes (B, P, d)`` after every prefix k = 0…N − 1
