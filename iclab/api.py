@@ -202,8 +202,9 @@ def resolved_config(
     experiment: str, scale: str = "quick", overrides: Iterable[str] | Mapping[str, object] = ()
 ) -> dict:
     """The config a run of ``experiment`` at ``scale`` with ``overrides`` would use, checked as a run
-    checks it, without running anything (``iclab show``)."""
-    return experiments.get(experiment).configure(scale, overrides).record
+    checks it, without running anything (``iclab show``), but for its memory: ``iclab show`` prints the estimate
+    (:func:`iclab.resources.describe_memory`) where a run would be refused."""
+    return experiments.get(experiment).configure(scale, overrides, memory=False).record
 
 
 def resume(

@@ -3,10 +3,11 @@
 :func:`needs` reads a config's size keys by their names (the same names across experiments: ``d``,
 ``n_context``, ``width``, ``n_layers``, ``batch_size``, ``eval_prompts``, …; see :data:`ROLES`) and sizes
 the tensors a run of it holds at once: the model's parameters with their gradients and Adam's two moments,
-a training batch's activations, the evaluation's prompts, the learners' per-prefix solves and the dense
-d × d matrices of the theory. Each is an upper estimate in float32 (float64 where the learners and the
-theory compute), never a measurement. :func:`check_memory` refuses, in one line naming the key that
-drives it, a config whose total exceeds what the machine has (or ``limits.memory_gb``)."""
+a training batch's activations, the evaluation's prompts, the learners' per-prefix solves, the dense d × d
+matrices of the theory, the evaluation's forward pass and the bootstrap's resampling. Each is an upper
+estimate in float32 (float64 where the learners and the theory compute), never a measurement.
+:func:`check_memory` refuses, in one line naming the key that drives it, a config whose total exceeds what the
+machine has (or ``limits.memory_gb``)."""
 
 from __future__ import annotations
 
@@ -32,10 +33,14 @@ ROLES: dict[str, Callable[[str], bool]] = {
     ),
     # the number of symbols (rows of an embedding table): abstract-symbols' alphabet sizes, a tokenizer's vocabulary
     "vocab": lambda key: key in ("vocab_size", "n", "plain_n", "ntk_n", "validation", "test"),
+    # the prompts a model is evaluated on at once (an experiment that evaluates in batches names their size)
+    "evaluated": lambda key: key in ("eval_prompts", "test_size", "eval_samples"),
+    "eval_batch": lambda key: key == "eval_batch",
+    "bootstrap": lambda key: key == "bootstrap",
 }
 """Each size a memory estimate reads, by the last part of a config key's name (a list's largest value counts)."""
 
-FALLBACK = {"d": 1, "n": 16, "layers": 1, "heads": 1, "batch": 1, "prompts": 1, "vocab": 0}
+FALLBACK = {"d": 1, "n": 16, "layers": 1, "heads": 1, "batch": 1, "prompts": 1, "vocab": 0, "evaluated": 1}
 """The sizes of an experiment without such a key (a model with no width is a d + 1-wide linear attention)."""
 
 
@@ -72,6 +77,8 @@ def sizes(config: Mapping[str, Any]) -> dict[str, Size]:
     for role, value in FALLBACK.items():
         found.setdefault(role, Size(value))
     found.setdefault("width", Size(found["d"].value + 1))
+    found.setdefault("eval_batch", found["evaluated"])
+    found.setdefault("bootstrap", Size(1000))  # iclab.metrics.mean_band's default
     return found
 
 
@@ -80,6 +87,7 @@ def needs(config: Mapping[str, Any]) -> list[Need]:
     s = sizes(config)
     d, n, w, layers = s["d"].value, s["n"].value, s["width"].value, s["layers"].value
     batch, prompts, heads, vocab = s["batch"].value, s["prompts"].value, s["heads"].value, s["vocab"].value
+    evaluated = min(s["evaluated"].value, s["eval_batch"].value)
     parameters = layers * 12 * w * w + (2 * (d + 1) + vocab + n) * w
     out = [
         # weights, gradients and Adam's two moments, float32
@@ -98,6 +106,19 @@ def needs(config: Mapping[str, Any]) -> list[Need]:
         Need("the learners' per-prefix solves", 24 * prompts * min(n, d) ** 2, (s["prompts"], s["n"], s["d"])),
         # a covariance, its factor, a preconditioner and its inverse, float64
         Need("the d × d matrices of the task and the theory", 32 * d * d, (s["d"],)),
+        # without gradients: 48 bytes a token and width (measured: a GPT of 4 × 64 and one of 16 × 512), and a layer's
+        # n × n scores and their softmax for each head
+        Need(
+            "the evaluation's forward pass",
+            evaluated * 2 * n * (48 * w + 8 * heads * 2 * n),
+            (s["evaluated"], s["eval_batch"], s["n"], s["width"], s["heads"]),
+        ),
+        # iclab.metrics.mean_band draws 100 replicates at a time: an index, counts and ones per prompt, 8 bytes each
+        Need(
+            "the bootstrap's resampling",
+            24 * min(100, s["bootstrap"].value) * s["evaluated"].value,
+            (s["evaluated"], s["bootstrap"]),
+        ),
     ]
     return sorted(out, key=lambda need: -need.bytes)
 
@@ -132,10 +153,15 @@ def driver(need: Need, defaults: Mapping[str, Any] | None = None) -> Size:
 def describe_memory(config: Mapping[str, Any]) -> str:
     """One line for ``iclab show``: the estimate, its largest part, and what the machine has."""
     parts = needs(config)
-    top = parts[0]
+    top, total, allowed = parts[0], sum(p.bytes for p in parts), limit(config)
     return (
-        f"estimated memory: about {gigabytes(sum(p.bytes for p in parts))} at once (the largest part, "
-        f"{top.what}, {gigabytes(top.bytes)}); this machine lets a run hold {gigabytes(limit(config))}"
+        f"estimated memory: about {gigabytes(total)} at once (the largest part, {top.what}, {gigabytes(top.bytes)}); "
+        f"this machine lets a run hold {gigabytes(allowed)}"
+        + (
+            ": more than that, so `iclab run` refuses it (limits.memory_gb on a larger machine)"
+            if total > allowed
+            else ""
+        )
     )
 
 

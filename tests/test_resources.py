@@ -10,22 +10,38 @@ from iclab.resources import GB, ROLES, check_memory, needs, out_of_memory
 LAPTOP = {"limits.memory_gb": 24}
 
 
+TOO_LARGE = {("algorithm-selection", "paper")}
+"""Scales that need more than 24 GB: algorithm-selection's paper evaluation runs 10 000 prompts of 80 tokens through
+16 layers of 512 at once (about 20 GB: 48 bytes a token and width, measured on 1 000 and 3 000 such prompts)."""
+
+
 @pytest.mark.parametrize("name", experiments.names())
-def test_every_scale_of_every_experiment_fits_a_24_gb_machine(name):
+def test_every_scale_of_every_experiment_but_one_fits_a_24_gb_machine(name):
+    spec = experiments.get(name)
     for scale in experiments.scales(name):
-        config = experiments.get(name).configure(scale, LAPTOP).record
-        assert 0 < sum(need.bytes for need in needs(config)) < 24 * GB
+        if (name, scale) in TOO_LARGE:
+            with pytest.raises(ConfigError, match="needs about .*the evaluation's forward pass"):
+                spec.configure(scale, LAPTOP)
+            assert spec.configure(scale, {"limits.memory_gb": 64})
+        else:
+            config = spec.configure(scale, LAPTOP).record
+            assert 0 < sum(need.bytes for need in needs(config)) < 24 * GB
+
+
+MEMORY_ROLES = {role: matches for role, matches in ROLES.items() if role not in ("bootstrap", "eval_batch")}
+"""The roles a huge value of which needs memory (more bootstrap replicates take time, 100 at a time; an evaluation
+batch above the evaluation's prompts changes nothing)."""
 
 
 def size_keys(config):
-    """Every integer key the estimate reads (a list's are given as one value)."""
+    """Every integer key the estimate reads as a size (a list's are given as one value)."""
     return [
         key
         for key, value in leaves(config)
         if isinstance(value, int)
         and not isinstance(value, bool)
         and not key.startswith("log.")
-        and any(matches(key.rpartition(".")[2]) for matches in ROLES.values())
+        and any(matches(key.rpartition(".")[2]) for matches in MEMORY_ROLES.values())
     ]
 
 
@@ -50,7 +66,7 @@ def test_the_huge_d_the_fuzz_test_drew_names_its_key_before_allocating(tmp_path,
 
 def test_the_memory_a_run_may_hold_can_be_set_and_is_checked():
     spec = experiments.get("gpt-linear")
-    with pytest.raises(ConfigError, match="train.batch_size = 128 needs about"):
+    with pytest.raises(ConfigError, match="eval_prompts = 4000 needs about"):
         spec.configure("quick", {"limits.memory_gb": 0.001})
     for bad in ("abc", -1, 0, float("inf")):
         with pytest.raises(ConfigError, match="limits.memory_gb must be a positive number"):
@@ -59,9 +75,11 @@ def test_the_memory_a_run_may_hold_can_be_set_and_is_checked():
     check_memory(record)  # the limit is not the recipe: the run's fingerprint ignores it (iclab.runs.NOT_RECIPE)
 
 
-def test_show_prints_the_estimate(capsys):
+def test_show_prints_the_estimate_even_where_a_run_would_be_refused(capsys):
     assert main(["show", "gpt-linear"]) == 0
     assert "# estimated memory: about" in capsys.readouterr().out
+    assert main(["show", "gpt-linear", "--set", "task.d=62020", "--set", "limits.memory_gb=24"]) == 0
+    assert "more than that, so `iclab run` refuses it" in capsys.readouterr().out
 
 
 def test_allocator_failures_are_told_apart_from_other_errors():

@@ -521,18 +521,23 @@ class Experiment:
         return resolve(self.complete(merge(self.defaults, COMMON_DEFAULTS)), self.scales, scale, overrides)
 
     def configure(
-        self, scale: str, overrides: Iterable[str] | Mapping[str, object] = (), seeds: int | None = None
+        self,
+        scale: str,
+        overrides: Iterable[str] | Mapping[str, object] = (),
+        seeds: int | None = None,
+        memory: bool = True,
     ) -> RunConfig:
         """A new run's config, made and checked in one place: :meth:`resolve`, the number of ``seeds`` when
         given (else the config's), the experiment's name first, then every check a run needs
         (:meth:`_checked`). Called by :func:`iclab.run`, ``iclab show`` and :func:`iclab.sweep` (every grid
-        point, before Ray starts), so a bad value fails at once with one line, before any folder is made."""
+        point, before Ray starts), so a bad value fails at once with one line, before any folder is made.
+        ``memory=False`` leaves out the memory check (``iclab show`` prints the estimate instead)."""
         config = self.resolve(scale, overrides)
         if seeds is not None:
             if seeds < 1:
                 raise ConfigError(f"--seeds must be >= 1, got {seeds}")
             config["seeds"] = seeds
-        return self._checked({"experiment": self.name, **config})
+        return self._checked({"experiment": self.name, **config}, memory)
 
     def reconfigure(
         self, stored: Mapping[str, Any], changes: Iterable[tuple[str, Any]] = (), continued: bool = False
@@ -578,7 +583,7 @@ class Experiment:
                 "more steps, as a new run"
             )
 
-    def _checked(self, record: dict) -> RunConfig:
+    def _checked(self, record: dict, memory: bool = True) -> RunConfig:
         """``record`` checked and typed: seeds, sample sizes, the loggers' packages, every training block
         (made into its :class:`~iclab.train.TrainConfig` here, the one time a run makes it), the memory it needs
         (:func:`iclab.resources.check_memory`), then the experiment's own ``checks`` on the typed config. A value
@@ -586,7 +591,8 @@ class Experiment:
         :class:`~iclab.config.ConfigError`."""
         try:
             values = self._typed(record)
-            check_memory(record, defaults=self.resolve("quick"))  # before checks that build a task of its sizes
+            if memory:  # before checks that build a task of its sizes
+                check_memory(record, defaults=self.resolve("quick"))
             if self.checks is not None:
                 self.checks(values)
         except ConfigError:
