@@ -1,7 +1,7 @@
 """The package's layering: every module imports only from lower layers (and its own package).
 
-    config, rng, claims, ladders, ledger, version, formatting → devices, cores, capture, tasks, data, losses, parity
-    → prompts, shifts → models | learners | theory → train, curriculum → metrics → runs → report | loading
+    config, rng, claims, ladders, ledger, version, formatting → devices, cores, capture, tasks, data, losses, parity,
+    resources → prompts, shifts → models | learners | theory → train, curriculum → metrics → runs → report | loading
     → experiments → identification → api | evaluation | hub → sweeps → cli → __main__
 
 Modules of one layer never import each other (models, learners and theory are siblings). A new
@@ -17,7 +17,7 @@ import iclab
 
 LAYERS = [
     {"config", "rng", "claims", "ladders", "ledger", "version", "formatting"},
-    {"devices", "cores", "capture", "tasks", "data", "losses", "parity"},
+    {"devices", "cores", "capture", "tasks", "data", "losses", "parity", "resources"},
     {"prompts", "shifts"},
     {"models", "learners", "theory"},
     {"train", "curriculum"},
