@@ -62,8 +62,8 @@ class Need:
 
 
 def sizes(config: Mapping[str, Any]) -> dict[str, Size]:
-    """The largest value of each role of :data:`ROLES` in ``config`` (positive integers only, the
-    training blocks' and loggers' keys aside from ``batch_size``), with its key."""
+    """The largest value of each role of :data:`ROLES` in ``config`` (positive integers only, the loggers' keys
+    aside), with its key; the roles no key sets from :data:`FALLBACK`."""
     found: dict[str, Size] = {}
     for key, value in leaves(config):
         values = value if isinstance(value, list) else [value]

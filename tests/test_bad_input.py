@@ -3,7 +3,6 @@ with and, for a refusal, one line. The signals and the full disk have tests of t
 tests/test_reproduce.py), in processes of their own."""
 
 import importlib.util
-import shutil
 import sys
 from pathlib import Path
 
@@ -30,13 +29,7 @@ def test_the_table_has_at_least_forty_kinds_of_bad_input():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.what for c in CASES])
 def test_each_kind_of_bad_input_ends_as_the_table_says(case, smoke_run, tmp_path, capsys, caplog):
-    if case.needs_run:
-        shutil.copytree(smoke_run, tmp_path / "run")
-    if case.prepare:
-        case.prepare(tmp_path)
-    argv = [part.replace("{tmp}", str(tmp_path)).replace("{run}", str(tmp_path / "run")) for part in case.argv]
-    if argv[0] == "run" and "--out" not in argv:
-        argv += ["--out", str(tmp_path / "out")]
+    argv = case.set_up(tmp_path, smoke_run)
     capsys.readouterr()
     assert main(argv) == case.status
     err = capsys.readouterr().err + caplog.text  # a warning goes through logging

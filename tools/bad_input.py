@@ -42,6 +42,16 @@ class Case:
     needs_run: bool = False
     env: dict = field(default_factory=dict)
 
+    def set_up(self, tmp: Path, smoke_run: Path) -> list[str]:
+        """The scratch folder ``tmp`` made ready (a copy of ``smoke_run`` where the case needs one, then
+        :attr:`prepare`) and the case's command line there, without the program (a run gets ``--out`` in ``tmp``)."""
+        if self.needs_run:
+            shutil.copytree(smoke_run, _run_folder(tmp))
+        if self.prepare:
+            self.prepare(tmp)
+        argv = [part.replace("{tmp}", str(tmp)).replace("{run}", str(_run_folder(tmp))) for part in self.argv]
+        return argv + ["--out", str(tmp / "out")] if argv[0] == "run" and "--out" not in argv else argv
+
 
 def _run_folder(tmp: Path) -> Path:
     return tmp / "run"
@@ -185,13 +195,7 @@ def _file_size_limit(size: str) -> Callable[[], None]:
 def run_case(case: Case, tmp: Path, smoke_run: Path) -> dict:
     """Run one case in ``tmp``: its exit status, the last line it wrote on stderr, how many lines it wrote there and
     whether a traceback showed."""
-    if case.needs_run:
-        shutil.copytree(smoke_run, _run_folder(tmp))
-    if case.prepare:
-        case.prepare(tmp)
-    argv = [part.replace("{tmp}", str(tmp)).replace("{run}", str(_run_folder(tmp))) for part in case.argv]
-    if argv[0] == "run" and "--out" not in argv:
-        argv += ["--out", str(tmp / "out")]
+    argv = case.set_up(tmp, smoke_run)
     limit = _file_size_limit(case.env["ICLAB_FSIZE"]) if "ICLAB_FSIZE" in case.env else None
     started = time.perf_counter()
     process = subprocess.Popen(
