@@ -89,6 +89,7 @@ class InterleavedFormat:
         return Prompt(tokens, ys, episode.n_context)
 
 
+@dataclass(frozen=True)
 class AutoregressiveFormat:
     """Autoregressive tokens e_t = [x_t; x_{t−1}] with x_0 = 0 (Zheng et al.).
 

@@ -15,9 +15,11 @@ settings.register_profile("ci", derandomize=True, database=None, print_blob=True
 settings.register_profile("explore", max_examples=2000, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
-# Threads per test process: 2 (the CI machine's cores) unless ICLAB_TEST_THREADS says otherwise (e.g. 1
-# beside another job, where two 2-thread processes would spin against each other).
-THREADS = int(os.environ.get("ICLAB_TEST_THREADS", "2"))
+# Threads per test process: the cores shared among pytest-xdist's workers (`make test` runs one per core, so 1
+# each), 2 in one process, unless ICLAB_TEST_THREADS says otherwise (e.g. 1 beside another job, where two
+# 2-thread processes would spin against each other).
+WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+THREADS = int(os.environ.get("ICLAB_TEST_THREADS", max(1, (os.cpu_count() or 2) // WORKERS) if WORKERS > 1 else 2))
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from conftest import THREADS
 
 import iclab.train
 from iclab import api
@@ -32,7 +33,6 @@ from iclab.train import PREVIOUS, STATE, WEIGHTS, TrainConfig, data_source, trai
 TINY = ["train.steps=10", "train.checkpoint_every=5", "eval_prompts=200", "flow.steps=200"]
 TINY += ["log.tensorboard=true"]
 RUN = ["run", "lsa-linear", "--scale", "smoke", *(f"--set={o}" for o in TINY)]
-THREADS = int(os.environ.get("ICLAB_TEST_THREADS", "2"))  # as conftest.py's, for the module's fixtures
 PROGRESS = re.compile(r"\S+: step \d+/\d+, ")  # a training progress line (stderr without a terminal)
 
 

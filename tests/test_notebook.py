@@ -1,10 +1,10 @@
 """The example notebook runs from top to bottom on a tiny finished run, found by its default path (skipped without
 nbclient and ipykernel)."""
 
-import os
 from pathlib import Path
 
 import pytest
+from conftest import THREADS
 
 import iclab
 
@@ -30,7 +30,7 @@ def test_after_training_notebook_runs_on_a_tiny_run(tmp_path, monkeypatch):
         "gpt-linear", seeds=1, overrides=overrides, out=runs / "gpt-linear-seed0-20261125-120000", progress=False
     ).path
     monkeypatch.delenv("ICLAB_RUN", raising=False)  # the notebook's default: the newest finished gpt-linear run
-    monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("ICLAB_TEST_THREADS", "2"))  # the kernel's torch threads
+    monkeypatch.setenv("OMP_NUM_THREADS", str(THREADS))  # the kernel's torch threads
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(
         notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
