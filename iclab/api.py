@@ -335,11 +335,15 @@ def claims_sibling(path: Path, current: Recipe) -> Path:
     return path.with_name(re.sub(r"-claims\d+$", "", path.name) + f"-claims{current.claims_version}")
 
 
-def _normal(config: Mapping) -> dict:
+def _normal(config: Mapping, later: bool = True) -> dict:
     """A config as ``config.yaml`` holds it, without the keys of :data:`iclab.runs.NOT_RECIPE` (a resume's
     overrides and a continuation's parent stay: they make a variant) and its training blocks'
-    execution keys (:data:`iclab.runs.EXECUTION`)."""
-    return without_execution(yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})))
+    execution keys (:data:`iclab.runs.EXECUTION`), nor its experiment's keys at the value every run before them had
+    (:attr:`~iclab.experiments.base.Experiment.later_defaults`; with ``later=False`` those stay, every value shown)."""
+    dropped = experiments.get(config["experiment"]).later_defaults if later and "experiment" in config else None
+    return without_execution(
+        yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})), later=dropped
+    )
 
 
 def recipe_changes(config: Mapping) -> dict:
@@ -363,7 +367,7 @@ def recipe_distance(experiment: str, scale: str = "quick", to: str = "paper") ->
     paper's): dotted key → (the scale's value, ``to``'s value), without the seeds, what a run logs, the scale's name
     and :data:`BOOKKEEPING`. The distance a verdict at ``scale`` stands from the paper's recipe, read from the
     configs themselves."""
-    mine, theirs = (_normal(resolved_config(experiment, name)) for name in (scale, to))
+    mine, theirs = (_normal(resolved_config(experiment, name), later=False) for name in (scale, to))
     return {
         key: values
         for key, values in differences(mine, theirs).items()

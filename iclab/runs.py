@@ -80,19 +80,24 @@ that value is the recipe it was before the key existed (so those runs keep count
 recipe of its own."""
 
 
-def without_execution(value: Any, training: bool = False) -> Any:
+def without_execution(value: Any, training: bool = False, later: dict | None = None) -> Any:
     """``value`` (a config, or a part of one) without its training blocks' :data:`EXECUTION` keys, nor their
-    :data:`LATER_DEFAULTS` keys at those values."""
+    :data:`LATER_DEFAULTS` keys at those values, nor the keys of ``later`` at its values (an experiment's own keys
+    added after runs were recorded, by block: ``{"model": {"init": "small"}}``,
+    :attr:`iclab.experiments.base.Experiment.later_defaults`)."""
     if not isinstance(value, dict):
         return value
+    later = later or {}
+    defaults = {**(LATER_DEFAULTS if training else {}), **{k: v for k, v in later.items() if not isinstance(v, dict)}}
 
     def dropped(key, item) -> bool:
-        later = (
-            key in LATER_DEFAULTS and (list(item) if isinstance(item, (list, tuple)) else item) == LATER_DEFAULTS[key]
-        )
-        return training and (key in EXECUTION or later)
+        plain = list(item) if isinstance(item, (list, tuple)) else item
+        return (training and key in EXECUTION) or (key in defaults and plain == defaults[key])
 
-    return {k: without_execution(v, k == "train") for k, v in value.items() if not dropped(k, v)}
+    def block(key) -> dict | None:
+        return later.get(key) if isinstance(later.get(key), dict) else None
+
+    return {k: without_execution(v, k == "train", block(k)) for k, v in value.items() if not dropped(k, v)}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from iclab.claims import SMOKE_NOTE
 from iclab.cli import main
 from iclab.config import ConfigError
 from iclab.formatting import duration
-from iclab.runs import RunFolder
+from iclab.runs import Recipe, RunFolder
 from iclab.train import _SeedGroup
 
 FAST = ["--set", "train.steps=40", "--set", "train.warmup=0", "--set", "eval_prompts=2000", "--seeds", "2"]
@@ -481,6 +481,19 @@ def test_a_task_change_of_the_wrong_type_is_one_line():
 
     with pytest.raises(ConfigError, match="task.noise must be a finite number, got 'abc'"):
         linear_regression_from_config({"d": 2, "n_context": 3, "noise": "abc"})
+
+
+def test_a_key_added_later_at_the_value_every_earlier_run_had_leaves_the_recipe_as_it_was():
+    # gd-mechanism's model.init (later_defaults): a run recorded before it existed is of quick's recipe still,
+    # resumes with the key filled in, and the other value is a recipe of its own
+    stored = {"experiment": "gd-mechanism", **api.resolved_config("gd-mechanism", "quick")}
+    del stored["model"]["init"]
+    config = experiments.get("gd-mechanism").reconfigure(stored)
+    assert config.values["model"]["init"] == "small"
+    quick = api.recipe("gd-mechanism", "quick")
+    assert Recipe(api._normal(stored), quick.claims_version).fingerprint == quick.fingerprint
+    assert api.recipe("gd-mechanism", "quick", {"model.init": "variance_scaling"}).fingerprint != quick.fingerprint
+    assert api.recipe_distance("gd-mechanism")["model.init"] == ("small", "variance_scaling")  # every value shown
 
 
 def test_a_config_written_before_a_training_key_existed_still_resumes():

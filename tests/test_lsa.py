@@ -100,3 +100,14 @@ def test_initialisations():
         LinearSelfAttention(5, init="balanced", parametrization="separate")
     with pytest.raises(ConfigError):
         LinearSelfAttention(5, init="xavier")
+
+
+def test_the_variance_scaling_initialisation_is_haikus():
+    # Haiku's VarianceScaling(s) (fan_in, truncated normal): variance s / fan_in, nothing beyond 2 of its
+    # untruncated standard deviations. Monte Carlo over 4 x 5 x 200² entries against the closed form.
+    model = LinearSelfAttention(200, 5, "separate", init="variance_scaling", init_scale=0.004, generator=generator(0))
+    weights = torch.cat([p.flatten() for p in model.parameters()])
+    std = (0.004 / 200) ** 0.5
+    assert weights.std().item() == pytest.approx(std, rel=0.01)  # its standard error: about 0.1%
+    assert weights.abs().max().item() <= 2 * std / 0.87962566103423978
+    assert weights.mean().abs().item() < 5 * std / weights.numel() ** 0.5

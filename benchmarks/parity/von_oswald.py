@@ -65,6 +65,7 @@ def _iclab(args, layers: int, cache: dict, quantity: str, seeds) -> list[float]:
             f"train.clip={r['grad_clip']}",
             f"train.betas={r['betas']}",
             f"train.eps={r['eps']}",
+            "model.init=variance_scaling",  # their Haiku VarianceScaling(init_scale / L), not N(0, (init_scale / L)²)
             f"model.init_scale={r['init_scale']}",
             f"activation_clip.from_depth={4 if r['token_clip'] else layers + 1}",
             f"eval_prompts={r['eval_prompts']}",
@@ -94,7 +95,7 @@ def comparisons(args) -> list[Comparison]:
             authors=partial(_authors, args, layers, cache, what),
             iclab=partial(_iclab, args, layers, cache, what),
             authors_note="their notebook's cells run as they are (von_oswald_peer.py), its recipe with fewer steps",
-            iclab_note="iclab run gd-mechanism at quick with the notebook's recipe",
+            iclab_note="iclab run gd-mechanism at quick with the notebook's recipe and initialisation",
             **record,
         )
 

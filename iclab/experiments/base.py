@@ -22,6 +22,7 @@ Results are keyed by a learner's name or a ``(model, seed)`` pair, never by a pa
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import logging
@@ -439,6 +440,15 @@ class RunConfig:
         return RunConfig({**self.record, **keys}, {**self.values, **keys})
 
 
+def _fill(config: dict, defaults: Mapping[str, Any]) -> None:
+    """Give ``config`` (in place) every key of ``defaults`` it lacks, block by block, its own keys and order kept."""
+    for key, value in defaults.items():
+        if isinstance(value, Mapping) and isinstance(config.get(key), dict):
+            _fill(config[key], value)
+        else:
+            config.setdefault(key, copy.deepcopy(value))
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A named, runnable reproduction of a paper's setting.
@@ -468,6 +478,10 @@ class Experiment:
     ``nullable``: the blocks of the defaults a config may set to null (a part turned off, e.g. a curriculum) besides
     those its defaults or a scale already set to null; any other block set to null is refused when the config is
     checked (the run needs it).
+
+    ``later_defaults``: keys added to the defaults after runs were recorded, by block (``{"model": {"init":
+    "small"}}``), with the value every earlier run used: a config at those values is the recipe it was before the
+    keys existed, so those runs keep counting (:func:`iclab.runs.without_execution`).
     """
 
     name: str
@@ -481,6 +495,7 @@ class Experiment:
     claims_version: int = 1
     timing: dict = field(default_factory=dict)
     nullable: tuple[str, ...] = ()
+    later_defaults: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.train_blocks is None:
@@ -504,9 +519,11 @@ class Experiment:
 
     def complete(self, config: Mapping[str, Any]) -> dict:
         """A copy of ``config`` with every block of :attr:`train_blocks` it holds filled with
-        :class:`~iclab.train.TrainConfig`'s defaults (the block's own keys first). Resolving a config
-        does this; so does resuming a run whose ``config.yaml`` predates a default."""
+        :class:`~iclab.train.TrainConfig`'s defaults (the block's own keys first), and the keys of
+        :attr:`later_defaults` it lacks at their values. Resolving a config does this; so does resuming a run whose
+        ``config.yaml`` predates a default."""
         out = merge(config, {})
+        _fill(out, self.later_defaults)
         defaults = dataclasses.asdict(TrainConfig())
         for path in self.train_blocks:
             block = _block(out, path)

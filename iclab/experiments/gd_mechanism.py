@@ -10,7 +10,9 @@ learners and with the LSA weights that implement them (:func:`iclab.models.gd_co
 feature map before one LSA layer (merged W_KQ, W_PV), trained end to end vs the attention
 fixed to one GD step. Losses are half-MSE, as in the paper.
 
-Training choices. LSAs start from ``init_scale / n_layers``, as in the paper's code. (c)'s models
+Training choices. LSAs start from ``init_scale / n_layers`` (the paper's code divides by the depth too), drawn
+i.i.d. normal at that standard deviation, or as the paper's code draws them (``model.init: variance_scaling``, the
+paper scale's). (c)'s models
 from ``activation_clip.from_depth`` layers on clip every layer's tokens to ±``activation_clip.value``,
 as the paper's code does for models deeper than 3 layers: a deep unclipped stack is a high-degree
 polynomial of the labels whose mean loss a few extreme prompts decide. The per-step GD++ they are compared
@@ -56,11 +58,16 @@ SOURCES = {
 }
 """Where the paper states each part's claims (docs/papers.md §2)."""
 
+LSA_INITS = ("small", "variance_scaling")
+"""The initialisations of the LSAs (:class:`~iclab.models.LinearSelfAttention`'s that train separate Q, K, V, P)."""
+
 DEFAULTS = {
     "seed": 0,
     "seeds": 2,
     "task": {"d": 10, "n_context": 10, "inputs": "uniform", "low": -0.5, "high": 0.5},
-    "model": {"init_scale": 0.1},  # divided by the number of layers, as in the paper's code (0.002 / L)
+    # i.i.d. N(0, (init_scale / L)²); the paper's code draws Haiku's VarianceScaling(0.002 / L) (`init:
+    # variance_scaling`, the paper scale's), about ten times larger at L = 2 (docs/experiments/gd-mechanism.md, parity)
+    "model": {"init": "small", "init_scale": 0.1},
     "train": {
         "steps": 1500,
         "batch_size": 512,
@@ -129,6 +136,7 @@ SCALES = {
     "quick": {},
     "paper": {
         "seeds": 5,
+        "model": {"init": "variance_scaling", "init_scale": 0.002},  # the paper's code's initialisation
         "train": {"steps": 20000, "batch_size": 2048, "lr": 0.001},
         "depths": [2, 3, 4, 5],
         "depth_lr": 0.002,
@@ -139,9 +147,10 @@ SCALES = {
 }
 
 
-def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: float | None = None):
-    """make_model for the paper's LSA: separate Q, K, V, P, no 1/N, prediction −y_q; with
-    ``clip``, every layer's output tokens are clipped to [−clip, clip]."""
+def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: float | None = None, init: str = "small"):
+    """make_model for the paper's LSA: separate Q, K, V, P, no 1/N, prediction −y_q, initialised by ``init`` at
+    ``scale`` (:class:`~iclab.models.LinearSelfAttention`); with ``clip``, every layer's output tokens are clipped to
+    [−clip, clip]."""
     return lambda g: LinearSelfAttention(
         dim,
         n_layers,
@@ -150,6 +159,7 @@ def _lsa_factory(dim: int, n_layers: int, shared: bool, scale: float, clip: floa
         shared=shared,
         readout_sign=-1.0,
         clip=clip,
+        init=init,
         init_scale=scale,
         generator=g,
     )
@@ -219,7 +229,8 @@ class _Linear:
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models.values()]}
 
-        make = _lsa_factory(self.dim, n_layers, shared, self.config["model"]["init_scale"] / n_layers, clip)
+        init = self.config["model"]
+        make = _lsa_factory(self.dim, n_layers, shared, init["init_scale"] / n_layers, clip, init["init"])
         model = f"lsa-{setting}"
         result = self.ctx.trained(
             model,
@@ -554,6 +565,8 @@ def _checks(config: dict):
     depths = config["depths"]
     if not depths or not all(isinstance(d, int) and d >= 1 for d in depths):
         raise ConfigError(f"depths must be a non-empty list of layer counts >= 1, got {depths!r}")
+    if config["model"]["init"] not in LSA_INITS:
+        raise ConfigError(f"model.init must be one of {LSA_INITS}, got {config['model']['init']!r}")
     if not config["activation_clip"]["value"] > 0:
         raise ConfigError(f"activation_clip.value must be > 0, got {config['activation_clip']['value']}")
     if not isinstance(config["fit_restarts"], int) or config["fit_restarts"] < 0:
@@ -638,6 +651,7 @@ EXPERIMENT = Experiment(
     checks=_checks,
     train_blocks=("train", "sine.train"),
     claims_version=4,
+    later_defaults={"model": {"init": "small"}},  # added with the paper's initialisation (2026-12-03)
     timing={
         "eval_prompts": 1000,
         "compare_prompts": 50,

@@ -19,6 +19,7 @@ layer's input tokens, its attention's output and its output tokens.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import torch
@@ -29,7 +30,9 @@ from .activations import ActivationCache
 from .registry import rebuildable
 
 PARAMETRIZATIONS = {"merged": ("w_kq", "w_pv"), "separate": ("w_q", "w_k", "w_v", "w_p")}
-INITS = ("small", "balanced", "zero")
+INITS = ("small", "variance_scaling", "balanced", "zero")
+TRUNCATED_STD = 0.87962566103423978
+"""The standard deviation of a unit normal truncated at ±2: a truncated draw is divided by it to keep its variance."""
 
 
 class LSALayer(nn.Module):
@@ -85,9 +88,11 @@ class LinearSelfAttention(nn.Module):
             (von Oswald et al. read −y).
         clip: clip every layer's output tokens to [−clip, clip] (von Oswald et al.'s code does so
             for stacks deeper than 3 layers); None: no clipping.
-        init: ``"small"`` (i.i.d. N(0, init_scale²)), ``"balanced"`` (Zhang et al.: W_PV = σ e_D e_Dᵀ,
+        init: ``"small"`` (i.i.d. N(0, init_scale²)), ``"variance_scaling"`` (von Oswald et al.'s: Haiku's
+            ``VarianceScaling(init_scale)``, a normal of variance init_scale / fan_in truncated at two standard
+            deviations, rescaled to keep that variance), ``"balanced"`` (Zhang et al.: W_PV = σ e_D e_Dᵀ,
             W_KQ = σ [[ΘΘᵀ, 0], [0, 0]] with ‖ΘΘᵀ‖_F = 1, σ = init_scale; merged only) or ``"zero"``.
-        init_scale: the standard deviation, or σ for the balanced init.
+        init_scale: the standard deviation, the variance scale, or σ for the balanced init.
         generator: the random stream for the initialisation.
     """
 
@@ -125,6 +130,9 @@ class LinearSelfAttention(nn.Module):
                 for p in layer.parameters():
                     if init == "small":
                         p.copy_(scale * torch.randn(p.shape, generator=generator))
+                    elif init == "variance_scaling":
+                        std = math.sqrt(scale / p.shape[1]) / TRUNCATED_STD  # fan_in: the columns x multiplies
+                        nn.init.trunc_normal_(p, 0.0, std, -2 * std, 2 * std, generator=generator)
                     else:
                         p.zero_()
                 if init == "balanced":
