@@ -63,6 +63,8 @@ def test_the_page_gives_both_sides_the_rule_and_the_claim_on_each():
     row = next(line for line in page.splitlines() if line.startswith("| [aba-abb-plain-n1024]"))
     assert "0.33 ± 0.015" in row and "0.11 ± 0.0058" in row and "**no**" in row and "fails / holds" in row
     assert "disagree" in summary_line(record) and "holds in the authors' code" in summary_line(record)
+    fitted = parity_page([_record([0.102] * 3, [0.105] * 3), _record([0.016] * 3, [0.053] * 3, quantity="four")])
+    assert "| yes (3% of theirs, no spread) |" in fitted and "| **no** (70% of theirs, no spread) |" in fitted
 
 
 def _harness(tmp_path, fail=False):

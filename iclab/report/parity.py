@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..config import ConfigError
 from ..formatting import duration
-from ..parity import AGREEMENT_RELATIVE, AGREEMENT_Z, ParityRecord, Side, agreement, read_records
+from ..parity import AGREEMENT_RELATIVE, AGREEMENT_Z, Agreement, ParityRecord, Side, agreement, read_records
 from ..runs import write_atomic
 
 
@@ -27,6 +27,16 @@ def _value(side: Side) -> str:
 def _holds(record: ParityRecord, side: Side) -> str:
     holds = record.holds(side)
     return "–" if holds is None else "holds" if holds else "fails"
+
+
+def _apart(found: Agreement, authors: Side) -> str:
+    """How far apart the two sides are: in pooled standard errors, or, where neither side has a spread (one value
+    for every seed, e.g. one fitted reference), as a share of the authors' mean."""
+    if found.difference == 0:
+        return "equal"
+    if found.stderr or not authors.mean:
+        return f"{found.z:.1f} SE"
+    return f"{abs(found.difference) / abs(authors.mean):.0%} of theirs, no spread"
 
 
 def summary_line(record: ParityRecord) -> str:
@@ -68,8 +78,7 @@ def parity_page(records: Sequence[ParityRecord]) -> str:
         for r in rows:
             found = agreement(r.iclab, r.authors)
             claims = ", ".join(f"`{c}`" for c in r.claims) + (" (control)" if r.control else "")
-            apart = "equal" if found.difference == 0 else f"{found.z:.1f} SE"
-            verdict = f"{'yes' if found.agree else '**no**'} ({apart})"
+            verdict = f"{'yes' if found.agree else '**no**'} ({_apart(found, r.authors)})"
             lines.append(
                 f"| [{r.quantity}](#{_anchor(r)}) | {claims} | {_value(r.iclab)} | {_value(r.authors)}"
                 f" | {verdict} | {_holds(r, r.iclab)} / {_holds(r, r.authors)} | {r.paper or '–'} |"
