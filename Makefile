@@ -29,8 +29,8 @@ lint: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q -d site
 
-# The suite in TEST_WORKERS processes (pytest-xdist), each on cores ÷ workers torch threads (tests/conftest.py):
-# on 2 cores two one-thread processes take about a third of the time of one two-thread process.
+# The suite in TEST_WORKERS processes (pytest-xdist), each on cores ÷ workers torch threads (tests/conftest.py);
+# what that saves: docs/performance.md, "The test suite".
 TEST_WORKERS ?= 2
 test: lint docs
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal

@@ -340,7 +340,7 @@ def _normal(config: Mapping, later: bool = True) -> dict:
     overrides and a continuation's parent stay: they make a variant) and its training blocks'
     execution keys (:data:`iclab.runs.EXECUTION`), nor its experiment's keys at the value every run before them had
     (:attr:`~iclab.experiments.base.Experiment.later_defaults`; with ``later=False`` those stay, every value shown)."""
-    dropped = experiments.get(config["experiment"]).later_defaults if later and "experiment" in config else None
+    dropped = experiments.get(config["experiment"]).later_defaults if later else None
     return without_execution(
         yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})), later=dropped
     )

@@ -7,6 +7,8 @@ import pytest
 import torch
 from hypothesis import settings
 
+from iclab.cores import cores
+
 # Property tests draw the same examples on every machine and every run (a fixed seed, no example
 # database): a fresh clone runs exactly what passed here, so CI cannot fail at random on code nobody
 # touched. `make test-fuzz` (HYPOTHESIS_PROFILE=explore) draws fresh examples, many more of them; what it
@@ -19,7 +21,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 # each), 2 in one process, unless ICLAB_TEST_THREADS says otherwise (e.g. 1 beside another job, where two
 # 2-thread processes would spin against each other).
 WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-THREADS = int(os.environ.get("ICLAB_TEST_THREADS", max(1, (os.cpu_count() or 2) // WORKERS) if WORKERS > 1 else 2))
+THREADS = int(os.environ.get("ICLAB_TEST_THREADS", max(1, cores() // WORKERS) if WORKERS > 1 else 2))
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 

@@ -229,8 +229,8 @@ class _Linear:
         def cosine_to_reference(step, models):
             return {"sens_cosine": [compare(m, reference, self.compare_sample)["sens_cosine"] for m in models.values()]}
 
-        init = self.config["model"]
-        make = _lsa_factory(self.dim, n_layers, shared, init["init_scale"] / n_layers, clip, init["init"])
+        cfg = self.config["model"]
+        make = _lsa_factory(self.dim, n_layers, shared, cfg["init_scale"] / n_layers, clip, cfg["init"])
         model = f"lsa-{setting}"
         result = self.ctx.trained(
             model,
