@@ -339,8 +339,9 @@ def _normal(config: Mapping, later: bool = True) -> dict:
     """A config as ``config.yaml`` holds it, without the keys of :data:`iclab.runs.NOT_RECIPE` (a resume's
     overrides and a continuation's parent stay: they make a variant) and its training blocks'
     execution keys (:data:`iclab.runs.EXECUTION`), nor its experiment's keys at the value every run before them had
-    (:attr:`~iclab.experiments.base.Experiment.later_defaults`; with ``later=False`` those stay, every value shown)."""
-    dropped = experiments.get(config["experiment"]).later_defaults if later else None
+    (:attr:`~iclab.experiments.base.Experiment.later_defaults`, where the config names it; with ``later=False`` those
+    stay, every value shown)."""
+    dropped = experiments.get(config["experiment"]).later_defaults if later and "experiment" in config else None
     return without_execution(
         yaml.safe_load(dump({k: v for k, v in config.items() if k not in NOT_RECIPE})), later=dropped
     )
