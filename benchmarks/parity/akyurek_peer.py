@@ -7,9 +7,10 @@ Their ``incontext/main.py`` runs as its own ``__main__`` with their flags (``--x
 and ε 1e-9, their cosine schedule with a fifth of the steps of warm-up, their pre-LN transformer). Shims, each where
 this machine needs one: the package layout (their ``incontext.flax.self_attention_patch`` lies in a ``flax/`` folder
 beside the package, so that folder joins the package's path), ``flax.linen.attention.zeros`` (a name their patch reads,
-which the oldest Flax installable here moved to ``flax.linen.initializers``) and their ``save_checkpoint`` (which fails
-here): it hands the trained state to this runner instead, which applies their model to the prompts of ``--prompts``
-(an ``.npz`` of ``xs`` (B, N, d) and ``ys`` (B, N), laid out as their sampler lays them: x tokens [0; x], y tokens
+which the oldest Flax installable here moved to ``flax.linen.initializers``), their ``eval_model`` (the plots their
+loop draws after the last epoch: skipped, as iclab measures the model instead) and their ``save_checkpoint`` (which
+fails here): it hands the trained state to this runner instead, which applies their model to the prompts of
+``--prompts`` (an ``.npz`` of ``xs`` (B, N, d) and ``ys`` (B, N), laid out as their sampler lays them: x tokens [0; x], y tokens
 [y; 0]) and writes its prediction of every y_i from the examples before it, ``(B, N)``, to ``--predictions``.
 """
 
@@ -57,6 +58,7 @@ def main() -> None:
         return model, state, step
 
     model_trainer.get_model = get_model
+    model_trainer.eval_model = lambda *a, **k: None
     model_trainer.save_checkpoint = lambda state, folder: found.setdefault("state", state)
     sys.argv = ["main.py", *theirs]
     start = time.perf_counter()

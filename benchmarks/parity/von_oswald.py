@@ -73,12 +73,18 @@ def _iclab(args, layers: int, cache: dict, quantity: str, seeds) -> list[float]:
             "sine.train.warmup=0",
         ]
         rows = run_iclab("gd-mechanism", overrides, seeds, args.threads).read_metrics()
-        rows = rows[(rows.setting == f"per-layer-{layers}") & (rows.metric == "half_mse")]
-        trained = rows[rows.model == f"lsa-per-layer-{layers}"]
-        reference = rows[rows.model.str.startswith("gd++")].value.iloc[0]
+        # One layer is part (a)'s model, against the best single GD step; deeper ones are part (c)'s.
+        setting, model, reference = (
+            ("one-layer", "lsa-one-layer", "gd1")
+            if layers == 1
+            else (f"per-layer-{layers}", f"lsa-per-layer-{layers}", "gd++")
+        )
+        rows = rows[(rows.setting == setting) & (rows.metric == "half_mse")]
+        trained = rows[rows.model == model]
+        fitted = float(rows[rows.model.str.startswith(reference)].value.iloc[0])  # one fit on the base seed's sample
         cache[key] = {
             "transformer": [float(trained[trained.seed == s].value.iloc[0]) for s in seeds],
-            "gd_plus_plus": [float(reference)] * len(seeds),  # one fit on the base seed's sample
+            "gd" if layers == 1 else "gd_plus_plus": [fitted] * len(seeds),
         }
     return cache[key][quantity]
 
@@ -100,6 +106,24 @@ def comparisons(args) -> list[Comparison]:
         )
 
     return [
+        c(
+            "depth-1-trained",
+            "a trained one-layer LSA: test half-MSE (a positive control)",
+            ["a-loss-equals-gd"],
+            1,
+            "transformer",
+            control=True,
+            paper="≈ 0.2, the same as GD (Fig 2)",
+        ),
+        c(
+            "depth-1-gd",
+            "one step of GD at its best learning rate, the reference: test half-MSE (a positive control)",
+            ["a-loss-equals-gd"],
+            1,
+            "gd",
+            control=True,
+            paper="≈ 0.2",
+        ),
         c(
             "depth-2-trained",
             "a trained 2-layer per-layer LSA: test half-MSE",
