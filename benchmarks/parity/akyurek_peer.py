@@ -10,8 +10,9 @@ beside the package, so that folder joins the package's path), ``flax.linen.atten
 which the oldest Flax installable here moved to ``flax.linen.initializers``), their ``eval_model`` (the plots their
 loop draws after the last epoch: skipped, as iclab measures the model instead) and their ``save_checkpoint`` (which
 fails here): it hands the trained state to this runner instead, which applies their model to the prompts of
-``--prompts`` (an ``.npz`` of ``xs`` (B, N, d) and ``ys`` (B, N), laid out as their sampler lays them: x tokens [0; x], y tokens
-[y; 0]) and writes its prediction of every y_i from the examples before it, ``(B, N)``, to ``--predictions``.
+``--prompts`` (an ``.npz`` of ``xs`` (B, N, d) and ``ys`` (B, N), laid out as their sampler lays them: x tokens
+[0; x], y tokens [y; 0]) and writes its prediction of every y_i from the examples before it, ``(B, N)``, to
+``--predictions``.
 """
 
 from __future__ import annotations

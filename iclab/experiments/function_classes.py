@@ -175,7 +175,17 @@ DEFAULTS = {
     # (theirs 41 and 101), a 3-layer, 64-wide, 2-head transformer (4 layers for the linear model and
     # the classes warm-started from it; theirs 12 × 256 × 8), 2000 steps of 64 prompts per class unless
     # its own block says otherwise (theirs 500k, each class from scratch).
-    "model": {"n_layers": 3, "n_heads": 2, "width": 64, "mlp_ratio": 4.0, "attention": "math"},
+    # init "garg", activation "gelu-tanh": Garg et al.'s model, as gpt-linear's (why it matters:
+    # docs/experiments/function-classes.md, parity).
+    "model": {
+        "n_layers": 3,
+        "n_heads": 2,
+        "width": 64,
+        "mlp_ratio": 4.0,
+        "attention": "math",
+        "init": "garg",
+        "activation": "gelu-tanh",
+    },
     "train": {
         "steps": 2000,
         "batch_size": 64,
@@ -487,6 +497,8 @@ def _train_class(config: dict, ctx: RunContext, name: str, task, fmt, models: di
                 arch["mlp_ratio"],
                 max_tokens=2 * task.n_context,
                 attention=arch["attention"],
+                init=arch["init"],
+                activation=arch["activation"],
             ),
             g,
         ),
