@@ -119,9 +119,11 @@ def _kept_authors(path: Path, c: Comparison, args: argparse.Namespace, peer: dic
 
 
 def iclab_commit() -> str:
-    """iclab's commit, marked ``-dirty`` when tracked files differ from it."""
+    """iclab's commit, marked ``-dirty`` when tracked files other than records differ from it (a run's own records,
+    written as it goes, do not make the code it measures another)."""
     git = lambda *a: subprocess.run(["git", "-C", str(ROOT), *a], capture_output=True, text=True).stdout.strip()
-    return git("rev-parse", "--short", "HEAD") + ("-dirty" if git("status", "--porcelain", "-uno") else "")
+    changed = git("status", "--porcelain", "-uno", "--", ".", ":(exclude)results")
+    return git("rev-parse", "--short", "HEAD") + ("-dirty" if changed else "")
 
 
 def measure(args: argparse.Namespace, experiment: str, peer: dict[str, str], comparisons: list[Comparison]) -> None:
