@@ -403,20 +403,24 @@ def test_failing_shift_claims_need_the_papers_rise_at_2d():
     from iclab.experiments.function_classes import PAPER_BAND, PAPER_SHIFT_ERRORS, _failing_claim
 
     d, half = 5, 0.02
-    standard = _shift_table("standard", d, torch.full((11,), 0.05))
+    standard = _shift_table("standard", d, torch.full((11,), 0.01))
     least = PAPER_SHIFT_ERRORS["scale-x=3"][40] - PAPER_BAND - half  # the rise at k = 2d = 10 the claim needs
 
     def claim(at_2d: float, elsewhere: float = 0.0):
-        model = torch.full((11,), 0.05 + elsewhere, dtype=torch.float64)
-        model[10] = 0.05 + at_2d
+        model = torch.full((11,), 0.01 + elsewhere, dtype=torch.float64)
+        model[10] = 0.01 + at_2d
         return _failing_claim("scale-x=3", _shift_table("scale-x=3", d, model, half=half), standard, [0], d)
 
     assert claim(least + 0.001).holds and claim(least + 0.001).measured["rise"] == pytest.approx(least + 0.001)
     assert not claim(least - 0.001).holds
     assert not claim(0.0, elsewhere=1.0).holds  # failing before 2d is not the paper's failure at k = 40
     # However wide the run's band, "fails" needs a rise at all.
-    wide = _shift_table("scale-x=3", d, torch.full((11,), 0.05), half=1.0)
+    wide = _shift_table("scale-x=3", d, torch.full((11,), 0.01), half=1.0)
     assert not _failing_claim("scale-x=3", wide, standard, [0], d).holds
+    # The paper's failure is of a model about 0 on standard prompts: an untrained one's rise does not count.
+    untrained = _shift_table("standard", d, torch.full((11,), 1.0))
+    shifted = torch.full((11,), 1.0 + least + 0.1, dtype=torch.float64)
+    assert not _failing_claim("scale-x=3", _shift_table("scale-x=3", d, shifted, half=half), untrained, [0], d).holds
 
 
 def test_relu_claim_is_two_sided_at_the_longest_prefix():

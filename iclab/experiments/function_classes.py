@@ -817,15 +817,28 @@ def _failing_claim(name, table, standard, seeds, d) -> C.Claim:
     """Under failing shift ``name`` (:data:`FAILING_SHIFTS`) the linear transformer's error at k = 2d (the paper's
     k = 40) rises from its error on the standard prompts by at least the paper's error there (its standard error
     is about 0) less the paper's band and the run's 90% half-band under the shift (mean − p5: the side a lower error
-    lies on), and by more than 0 whatever the band, every seed; measured: the seed nearest its limit."""
+    lies on), and by more than 0 whatever the band, every seed, from a model whose error on the standard prompts
+    there is the paper's "about 0" (at most the paper's band above the run's own 90% band); measured: the seed
+    nearest its limit."""
     k, paper_error = _run_k(40, d), PAPER_SHIFT_ERRORS[name][40]
     rows = []
     for s in seeds:
-        shifted = table["linear", s]
-        rise = (shifted["mean"][k] - standard["linear", s]["mean"][k]).item()
+        shifted, own = table["linear", s], standard["linear", s]
+        rise = (shifted["mean"][k] - own["mean"][k]).item()
         least = max(paper_error - PAPER_BAND - (shifted["mean"][k] - shifted["low"][k]).item(), 0.0)
-        rows.append({"seed": s, "error": shifted["mean"][k].item(), "rise": rise, "at least": least})
-    worst = min(rows, key=lambda r: r["rise"] - r["at least"])
+        # The failure is of a model that learned the class: an untrained one's error also moves under a shift.
+        learned = own["low"][k].item() <= PAPER_BAND
+        rows.append(
+            {
+                "seed": s,
+                "error": shifted["mean"][k].item(),
+                "rise": rise,
+                "at least": least,
+                "standard error": own["mean"][k].item(),
+                "learned": learned,
+            }
+        )
+    worst = min(rows, key=lambda r: (r["learned"], r["rise"] - r["at least"]))
     return C.holds_if(
         f"ood-fails-{name}",
         PAPER,
@@ -833,10 +846,12 @@ def _failing_claim(name, table, standard, seeds, d) -> C.Claim:
         f"paper's k = 40 at d = {PAPER_D}) rises from its error on standard prompts by at least the paper's "
         f"{paper_error:g} (its error there, where on standard prompts it is about 0) − {PAPER_BAND} (the widest "
         "half-width of the paper's 90% bands) − this run's 90% half-band under the shift (mean − p5), and by more "
-        "than 0, every seed (measured: the seed nearest its limit)",
+        f"than 0, every seed, its error on standard prompts there about 0 (its 90% band reaching {PAPER_BAND} or "
+        "below; measured: the seed nearest its limit)",
         worst,
-        f"rise ≥ {paper_error:g} − {PAPER_BAND} − the 90% half-band, and > 0, every seed",
-        all(r["rise"] >= r["at least"] and r["rise"] > 0 for r in rows),
+        f"rise ≥ {paper_error:g} − {PAPER_BAND} − the 90% half-band, and > 0, from a standard error whose band "
+        f"reaches ≤ {PAPER_BAND}, every seed",
+        all(r["learned"] and r["rise"] >= r["at least"] and r["rise"] > 0 for r in rows),
         about=C.paper(_shift_source(name), _paper_errors_text(name)),
         figure="shifts",
     )
@@ -1022,7 +1037,7 @@ EXPERIMENT = Experiment(
     scales=SCALES,
     run=run,
     checks=_checks,
-    claims_version=6,
+    claims_version=7,
     nullable=("curriculum",),  # null: every class trains on its full task from the start
     timing={
         "eval_prompts": 16,
