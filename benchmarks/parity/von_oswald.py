@@ -46,6 +46,8 @@ def _authors(args, layers: int, cache: dict, quantity: str, seed: int) -> float:
     key = ("authors", layers)
     if key not in cache:
         options = ["--layers", str(layers), "--seeds", str(max(args.seeds) + 1), "--steps", str(STEPS)]
+        if layers == 1:  # their notebook asserts that a one-layer model is its recurrent one (config.deq)
+            options.append("--recurrent")
         cache[key] = run_peer(args, HERE / "von_oswald_peer.py", [*options, "--steps-gd", str(STEPS_GD)])
     return cache[key][quantity][seed]  # their notebook's seeds are 0 … num_seeds − 1
 
