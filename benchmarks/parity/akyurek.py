@@ -4,7 +4,7 @@
     python benchmarks/parity/akyurek.py --peer PATH/incontext --python JAX_PYTHON
 
 Their ``main.py`` trains their transformer (``akyurek_peer.py``, in a JAX venv of its own) at algorithm-selection's
-quick sizes as their flags state them: d = 4, N = 8, width 32, 2 heads, depth 1, 4 and 8, batch 128, lr 1e-3 with
+quick sizes as their flags state them: d = 4, N = 8, width 32, 2 heads, depth 1, 2, 4 and 8, batch 128, lr 1e-3 with
 their cosine schedule (warm-up a fifth of the steps) and their Adam (β₂ 0.98, ε 1e-9), 3000 steps, no curriculum
 (their code has none). iclab's side is ``iclab run algorithm-selection`` at quick with the same values
 (``curriculum=null``, ``train.warmup=600``, ``train.betas``, ``train.eps``). Each side's models predict the same
@@ -31,7 +31,7 @@ from iclab.tasks import linear_regression_from_config
 
 HERE = Path(__file__).resolve().parent
 RECIPE = {"d": 4, "points": 8, "width": 32, "heads": 2, "batch_size": 128, "lr": 1e-3, "steps": 3000}
-DEPTHS = (1, 4, 8)
+DEPTHS = (1, 2, 4, 8)
 PROMPTS = 4000
 
 
@@ -174,6 +174,16 @@ def comparisons(args) -> list[Comparison]:
             "4 layers: MSPD of the nearest non-ridge learner minus the nearest ridge's (a positive control)",
             ["c-two-to-four-layers-ridge"],
             4,
+            "ridge_margin",
+            control=True,
+            test={"op": ">", "threshold": 0.0},
+            paper="closest at 2–4 layers: ridge",
+        ),
+        c(
+            "ridge-margin-L2",
+            "2 layers: MSPD of the nearest non-ridge learner minus the nearest ridge's (a positive control)",
+            ["c-two-to-four-layers-ridge"],
+            2,
             "ridge_margin",
             control=True,
             test={"op": ">", "threshold": 0.0},
