@@ -113,7 +113,6 @@ EXPECTED = {
     "algorithm-selection": {
         "a-matches-ols",
         "a-knn-least-similar",
-        "a-gd-closer-as-k-grows",
         "b-bayes-ridge-closest",
         "c-one-layer-gd",
         "c-two-to-four-layers-ridge",
@@ -460,7 +459,7 @@ def _algorithm_selection_figure_one_claim_with_learners_that_decide(claim_id: st
     flat = {label: {"mean": torch.full((n,), 0.5, dtype=torch.float64)} for label in families}
     test = next(t for t in _FIGURE_ONE if t.id == claim_id)
     bands = {label: {"mean": curve} for label, curve in alone.items()}
-    return _figure_one_claim(DEFAULTS, test, flat, bands, families, d)
+    return _figure_one_claim(DEFAULTS, test, flat, bands, 0.0, families, d)
 
 
 for _claim_id in ("a-knn-least-similar", "a-gd-closer-as-k-grows"):

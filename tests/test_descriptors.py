@@ -3,6 +3,7 @@ import torch
 
 from iclab import claims
 from iclab.config import ConfigError
+from iclab.experiments.task_descriptors import Gap, _gap_narrows
 from iclab.metrics import evaluate, model_predictor
 from iclab.models import LinearSelfAttention, merged_lsa
 from iclab.prompts import PairedFormat
@@ -149,7 +150,7 @@ def test_depth_claims_on_a_tiny_size_with_two_seeds(tmp_path):
     }
     helps = depth["descriptors-help-every-depth"]["measured"]
     assert set(helps) == {"1", "2"} and set(helps["1"]) == {"relative gap", "z"} and helps["1"]["z"] > 2
-    assert depth["gap-narrows-with-depth"]["holds"] == (helps["2"]["relative gap"] < helps["1"]["relative gap"])
+    assert depth["gap-narrows-with-depth"]["holds"] == (abs(helps["2"]["relative gap"]) < helps["1"]["relative gap"])
     gains = claims.seed_entries(next(c for c in result.claims if c["id"] == "deeper-beats-one-layer"), 0)[0]
     by = gains["measured"]["2"]  # 2 layers against 1, with μ and without, on the same prompts
     assert set(by) == {"with μ", "without"} and all(set(v) == {"relative gain", "z"} for v in by.values())
@@ -250,3 +251,13 @@ def test_the_query_descriptor_share_rules():
     )
     drifting = {5: 0.30, 10: 0.27, 20: 0.24, 40: 0.21}  # falls, but by far less than the optimum: noise, not its trend
     assert _trained_query_share_claim({0: drifting}, optimum, tol).holds is False
+
+
+def test_a_gap_that_turns_negative_is_no_narrowing():
+    tol = {"min_gap": 0.01}
+    one = Gap(difference=1.0, stderr=0.1, relative=0.4)  # descriptors help clearly at one layer
+    assert _gap_narrows({1: one, 2: Gap(0.2, 0.1, 0.1), 3: Gap(0.0, 0.1, 0.01)}, tol)
+    # A 3-layer model that descriptors hurt by far more (seed 100's −50.8 at quick) has crossed, not narrowed.
+    assert not _gap_narrows({1: one, 2: Gap(0.2, 0.1, 0.1), 3: Gap(-5.0, 10.0, -50.8)}, tol)
+    assert _gap_narrows({1: one, 2: Gap(-0.1, 0.1, -0.3)}, tol)  # crossing by less than the one-layer gap
+    assert not _gap_narrows({1: Gap(0.01, 0.1, 0.4), 2: Gap(0.0, 0.1, 0.0)}, tol)  # no help at one layer to narrow
