@@ -31,10 +31,16 @@ def mean_band(
     resamplings of the prompts (with replacement; drawn from the ``(seed, "bootstrap")`` stream).
     """
     values = values.double().cpu()
-    flat = values.reshape(len(values), -1)  # (B, M)
-    g = generator(seed, "bootstrap")
+    replicates = resampled_means(values, n_boot, generator(seed, "bootstrap"), chunk)
+    return _band(values.mean(0), replicates.reshape(n_boot, -1), band)
+
+
+def resampled_means(values: torch.Tensor, n_boot: int, g: torch.Generator, chunk: int = 100) -> torch.Tensor:
+    """The means over prompts of ``values (B, ...)`` on ``n_boot`` resamplings of the prompts (with replacement, drawn
+    from ``g``), float64 ``(n_boot, ...)``: one matrix product per ``chunk`` of replicates."""
+    flat = values.double().cpu().reshape(len(values), -1)  # (B, M)
     means = [counts @ flat / len(flat) for counts in _resampling_counts(len(flat), n_boot, chunk, g)]  # (rows, M)
-    return _band(values.mean(0), torch.cat(means), band)
+    return torch.cat(means).reshape(n_boot, *values.shape[1:])
 
 
 def seed_band(

@@ -169,25 +169,18 @@ def comparisons(args) -> list[Comparison]:
             test={"op": ">", "threshold": 0.0},
             paper="closest: OLS",
         ),
-        c(
-            "ridge-margin-L4",
-            "4 layers: MSPD of the nearest non-ridge learner minus the nearest ridge's (a positive control)",
-            ["c-two-to-four-layers-ridge"],
-            4,
-            "ridge_margin",
-            control=True,
-            test={"op": ">", "threshold": 0.0},
-            paper="closest at 2–4 layers: ridge",
-        ),
-        c(
-            "ridge-margin-L2",
-            "2 layers: MSPD of the nearest non-ridge learner minus the nearest ridge's (a positive control)",
-            ["c-two-to-four-layers-ridge"],
-            2,
-            "ridge_margin",
-            control=True,
-            test={"op": ">", "threshold": 0.0},
-            paper="closest at 2–4 layers: ridge",
+        *(
+            c(
+                f"ridge-margin-L{depth}",
+                f"{depth} layers: MSPD of the nearest non-ridge learner minus the nearest ridge's (a positive control)",
+                ["c-two-to-four-layers-ridge"],
+                depth,
+                "ridge_margin",
+                control=True,
+                test={"op": ">", "threshold": 0.0},
+                paper="closest at 2–4 layers: ridge",
+            )
+            for depth in (4, 2)
         ),
         c(
             "ols-mspd-L8",

@@ -61,7 +61,7 @@ from .. import claims as C
 from ..config import ConfigError
 from ..curriculum import Curriculum, training_data
 from ..learners import GradientDescent, LeastSquares, NearestNeighbours, OnePassSGD, Ridge, ZeroPredictor
-from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, spd
+from ..metrics import ilwd, mspd, prefix_predictions, prefix_weights, resampled_means, spd
 from ..models.raw import construction_prefix_predictions, ridge_transformer, sgd_transformer
 from ..models.transformer import GPTConfig, GPTTransformer
 from ..probes import TARGETS, PoolingProbes, ProbeSplits
@@ -562,13 +562,11 @@ def _margin_stderr(margin, predictor: torch.Tensor, predicted: dict, families: d
     """The bootstrap standard error over prompts of a :class:`_FigureOneTest` ``margin`` for ``predictor``'s
     ``(B, N)`` prefix predictions against each learner's (``predicted``, by label): the margin of the mean SPD/d
     curves on resampled prompts, ``config["bootstrap"]`` times."""
-    errors = torch.stack([(predictor - p).double().pow(2) / d for p in predicted.values()])  # (L, B, N)
+    errors = torch.stack([(predictor - p).double().pow(2) / d for p in predicted.values()], 1)  # (B, L, N)
     g = generator(config["seed"], "figure-one-margin")
-    rows = torch.randint(errors.shape[1], (config["bootstrap"], errors.shape[1]), generator=g)
-    values = [
-        margin({label: {"mean": curve} for label, curve in zip(predicted, errors[:, r].mean(1))}, families, d)[0]
-        for r in rows
-    ]
+    replicates = resampled_means(errors, config["bootstrap"], g)  # (R, L, N)
+    bands = ({label: {"mean": curve} for label, curve in zip(predicted, r)} for r in replicates)
+    values = [margin(b, families, d)[0] for b in bands]
     return torch.tensor(values).std().item()
 
 
